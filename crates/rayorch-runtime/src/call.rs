@@ -1,0 +1,231 @@
+//! Calls: one configured use of a Stage in a pipeline.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::build::{self, NodeKind};
+use crate::domain::Domain;
+use crate::port::{Inputs, OutputSet, Port};
+use crate::stage::{BatchFn, BoxError, Factory, Stage, StageResult, TypedCall};
+use crate::value::{Data, Outcome};
+
+/// How a Call's Ready Queue is turned into physical batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Reservation {
+    /// Up to B Grains from the head, any parents (the default; O(B)).
+    #[default]
+    Elastic,
+    /// Up to B siblings of the head Grain's parent; the rest keep their order.
+    ParentBound,
+    /// Up to B Grains from arbitrary queue positions (ablation baseline only).
+    Unordered,
+}
+
+/// What happens when a whole attempt fails (an `Err` or a panic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// Fail-stop: the run ends with an error.
+    Abort,
+    /// Retry the exact batch up to `n` times, ahead of ready work.
+    RetryBatch(u32),
+    /// Retry the exact batch up to `n` times, after ready work.
+    RetryTail(u32),
+    /// Retry once, then bisect the batch down to the poison record, which ends
+    /// Failed; everything else in the batch succeeds (the default).
+    Isolate,
+}
+
+impl Default for Recovery {
+    fn default() -> Self {
+        Recovery::Isolate
+    }
+}
+
+/// Static configuration of a Call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallConfig {
+    /// Largest physical batch (B).
+    pub batch_size: usize,
+    /// Replicas in the Call's pool.
+    pub replicas: usize,
+    /// Reservation policy.
+    pub reservation: Reservation,
+    /// Recovery policy for attempt failures.
+    pub recovery: Recovery,
+}
+
+impl Default for CallConfig {
+    fn default() -> Self {
+        CallConfig {
+            batch_size: 32,
+            replicas: 1,
+            reservation: Reservation::Elastic,
+            recovery: Recovery::Isolate,
+        }
+    }
+}
+
+/// One configured use of a Stage. Apply it to Ports inside a plan build.
+///
+/// ```
+/// use rayorch_runtime::{Call, Outcome};
+/// let double = Call::map("double", |x: u32| x * 2).batch_size(64).replicas(2);
+/// assert_eq!(double.config().batch_size, 64);
+/// ```
+pub struct Call<S: Stage> {
+    name: Arc<str>,
+    config: CallConfig,
+    factory: Factory<S>,
+}
+
+impl<S: Stage> Clone for Call<S> {
+    fn clone(&self) -> Self {
+        Call {
+            name: self.name.clone(),
+            config: self.config.clone(),
+            factory: self.factory.clone(),
+        }
+    }
+}
+
+impl<S: Stage> fmt::Debug for Call<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("name", &self.name)
+            .field("stage", &std::any::type_name::<S>())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<S: Stage> Call<S> {
+    /// A Call whose replicas are made by `factory` (runs once per replica).
+    pub fn new(
+        name: impl Into<String>,
+        factory: impl Fn() -> Result<S, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        Call {
+            name: Arc::from(name.into()),
+            config: CallConfig::default(),
+            factory: Arc::new(factory),
+        }
+    }
+
+    /// The Call's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Call's configuration.
+    pub fn config(&self) -> &CallConfig {
+        &self.config
+    }
+
+    /// Set the largest physical batch (at least 1).
+    pub fn batch_size(mut self, b: usize) -> Self {
+        self.config.batch_size = b.max(1);
+        self
+    }
+
+    /// Set the number of replicas (at least 1).
+    pub fn replicas(mut self, n: usize) -> Self {
+        self.config.replicas = n.max(1);
+        self
+    }
+
+    /// Set the reservation policy.
+    pub fn reservation(mut self, r: Reservation) -> Self {
+        self.config.reservation = r;
+        self
+    }
+
+    /// Set the recovery policy.
+    pub fn recovery(mut self, r: Recovery) -> Self {
+        self.config.recovery = r;
+        self
+    }
+
+    /// Apply the Call to its input Port(s): one Grain per Entity of their Domain.
+    pub fn apply<D, I>(&self, inputs: I) -> Port<D, S::Out>
+    where
+        D: Domain,
+        I: Inputs<D, Value = S::In>,
+        S::Out: Data,
+    {
+        let ports = self.node::<D, I, (S::Out,)>(inputs, |o| vec![Arc::new(o)]);
+        Port::from_id(ports[0])
+    }
+
+    /// Apply a Call whose stage returns a tuple: one Port per tuple field.
+    pub fn apply_split<D, I>(&self, inputs: I) -> <S::Out as OutputSet>::Ports<D>
+    where
+        D: Domain,
+        I: Inputs<D, Value = S::In>,
+        S::Out: OutputSet,
+    {
+        let ids = self.node::<D, I, S::Out>(inputs, <S::Out as OutputSet>::split);
+        <S::Out as OutputSet>::ports::<D>(&ids)
+    }
+
+    fn node<D: Domain, I: Inputs<D, Value = S::In>, O: OutputSet>(
+        &self,
+        inputs: I,
+        split: fn(S::Out) -> Vec<crate::Value>,
+    ) -> Vec<u32> {
+        let Some(edges) = crate::port::edges_to(inputs.edges(), &format!("Call `{}`", self.name)) else {
+            return vec![u32::MAX; O::arity()];
+        };
+        let runtime = Arc::new(TypedCall::<S> {
+            factory: self.factory.clone(),
+            assemble: I::assemble,
+            split,
+        });
+        build::add_node::<D>(
+            NodeKind::Call {
+                name: self.name.clone(),
+                config: self.config.clone(),
+                runtime,
+                pool: Arc::as_ptr(&self.factory) as *const () as usize,
+                inputs: edges,
+            },
+            O::arity(),
+        )
+    }
+}
+
+impl<I, O> Call<BatchFn<Box<dyn FnMut(Vec<I>) -> StageResult<O> + Send>, I, O>>
+where
+    I: Send + 'static,
+    O: Send + 'static,
+{
+    /// A Call from a per-record function returning an [`Outcome`].
+    pub fn per_record<F>(name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(I) -> Outcome<O> + Clone + Send + Sync + 'static,
+    {
+        Self::batch(name, move |batch: Vec<I>| {
+            Ok(batch.into_iter().map(f.clone()).collect())
+        })
+    }
+
+    /// A Call from an infallible per-record function.
+    pub fn map<F>(name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(I) -> O + Clone + Send + Sync + 'static,
+    {
+        Self::batch(name, move |batch: Vec<I>| {
+            Ok(batch.into_iter().map(|x| Outcome::Ok(f(x))).collect())
+        })
+    }
+
+    /// A Call from a function over a whole batch.
+    pub fn batch<F>(name: impl Into<String>, f: F) -> Self
+    where
+        F: FnMut(Vec<I>) -> StageResult<O> + Clone + Send + Sync + 'static,
+    {
+        Call::new(name, move || {
+            let boxed: Box<dyn FnMut(Vec<I>) -> StageResult<O> + Send> = Box::new(f.clone());
+            Ok(BatchFn::new(boxed))
+        })
+    }
+}

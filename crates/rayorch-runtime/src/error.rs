@@ -1,0 +1,134 @@
+//! The runtime's errors, one enum per concern.
+
+use thiserror::Error;
+
+/// A plan that cannot run. Every message names the offending Port or Call.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PlanError {
+    /// `Plan::build` was called while another build was active on this thread.
+    #[error("a plan build is already active on this thread; build plans one at a time")]
+    NestedBuild,
+    /// A Port from another (or no) build was used.
+    #[error(
+        "{op} was given a Port that does not belong to this plan build; create every Port inside the `Plan::build` closure that uses it"
+    )]
+    ForeignPort {
+        /// The operation that received it.
+        op: String,
+    },
+    /// No source was declared.
+    #[error("the plan has no source; declare one with `b.source::<Root, T>()`")]
+    NoSource,
+    /// More than one source was declared.
+    #[error(
+        "the plan declares a second source ({port}); this version takes one source per plan: pass a tuple or struct instead"
+    )]
+    SecondSource {
+        /// The second source.
+        port: String,
+    },
+    /// No output was declared.
+    #[error("the plan has no output; return a root-Domain Port with `b.output(port)`")]
+    NoOutput,
+    /// A Port in the wrong Domain was used by an operation.
+    #[error("{node} takes {input} from Domain `{found}`, but it needs {expected}; {hint}")]
+    DomainMismatch {
+        /// The node that received it.
+        node: String,
+        /// The offending input Port.
+        input: String,
+        /// The Domain it is in.
+        found: &'static str,
+        /// What was needed.
+        expected: String,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// Two expansions into the same child Domain.
+    #[error(
+        "{second} expands into Domain `{domain}`, which {first} already expands into; a child Domain has exactly one expansion per parent: use `expand_aligned` for several lists"
+    )]
+    SecondExpansion {
+        /// The child Domain.
+        domain: &'static str,
+        /// The first expansion.
+        first: String,
+        /// The second one.
+        second: String,
+    },
+    /// A second root Domain appeared.
+    #[error(
+        "{port} lives in root Domain `{domain}`, but the plan's source is in `{root}`; a plan has one root Domain"
+    )]
+    SecondRoot {
+        /// The offending Port.
+        port: String,
+        /// Its Domain.
+        domain: &'static str,
+        /// The source's Domain.
+        root: &'static str,
+    },
+    /// Work that never reaches an output.
+    #[error(
+        "{node} never reaches an output: its Grains would run for nothing; pass its Port on (a child-Domain Port must be `reduce`d back to the root) or remove it"
+    )]
+    Unused {
+        /// The dead node.
+        node: String,
+    },
+}
+
+/// Every error found while building a plan, reported at once.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid plan ({} error{}):{}", .0.len(), if .0.len() == 1 { "" } else { "s" }, .0.iter().map(|e| format!("\n  - {e}")).collect::<String>())]
+pub struct PlanErrors(pub Vec<PlanError>);
+
+/// A run that could not complete.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RunError {
+    /// A root input of the wrong type was given to the source.
+    #[error(
+        "root {key}: the source expects `{expected}`, but the input is another type; pass the type the plan's source declares"
+    )]
+    InputType {
+        /// The root's key.
+        key: u64,
+        /// The declared type.
+        expected: &'static str,
+    },
+    /// A root key is already in flight.
+    #[error("root {key} is already in flight; root keys must be unique")]
+    DuplicateKey {
+        /// The root's key.
+        key: u64,
+    },
+    /// The admission window is full.
+    #[error("the admission window is full ({window} roots in flight); wait for a root to finish")]
+    WindowFull {
+        /// The window size.
+        window: usize,
+    },
+    /// A Call with `Recovery::Abort` failed an attempt.
+    #[error(
+        "Call `{call}` aborted the run: attempt on {entity} failed: {cause}; use a retry or isolate recovery policy to keep going"
+    )]
+    Aborted {
+        /// The Call.
+        call: String,
+        /// The first Entity of the failed batch.
+        entity: String,
+        /// The error text.
+        cause: String,
+    },
+    /// A replica could not be initialised.
+    #[error("Call `{call}`: replica initialisation failed: {cause}")]
+    ReplicaInit {
+        /// The Call.
+        call: String,
+        /// The factory's error.
+        cause: String,
+    },
+    /// Nothing can make progress, yet roots are unfinished.
+    #[error("the run stalled: {0}")]
+    Stalled(String),
+}

@@ -1,0 +1,44 @@
+//! rayorch's runtime: typed plan builder, lineage engine, scheduler and executors.
+//!
+//! Layers, from the user inward:
+//! - [`Domain`], [`Port`], [`Call`] and the structural operators ([`expand`],
+//!   [`reduce`], [`filter`], [`broadcast`], ...) build an immutable [`Plan`];
+//!   Domain mistakes are type errors.
+//! - [`Engine`] owns one run's lineage and queues. It is synchronous and
+//!   deterministic; executors drive it (see [`sim`] for the seeded one).
+
+mod build;
+mod call;
+mod domain;
+mod engine;
+mod error;
+mod grain;
+mod lineage;
+mod plan;
+mod port;
+mod ready_queue;
+pub mod rules;
+pub mod sim;
+mod stage;
+mod value;
+
+pub use build::PortRef;
+pub use call::{Call, CallConfig, Recovery, Reservation};
+pub use domain::{ChildOf, DescendantOf, Domain, DomainInfo, Here, NoParent, ParentSlot, RootDomain, There};
+pub use engine::{
+    Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, GrainRef, ReportOutcome,
+    RootOutcome,
+};
+pub use error::{PlanError, PlanErrors, RunError};
+pub use grain::{InvalidTransition, Phase, Transition};
+pub use lineage::Publish;
+pub use plan::{CallSpec, Output, Plan, PlanBuilder};
+pub use port::{
+    InputPort, Inputs, Optional, OutputSet, Port, broadcast, expand, expand_aligned, filter, reduce,
+    reduce_aligned, reduce_members,
+};
+pub use stage::{
+    AttemptError, AttemptResult, BatchFn, BoxError, ErasedCall, ErasedOutcome, GrainInput, Replica, Stage,
+    StageResult,
+};
+pub use value::{Cause, Data, Item, ItemKind, Outcome, Value};
