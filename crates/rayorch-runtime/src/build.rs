@@ -40,6 +40,8 @@ pub(crate) enum NodeKind {
     Source {
         type_id: TypeId,
         type_name: &'static str,
+        /// Splits a tuple input into one value per source Port.
+        split: Option<SplitList>,
     },
     Call {
         name: Arc<str>,

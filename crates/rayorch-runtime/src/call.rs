@@ -1,12 +1,14 @@
 //! Calls: one configured use of a Stage in a pipeline.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::build::{self, NodeKind};
 use crate::domain::Domain;
 use crate::port::{Inputs, OutputSet, Port};
-use crate::stage::{BatchFn, BoxError, Factory, Stage, StageResult, TypedCall};
+use crate::stage::{Async, AsyncStage, BatchFn, BoxError, Factory, Glue, StageKind, StageResult};
 use crate::value::{Data, Outcome};
 
 /// How a Call's Ready Queue is turned into physical batches.
@@ -52,6 +54,11 @@ pub struct CallConfig {
     pub reservation: Reservation,
     /// Recovery policy for attempt failures.
     pub recovery: Recovery,
+    /// Per-attempt time limit: a batch still running after it is an attempt
+    /// failure and its replica is replaced.
+    pub timeout: Option<Duration>,
+    /// Batches one replica of an async stage may run at once.
+    pub concurrency: usize,
 }
 
 impl Default for CallConfig {
@@ -61,6 +68,8 @@ impl Default for CallConfig {
             replicas: 1,
             reservation: Reservation::Elastic,
             recovery: Recovery::Isolate,
+            timeout: None,
+            concurrency: 1,
         }
     }
 }
@@ -72,23 +81,25 @@ impl Default for CallConfig {
 /// let double = Call::map("double", |x: u32| x * 2).batch_size(64).replicas(2);
 /// assert_eq!(double.config().batch_size, 64);
 /// ```
-pub struct Call<S: Stage> {
+pub struct Call<S: StageKind> {
     name: Arc<str>,
     config: CallConfig,
     factory: Factory<S>,
+    param: Option<Arc<dyn Any + Send + Sync>>,
 }
 
-impl<S: Stage> Clone for Call<S> {
+impl<S: StageKind> Clone for Call<S> {
     fn clone(&self) -> Self {
         Call {
             name: self.name.clone(),
             config: self.config.clone(),
             factory: self.factory.clone(),
+            param: self.param.clone(),
         }
     }
 }
 
-impl<S: Stage> fmt::Debug for Call<S> {
+impl<S: StageKind> fmt::Debug for Call<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Call")
             .field("name", &self.name)
@@ -98,7 +109,7 @@ impl<S: Stage> fmt::Debug for Call<S> {
     }
 }
 
-impl<S: Stage> Call<S> {
+impl<S: StageKind> Call<S> {
     /// A Call whose replicas are made by `factory` (runs once per replica).
     pub fn new(
         name: impl Into<String>,
@@ -108,6 +119,7 @@ impl<S: Stage> Call<S> {
             name: Arc::from(name.into()),
             config: CallConfig::default(),
             factory: Arc::new(factory),
+            param: None,
         }
     }
 
@@ -145,6 +157,26 @@ impl<S: Stage> Call<S> {
         self
     }
 
+    /// Set the per-attempt time limit.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.config.timeout = Some(t);
+        self
+    }
+
+    /// Set how many batches one async replica runs at once (at least 1).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config.concurrency = n.max(1);
+        self
+    }
+
+    /// Attach a static parameter that every `run` of this Call sees through
+    /// [`crate::StageContext::param`]. Calls cloned from one `Call` share a
+    /// replica pool but may carry different parameters.
+    pub fn param<P: Any + Send + Sync>(mut self, p: P) -> Self {
+        self.param = Some(Arc::new(p));
+        self
+    }
+
     /// Apply the Call to its input Port(s): one Grain per Entity of their Domain.
     pub fn apply<D, I>(&self, inputs: I) -> Port<D, S::Out>
     where
@@ -175,10 +207,12 @@ impl<S: Stage> Call<S> {
         let Some(edges) = crate::port::edges_to(inputs.edges(), &format!("Call `{}`", self.name)) else {
             return vec![u32::MAX; O::arity()];
         };
-        let runtime = Arc::new(TypedCall::<S> {
+        let runtime = S::erase(Glue {
+            name: self.name.clone(),
             factory: self.factory.clone(),
             assemble: I::assemble,
             split,
+            param: self.param.clone(),
         });
         build::add_node::<D>(
             NodeKind::Call {
@@ -190,6 +224,16 @@ impl<S: Stage> Call<S> {
             },
             O::arity(),
         )
+    }
+}
+
+impl<S: AsyncStage> Call<Async<S>> {
+    /// A Call over an async stage; `factory` runs once per replica.
+    pub fn new_async(
+        name: impl Into<String>,
+        factory: impl Fn() -> Result<S, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        Call::new(name, move || factory().map(Async))
     }
 }
 

@@ -381,7 +381,23 @@ impl Engine {
         };
         self.live_keys.insert(key, r);
         self.stats.roots_admitted += 1;
-        self.set(self.plan.source_port, r, Item::Present(input));
+        let plan = self.plan.clone();
+        match plan.source_split {
+            None => self.set(plan.source_ports[0], r, Item::Present(input)),
+            Some(split) => match split(input) {
+                Some(values) => {
+                    for (&p, v) in plan.source_ports.iter().zip(values) {
+                        self.set(p, r, Item::Present(v));
+                    }
+                }
+                None => {
+                    let cause = Cause::new("internal: the source could not split its input");
+                    for &p in &plan.source_ports {
+                        self.set(p, r, Item::Failed(cause.clone()));
+                    }
+                }
+            },
+        }
         self.drain();
         Ok(())
     }
@@ -1291,21 +1307,19 @@ mod tests {
         .unwrap();
         let mut eng = Engine::new(&plan, EngineConfig::default());
         eng.admit_typed(7, 2u32).unwrap();
-        assert_eq!(eng.stall(), None, "render is ready");
-        let b = eng.reserve(0, 8).unwrap();
-        let mut r = eng.calls() as u32; // any non-zero
-        r += 0;
-        assert!(r > 0);
-        // Corrupt the reduce's counter so it can never complete.
-        let rd = &mut eng.reds[0][0];
-        rd.pending += 1;
-        let mut replica = plan.calls()[0].runtime.spawn().unwrap();
-        let out = replica.run(b.inputs);
-        eng.report(b.id, out);
-        let b = eng.reserve(1, 8).unwrap();
-        let mut replica = plan.calls()[1].runtime.spawn().unwrap();
-        let out = replica.run(b.inputs);
-        eng.report(b.id, out);
+        assert_eq!(eng.stall(), None, "split is ready");
+        for c in 0..2 {
+            let b = eng.reserve(c, 8).unwrap();
+            let out = plan.calls()[c].runtime.spawn().unwrap().run(b.inputs);
+            if c == 0 {
+                // Corrupt the reduce's counter so the root can never complete.
+                eng.report(b.id, out);
+                eng.reds[0][0].pending += 1;
+            } else {
+                eng.report(b.id, out);
+            }
+        }
+        assert!(eng.pop_finished().is_none());
         let stall = eng.stall().expect("stall must be detected");
         assert!(stall.contains("roots [7]"), "{stall}");
     }

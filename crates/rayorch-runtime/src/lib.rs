@@ -14,6 +14,7 @@ mod engine;
 mod error;
 mod grain;
 mod lineage;
+mod pipeline;
 mod plan;
 mod port;
 mod ready_queue;
@@ -32,13 +33,14 @@ pub use engine::{
 pub use error::{PlanError, PlanErrors, RunError};
 pub use grain::{InvalidTransition, Phase, Transition};
 pub use lineage::Publish;
+pub use pipeline::Pipeline;
 pub use plan::{CallSpec, Output, Plan, PlanBuilder};
 pub use port::{
     InputPort, Inputs, Optional, OutputSet, Port, broadcast, expand, expand_aligned, filter, reduce,
     reduce_aligned, reduce_members,
 };
 pub use stage::{
-    AttemptError, AttemptResult, BatchFn, BoxError, ErasedCall, ErasedOutcome, GrainInput, Replica, Stage,
-    StageResult,
+    Async, AsyncStage, AttemptError, AttemptResult, BatchFn, BoxError, BoxFuture, ErasedCall, ErasedOutcome,
+    Execution, GrainInput, Replica, Stage, StageBox, StageContext, StageKind, StageResult, block_on,
 };
 pub use value::{Cause, Data, Item, ItemKind, Outcome, Value};

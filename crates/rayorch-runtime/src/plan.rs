@@ -15,9 +15,9 @@ use crate::build::{self, Draft, Edge, NodeKind};
 use crate::call::CallConfig;
 use crate::domain::{DomainInfo, RootDomain};
 use crate::error::{PlanError, PlanErrors};
-use crate::port::Port;
+use crate::port::{OutputSet, Port};
 use crate::stage::ErasedCall;
-use crate::value::Data;
+use crate::value::{Data, take_value};
 
 /// An immutable, validated pipeline graph. Cheap to clone.
 #[derive(Clone)]
@@ -56,10 +56,39 @@ impl PlanBuilder {
             NodeKind::Source {
                 type_id: std::any::TypeId::of::<T>(),
                 type_name: std::any::type_name::<T>(),
+                split: None,
             },
             1,
         );
         Port::from_id(ids[0])
+    }
+
+    /// Declare a source whose per-root input is a tuple, split into one Port
+    /// per field (a `forward` with several source Ports).
+    ///
+    /// ```
+    /// use rayorch_runtime::{domain, Call, Plan};
+    /// domain!(Doc);
+    /// let add = Call::map("add", |(a, b): (u32, u32)| a + b);
+    /// let (plan, _) = Plan::build(|b| {
+    ///     let (x, y) = b.sources::<Doc, (u32, u32)>();
+    ///     b.output(add.apply((x, y)))
+    /// }).unwrap();
+    /// assert_eq!(plan.source_type(), "(u32, u32)");
+    /// ```
+    pub fn sources<D: RootDomain, T: OutputSet + Data>(&mut self) -> T::Ports<D> {
+        fn split<T: OutputSet + Data>(v: crate::Value) -> Option<Vec<crate::Value>> {
+            take_value::<T>(v).map(T::split)
+        }
+        let ids = build::add_node::<D>(
+            NodeKind::Source {
+                type_id: std::any::TypeId::of::<T>(),
+                type_name: std::any::type_name::<T>(),
+                split: Some(split::<T>),
+            },
+            T::arity(),
+        );
+        T::ports::<D>(&ids)
     }
 
     /// Declare a root-Domain Port as an output of the plan.
@@ -209,7 +238,8 @@ pub(crate) struct PlanInner {
     pub(crate) calls: Vec<CallSpec>,
     pub(crate) reduces: Vec<usize>,
     pub(crate) root: usize,
-    pub(crate) source_port: u32,
+    pub(crate) source_ports: Vec<u32>,
+    pub(crate) source_split: Option<build::SplitList>,
     pub(crate) source_type: (std::any::TypeId, &'static str),
     pub(crate) outputs: Vec<u32>,
 }
@@ -266,8 +296,13 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
         });
     }
     let root = d.nodes[src].domain;
-    let source_port = d.nodes[src].outputs[0];
-    let NodeKind::Source { type_id, type_name } = d.nodes[src].kind else {
+    let source_ports = d.nodes[src].outputs.clone();
+    let NodeKind::Source {
+        type_id,
+        type_name,
+        split: source_split,
+    } = d.nodes[src].kind
+    else {
         unreachable!("filtered above")
     };
     if d.outputs.is_empty() {
@@ -503,7 +538,8 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
         calls,
         reduces,
         root,
-        source_port,
+        source_ports,
+        source_split,
         source_type: (type_id, type_name),
         outputs: d.outputs,
     })

@@ -1,16 +1,25 @@
 //! Stages: the user code a Call runs, and its type-erased form.
 //!
-//! A [`Stage`] is initialised once per replica (its factory is the paper's
-//! `__init__`: load the model there) and then runs batches: one
-//! [`Outcome`] per input, in input order. An `Err` for the whole batch (or a
-//! panic) is a *physical attempt failure*, handled by the Call's recovery
-//! policy; a typed per-record outcome is a *logical* result.
+//! Two kinds of stage:
+//! - [`Stage`]: blocking batch code (candle, ONNX Runtime, a parser). Each
+//!   replica owns one instance, made by the Call's factory (the paper's
+//!   `__init__`: load the model there), and runs on its own OS thread.
+//! - [`AsyncStage`]: I/O (uploads, HTTP model servers). One shared instance per
+//!   replica, up to `concurrency` batches in flight on the async runtime.
 //!
-//! Executors never see `S` itself: the typed builder wraps each Call node in
-//! an [`ErasedCall`] that spawns [`Replica`]s taking erased inputs.
+//! Either returns one [`Outcome`] per input, in input order. An `Err` for the
+//! whole batch, or a panic, is a *physical attempt failure* handled by the
+//! Call's recovery policy; a per-record outcome is a *logical* result.
+//!
+//! Executors never see `S`: each Call node is wrapped in an [`ErasedCall`]
+//! that makes stage instances ([`StageBox`]) and runs erased batches on them.
+//! Two Calls applied from the same `Call` value have the same stage type, so
+//! one pool of instances can serve both.
 
-use std::any::type_name;
+use std::any::{Any, type_name};
+use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::value::{Outcome, Value};
@@ -18,22 +27,60 @@ use crate::value::{Outcome, Value};
 /// A boxed error, as stages and factories return it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// What [`Stage::run`] returns: one outcome per input, or a whole-batch error.
+/// What a stage returns: one outcome per input, or a whole-batch error.
 pub type StageResult<T> = Result<Vec<Outcome<T>>, BoxError>;
 
-/// Reusable user code: a model, a parser, an uploader.
+/// A boxed, sendable future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What a stage knows about the Call it runs for.
+#[derive(Clone)]
+pub struct StageContext {
+    call: Arc<str>,
+    replica: usize,
+    param: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl StageContext {
+    /// A context for `call`, replica `replica`, without a parameter.
+    pub fn new(call: &str, replica: usize) -> StageContext {
+        StageContext {
+            call: Arc::from(call),
+            replica,
+            param: None,
+        }
+    }
+
+    /// The Call's name.
+    pub fn call(&self) -> &str {
+        &self.call
+    }
+
+    /// The replica's index in its pool.
+    pub fn replica(&self) -> usize {
+        self.replica
+    }
+
+    /// The Call's static parameter (see [`crate::Call::param`]), if it is a `P`.
+    pub fn param<P: Any>(&self) -> Option<&P> {
+        self.param.as_deref().and_then(|p| p.downcast_ref::<P>())
+    }
+}
+
+/// Blocking batch code: a model, a parser.
 ///
 /// ```
-/// use rayorch_runtime::{Outcome, Stage, StageResult};
+/// use rayorch_runtime::{Outcome, Stage, StageContext, StageResult};
 /// struct Upper;
 /// impl Stage for Upper {
 ///     type In = String;
 ///     type Out = String;
-///     fn run(&mut self, batch: Vec<String>) -> StageResult<String> {
+///     fn run(&mut self, batch: Vec<String>, _cx: &StageContext) -> StageResult<String> {
 ///         Ok(batch.into_iter().map(|s| Outcome::Ok(s.to_uppercase())).collect())
 ///     }
 /// }
-/// assert_eq!(Upper.run(vec!["a".into()]).unwrap(), vec![Outcome::Ok("A".to_string())]);
+/// let cx = StageContext::new("upper", 0);
+/// assert_eq!(Upper.run(vec!["a".into()], &cx).unwrap(), vec![Outcome::Ok("A".to_string())]);
 /// ```
 pub trait Stage: Send + 'static {
     /// One input record (a tuple for a Call with several inputs).
@@ -41,22 +88,245 @@ pub trait Stage: Send + 'static {
     /// One output record (a tuple for a Call with several outputs).
     type Out: Send + 'static;
     /// Run one physical batch.
-    fn run(&mut self, batch: Vec<Self::In>) -> StageResult<Self::Out>;
+    fn run(&mut self, batch: Vec<Self::In>, cx: &StageContext) -> StageResult<Self::Out>;
+}
+
+/// Async batch code for I/O. One instance per replica serves up to the Call's
+/// `concurrency` batches at once.
+pub trait AsyncStage: Send + Sync + 'static {
+    /// One input record.
+    type In: Send + 'static;
+    /// One output record.
+    type Out: Send + 'static;
+    /// Run one physical batch.
+    fn run(
+        self: Arc<Self>,
+        batch: Vec<Self::In>,
+        cx: StageContext,
+    ) -> impl Future<Output = StageResult<Self::Out>> + Send + 'static;
+}
+
+/// Marks an [`AsyncStage`] for use in a [`crate::Call`]: `Call<Async<Upload>>`.
+pub struct Async<S>(pub S);
+
+/// A stage of either kind, as a Call holds it.
+pub trait StageKind: Send + 'static {
+    /// One input record.
+    type In: Send + 'static;
+    /// One output record.
+    type Out: Send + 'static;
+    #[doc(hidden)]
+    fn erase(glue: Glue<Self>) -> Arc<dyn ErasedCall>
+    where
+        Self: Sized;
+}
+
+/// A stage instance of erased type.
+pub type StageBox = Box<dyn Any + Send>;
+
+/// Erased inputs of one Grain: one slot per input edge; `None` is a dropped
+/// optional input.
+pub type GrainInput = Vec<Option<Value>>;
+
+/// Erased outcome of one Grain: one value per output Port on success.
+pub type ErasedOutcome = Outcome<Vec<Value>>;
+
+/// Why a whole attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptError {
+    /// The stage returned `Err`, panicked, crashed or timed out: retryable.
+    Failed(String),
+    /// The stage broke its contract (e.g. wrong outcome count): not retried.
+    Contract(String),
+}
+
+/// The result of one attempt, as reported to the engine.
+pub type AttemptResult = Result<Vec<ErasedOutcome>, AttemptError>;
+
+/// How a Call's replicas run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Execution {
+    /// One OS thread per replica, one batch at a time.
+    Blocking,
+    /// Futures on the async runtime.
+    Async,
+}
+
+/// A Call node's runtime side.
+pub trait ErasedCall: Send + Sync {
+    /// The stage's type name, for errors.
+    fn stage_name(&self) -> &'static str;
+    /// Blocking or async.
+    fn execution(&self) -> Execution;
+    /// Initialise one stage instance (runs the factory).
+    fn spawn_stage(&self) -> Result<StageBox, BoxError>;
+    /// Run a batch on a blocking instance made by a Call of the same pool.
+    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: Vec<GrainInput>) -> AttemptResult;
+    /// Run a batch on an async instance made by a Call of the same pool.
+    fn run_async(&self, stage: &StageBox, replica: usize, batch: Vec<GrainInput>)
+    -> BoxFuture<AttemptResult>;
+    /// A self-contained replica (an instance plus this node's glue), handy for
+    /// tests and simple executors; async stages are driven to completion on
+    /// the calling thread.
+    fn spawn(&self) -> Result<Box<dyn Replica + '_>, BoxError> {
+        Ok(Box::new(NodeReplica {
+            stage: self.spawn_stage()?,
+            call: self,
+        }))
+    }
+}
+
+/// A live replica bound to one Call node.
+pub trait Replica: Send {
+    /// Run one batch of erased inputs.
+    fn run(&mut self, batch: Vec<GrainInput>) -> AttemptResult;
+}
+
+struct NodeReplica<'a, C: ?Sized> {
+    stage: StageBox,
+    call: &'a C,
+}
+
+impl<C: ErasedCall + ?Sized> Replica for NodeReplica<'_, C> {
+    fn run(&mut self, batch: Vec<GrainInput>) -> AttemptResult {
+        match self.call.execution() {
+            Execution::Blocking => self.call.run_blocking(&mut self.stage, 0, batch),
+            Execution::Async => block_on(self.call.run_async(&self.stage, 0, batch)),
+        }
+    }
+}
+
+pub(crate) type Assemble<In> = fn(GrainInput) -> Option<In>;
+pub(crate) type Split<Out> = fn(Out) -> Vec<Value>;
+pub(crate) type Factory<S> = Arc<dyn Fn() -> Result<S, BoxError> + Send + Sync>;
+
+/// The per-node glue between erased values and a stage's types.
+#[doc(hidden)]
+pub struct Glue<S: StageKind> {
+    pub(crate) name: Arc<str>,
+    pub(crate) factory: Factory<S>,
+    pub(crate) assemble: Assemble<S::In>,
+    pub(crate) split: Split<S::Out>,
+    pub(crate) param: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl<S: StageKind> Glue<S> {
+    fn context(&self, replica: usize) -> StageContext {
+        StageContext {
+            call: self.name.clone(),
+            replica,
+            param: self.param.clone(),
+        }
+    }
+
+    fn inputs(&self, batch: Vec<GrainInput>) -> Result<Vec<S::In>, AttemptError> {
+        batch
+            .into_iter()
+            .map(self.assemble)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                AttemptError::Contract(format!(
+                    "internal: inputs of stage `{}` had unexpected types",
+                    type_name::<S>()
+                ))
+            })
+    }
+
+    fn outputs(split: Split<S::Out>, r: StageResult<S::Out>) -> AttemptResult {
+        let outcomes = r.map_err(|e| AttemptError::Failed(e.to_string()))?;
+        Ok(outcomes.into_iter().map(|o| o.map(split)).collect())
+    }
+
+    fn wrong_kind(&self) -> AttemptError {
+        AttemptError::Contract(format!(
+            "internal: Call `{}` was given a stage instance of another type than `{}`",
+            self.name,
+            type_name::<S>()
+        ))
+    }
+}
+
+impl<S: Stage> StageKind for S {
+    type In = S::In;
+    type Out = S::Out;
+    fn erase(glue: Glue<Self>) -> Arc<dyn ErasedCall> {
+        Arc::new(BlockingCall(glue))
+    }
+}
+
+struct BlockingCall<S: Stage>(Glue<S>);
+
+impl<S: Stage> ErasedCall for BlockingCall<S> {
+    fn stage_name(&self) -> &'static str {
+        type_name::<S>()
+    }
+    fn execution(&self) -> Execution {
+        Execution::Blocking
+    }
+    fn spawn_stage(&self) -> Result<StageBox, BoxError> {
+        Ok(Box::new((self.0.factory)()?))
+    }
+    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: Vec<GrainInput>) -> AttemptResult {
+        let stage = stage.downcast_mut::<S>().ok_or_else(|| self.0.wrong_kind())?;
+        let inputs = self.0.inputs(batch)?;
+        Glue::<S>::outputs(self.0.split, stage.run(inputs, &self.0.context(replica)))
+    }
+    fn run_async(&self, _: &StageBox, _: usize, _: Vec<GrainInput>) -> BoxFuture<AttemptResult> {
+        let err = AttemptError::Contract(format!(
+            "internal: blocking stage `{}` run as async",
+            type_name::<S>()
+        ));
+        Box::pin(std::future::ready(Err(err)))
+    }
+}
+
+impl<S: AsyncStage> StageKind for Async<S> {
+    type In = S::In;
+    type Out = S::Out;
+    fn erase(glue: Glue<Self>) -> Arc<dyn ErasedCall> {
+        Arc::new(AsyncCall(glue))
+    }
+}
+
+struct AsyncCall<S: AsyncStage>(Glue<Async<S>>);
+
+impl<S: AsyncStage> ErasedCall for AsyncCall<S> {
+    fn stage_name(&self) -> &'static str {
+        type_name::<S>()
+    }
+    fn execution(&self) -> Execution {
+        Execution::Async
+    }
+    fn spawn_stage(&self) -> Result<StageBox, BoxError> {
+        let Async(s) = (self.0.factory)()?;
+        Ok(Box::new(Arc::new(s)))
+    }
+    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: Vec<GrainInput>) -> AttemptResult {
+        block_on(self.run_async(stage, replica, batch))
+    }
+    fn run_async(
+        &self,
+        stage: &StageBox,
+        replica: usize,
+        batch: Vec<GrainInput>,
+    ) -> BoxFuture<AttemptResult> {
+        let Some(stage) = stage.downcast_ref::<Arc<S>>().cloned() else {
+            return Box::pin(std::future::ready(Err(self.0.wrong_kind())));
+        };
+        let inputs = match self.0.inputs(batch) {
+            Ok(i) => i,
+            Err(e) => return Box::pin(std::future::ready(Err(e))),
+        };
+        let split = self.0.split;
+        let fut = stage.run(inputs, self.0.context(replica));
+        Box::pin(async move { Glue::<Async<S>>::outputs(split, fut.await) })
+    }
 }
 
 /// A [`Stage`] made from a closure over a whole batch.
 pub struct BatchFn<F, I, O> {
     f: F,
     _types: PhantomData<fn(I) -> O>,
-}
-
-impl<F: Clone, I, O> Clone for BatchFn<F, I, O> {
-    fn clone(&self) -> Self {
-        BatchFn {
-            f: self.f.clone(),
-            _types: PhantomData,
-        }
-    }
 }
 
 impl<F, I, O> BatchFn<F, I, O>
@@ -80,90 +350,28 @@ where
 {
     type In = I;
     type Out = O;
-    fn run(&mut self, batch: Vec<I>) -> StageResult<O> {
+    fn run(&mut self, batch: Vec<I>, _cx: &StageContext) -> StageResult<O> {
         (self.f)(batch)
     }
 }
 
-/// Erased inputs of one Grain: one slot per input edge; `None` is a dropped
-/// optional input.
-pub type GrainInput = Vec<Option<Value>>;
-
-/// Erased outcome of one Grain: one value per output Port on success.
-pub type ErasedOutcome = Outcome<Vec<Value>>;
-
-/// Why a whole attempt failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AttemptError {
-    /// The stage returned `Err`, panicked, crashed or timed out: retryable.
-    Failed(String),
-    /// The stage broke its contract (e.g. wrong outcome count): not retried.
-    Contract(String),
-}
-
-/// The result of one attempt, as reported to the engine.
-pub type AttemptResult = Result<Vec<ErasedOutcome>, AttemptError>;
-
-/// A live replica of a Call: a stage instance plus the node's erasure glue.
-pub trait Replica: Send {
-    /// Run one batch of erased inputs.
-    fn run(&mut self, batch: Vec<GrainInput>) -> AttemptResult;
-}
-
-/// A Call node's runtime side: spawns replicas.
-pub trait ErasedCall: Send + Sync {
-    /// The stage's type name, for errors.
-    fn stage_name(&self) -> &'static str;
-    /// Initialise one replica (runs the stage factory).
-    fn spawn(&self) -> Result<Box<dyn Replica>, BoxError>;
-}
-
-pub(crate) type Assemble<In> = fn(GrainInput) -> Option<In>;
-pub(crate) type Split<Out> = fn(Out) -> Vec<Value>;
-pub(crate) type Factory<S> = Arc<dyn Fn() -> Result<S, BoxError> + Send + Sync>;
-
-pub(crate) struct TypedCall<S: Stage> {
-    pub(crate) factory: Factory<S>,
-    pub(crate) assemble: Assemble<S::In>,
-    pub(crate) split: Split<S::Out>,
-}
-
-impl<S: Stage> ErasedCall for TypedCall<S> {
-    fn stage_name(&self) -> &'static str {
-        type_name::<S>()
+/// Drive a future to completion on this thread (for tests and the simple
+/// replica adapter; executors use the async runtime instead).
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
     }
-
-    fn spawn(&self) -> Result<Box<dyn Replica>, BoxError> {
-        Ok(Box::new(TypedReplica {
-            stage: (self.factory)()?,
-            assemble: self.assemble,
-            split: self.split,
-        }))
-    }
-}
-
-struct TypedReplica<S: Stage> {
-    stage: S,
-    assemble: Assemble<S::In>,
-    split: Split<S::Out>,
-}
-
-impl<S: Stage> Replica for TypedReplica<S> {
-    fn run(&mut self, batch: Vec<GrainInput>) -> AttemptResult {
-        let inputs = batch
-            .into_iter()
-            .map(self.assemble)
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| {
-                AttemptError::Contract(format!(
-                    "internal: inputs of stage `{}` had unexpected types",
-                    type_name::<S>()
-                ))
-            })?;
-        let outcomes = self
-            .stage
-            .run(inputs)
-            .map_err(|e| AttemptError::Failed(e.to_string()))?;
-        Ok(outcomes.into_iter().map(|o| o.map(self.split)).collect())
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return v,
+            Poll::Pending => std::thread::park(),
+        }
     }
 }
