@@ -174,6 +174,8 @@ pub struct CallStats {
     pub stale_grains: u64,
     /// Queue entries examined by reservations (tombstones included).
     pub queue_touches: u64,
+    /// Batches whose Grains belong to more than one parent.
+    pub mixed_parent_batches: u64,
 }
 
 /// Whole-engine counters.
@@ -481,7 +483,13 @@ impl Engine {
             }
         };
         self.in_flight += 1;
+        let ents = &self.doms[dom].ents;
+        let first_parent = ents[grains[0].entity as usize].parent;
+        let mixed = grains
+            .iter()
+            .any(|g| ents[g.entity as usize].parent != first_parent);
         let stats = &mut self.call_stats[c];
+        stats.mixed_parent_batches += u64::from(mixed);
         stats.rpcs += 1;
         stats.grains_dispatched += grains.len() as u64;
         Some(Batch {

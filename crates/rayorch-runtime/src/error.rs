@@ -128,6 +128,12 @@ pub enum RunError {
         /// The factory's error.
         cause: String,
     },
+    /// The async runtime could not start.
+    #[error("could not start the async runtime: {0}")]
+    Runtime(String),
+    /// A sink failed; what it had written stays.
+    #[error("the sink failed: {0}; results written before this point are kept")]
+    Sink(String),
     /// Nothing can make progress, yet roots are unfinished.
     #[error("the run stalled: {0}")]
     Stalled(String),

@@ -12,14 +12,17 @@ mod call;
 mod domain;
 mod engine;
 mod error;
+mod executor;
 mod grain;
 mod lineage;
+pub mod metrics;
 mod pipeline;
 mod plan;
 mod port;
 mod ready_queue;
 pub mod rules;
 pub mod sim;
+pub mod sink;
 mod stage;
 mod value;
 
@@ -31,8 +34,10 @@ pub use engine::{
     RootOutcome,
 };
 pub use error::{PlanError, PlanErrors, RunError};
+pub use executor::Runner;
 pub use grain::{InvalidTransition, Phase, Transition};
 pub use lineage::Publish;
+pub use metrics::{CallMetrics, RunSummary};
 pub use pipeline::Pipeline;
 pub use plan::{CallSpec, Output, Plan, PlanBuilder};
 pub use port::{
