@@ -34,7 +34,7 @@ use crate::lineage::{Entities, Expansion, Publish, Slot, publish_item, state_of}
 use crate::plan::{Output, Plan, PlanInner};
 use crate::ready_queue::{CallQueues, Entry};
 use crate::rules::{self, CallDecision, ExpandDecision, ExpansionState, FilterDecision, State};
-use crate::stage::{AttemptError, AttemptResult, ErasedOutcome, GrainInput};
+use crate::stage::{AttemptError, AttemptResult, BatchInputs, ErasedOutcome};
 use crate::value::{Cause, Data, Item, ItemKind, Outcome, Value, take_value};
 
 /// Engine settings.
@@ -81,8 +81,8 @@ pub struct Batch {
     pub id: BatchId,
     /// The Call index (see [`Plan::calls`]).
     pub call: usize,
-    /// Erased inputs, one per Grain.
-    pub inputs: Vec<GrainInput>,
+    /// Erased inputs, `arity` slots per Grain, in Grain order.
+    pub inputs: BatchInputs,
     /// The Grains, in the same order.
     pub grains: Vec<GrainRef>,
 }
@@ -437,7 +437,7 @@ impl Engine {
         if entries.is_empty() {
             return None;
         }
-        let mut inputs = Vec::with_capacity(entries.len());
+        let mut inputs = BatchInputs::with_capacity(call.inputs.len(), entries.len());
         let mut grains = Vec::with_capacity(entries.len());
         let mut rec = Vec::with_capacity(entries.len());
         for en in &entries {
@@ -448,15 +448,12 @@ impl Engine {
                 continue;
             }
             let generation = g.generation;
-            inputs.push(
-                call.inputs
-                    .iter()
-                    .map(|edge| match &self.items[edge.port as usize][e as usize] {
-                        Some(Item::Present(v)) => Some(v.clone()),
-                        _ => None,
-                    })
-                    .collect(),
-            );
+            for edge in &call.inputs {
+                inputs.push(match &self.items[edge.port as usize][e as usize] {
+                    Some(Item::Present(v)) => Some(v.clone()),
+                    _ => None,
+                });
+            }
             grains.push(GrainRef {
                 call: c,
                 domain: dom,

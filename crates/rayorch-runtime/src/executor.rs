@@ -33,7 +33,7 @@ use crate::metrics::{CallMetrics, RunSummary, secs};
 use crate::plan::Plan;
 use crate::sim::panic_text;
 use crate::sink::Sink;
-use crate::stage::{AttemptError, AttemptResult, ErasedCall, Execution, GrainInput, StageBox};
+use crate::stage::{AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox};
 use crate::value::{Data, Value};
 
 /// Runs a [`Plan`] over a source of roots, streaming outcomes to a sink.
@@ -117,7 +117,7 @@ impl<'p> Runner<'p> {
 struct Job {
     batch: BatchId,
     call: usize,
-    inputs: Vec<GrainInput>,
+    inputs: BatchInputs,
 }
 
 enum Event {

@@ -46,6 +46,6 @@ pub use port::{
 };
 pub use stage::{
     Async, AsyncStage, AttemptError, AttemptResult, BatchFn, BoxError, BoxFuture, ErasedCall, ErasedOutcome,
-    Execution, GrainInput, Replica, Stage, StageBox, StageContext, StageKind, StageResult, block_on,
+    Execution, BatchInputs, Replica, Stage, StageBox, StageContext, StageKind, StageResult, block_on,
 };
 pub use value::{Cause, Data, Item, ItemKind, Outcome, Value};

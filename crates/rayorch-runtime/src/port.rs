@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use crate::build::{self, Edge, NodeKind, PortRef};
 use crate::domain::{ChildOf, DescendantOf, Domain};
-use crate::stage::GrainInput;
 use crate::value::{Data, Value, clone_value, take_value};
 
 /// The values of one Call or operator, for every Entity of Domain `D`.
@@ -124,7 +123,7 @@ pub trait Inputs<D> {
     #[doc(hidden)]
     fn edges(&self) -> Vec<(PortRef, bool)>;
     #[doc(hidden)]
-    fn assemble(g: GrainInput) -> Option<Self::Value>;
+    fn assemble(g: &mut std::vec::IntoIter<Option<Value>>) -> Option<Self::Value>;
 }
 
 impl<D: Domain, T: Data> Inputs<D> for Port<D, T> {
@@ -132,8 +131,8 @@ impl<D: Domain, T: Data> Inputs<D> for Port<D, T> {
     fn edges(&self) -> Vec<(PortRef, bool)> {
         vec![InputPort::<D>::edge(self)]
     }
-    fn assemble(g: GrainInput) -> Option<T> {
-        <Self as InputPort<D>>::read(g.into_iter().next()?)
+    fn assemble(g: &mut std::vec::IntoIter<Option<Value>>) -> Option<T> {
+        <Self as InputPort<D>>::read(g.next()?)
     }
 }
 
@@ -142,8 +141,8 @@ impl<D: Domain, T: Data> Inputs<D> for Optional<D, T> {
     fn edges(&self) -> Vec<(PortRef, bool)> {
         vec![InputPort::<D>::edge(self)]
     }
-    fn assemble(g: GrainInput) -> Option<Option<T>> {
-        <Self as InputPort<D>>::read(g.into_iter().next()?)
+    fn assemble(g: &mut std::vec::IntoIter<Option<Value>>) -> Option<Option<T>> {
+        <Self as InputPort<D>>::read(g.next()?)
     }
 }
 
@@ -156,9 +155,8 @@ macro_rules! tuple_inputs {
                 let ($($name,)+) = self;
                 vec![$($name.edge()),+]
             }
-            fn assemble(g: GrainInput) -> Option<Self::Value> {
-                let mut it = g.into_iter();
-                Some(($($name::read(it.next()?)?,)+))
+            fn assemble(g: &mut std::vec::IntoIter<Option<Value>>) -> Option<Self::Value> {
+                Some(($($name::read(g.next()?)?,)+))
             }
         }
     };

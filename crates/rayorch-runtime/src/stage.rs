@@ -124,9 +124,46 @@ pub trait StageKind: Send + 'static {
 /// A stage instance of erased type.
 pub type StageBox = Box<dyn Any + Send>;
 
-/// Erased inputs of one Grain: one slot per input edge; `None` is a dropped
-/// optional input.
-pub type GrainInput = Vec<Option<Value>>;
+/// Erased inputs of one batch, flat: `arity` slots per Grain (one per input
+/// edge; `None` is a dropped optional input). One allocation per batch.
+#[derive(Clone, Debug, Default)]
+pub struct BatchInputs {
+    arity: usize,
+    values: Vec<Option<Value>>,
+}
+
+impl BatchInputs {
+    pub(crate) fn with_capacity(arity: usize, grains: usize) -> BatchInputs {
+        BatchInputs {
+            arity,
+            values: Vec::with_capacity(arity * grains),
+        }
+    }
+
+    pub(crate) fn push(&mut self, v: Option<Value>) {
+        self.values.push(v);
+    }
+
+    /// Grains in the batch.
+    pub fn len(&self) -> usize {
+        self.values.len().checked_div(self.arity).unwrap_or(0)
+    }
+
+    /// Is the batch empty?
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The input slots of Grain `i`.
+    pub fn grain(&self, i: usize) -> &[Option<Value>] {
+        &self.values[i * self.arity..(i + 1) * self.arity]
+    }
+
+    /// The input slots of each Grain, in order.
+    pub fn iter(&self) -> std::slice::Chunks<'_, Option<Value>> {
+        self.values.chunks(self.arity.max(1))
+    }
+}
 
 /// Erased outcome of one Grain: one value per output Port on success.
 pub type ErasedOutcome = Outcome<Vec<Value>>;
@@ -161,10 +198,9 @@ pub trait ErasedCall: Send + Sync {
     /// Initialise one stage instance (runs the factory).
     fn spawn_stage(&self) -> Result<StageBox, BoxError>;
     /// Run a batch on a blocking instance made by a Call of the same pool.
-    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: Vec<GrainInput>) -> AttemptResult;
+    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: BatchInputs) -> AttemptResult;
     /// Run a batch on an async instance made by a Call of the same pool.
-    fn run_async(&self, stage: &StageBox, replica: usize, batch: Vec<GrainInput>)
-    -> BoxFuture<AttemptResult>;
+    fn run_async(&self, stage: &StageBox, replica: usize, batch: BatchInputs) -> BoxFuture<AttemptResult>;
     /// A self-contained replica (an instance plus this node's glue), handy for
     /// tests and simple executors; async stages are driven to completion on
     /// the calling thread.
@@ -179,7 +215,7 @@ pub trait ErasedCall: Send + Sync {
 /// A live replica bound to one Call node.
 pub trait Replica: Send {
     /// Run one batch of erased inputs.
-    fn run(&mut self, batch: Vec<GrainInput>) -> AttemptResult;
+    fn run(&mut self, batch: BatchInputs) -> AttemptResult;
 }
 
 struct NodeReplica<'a, C: ?Sized> {
@@ -188,7 +224,7 @@ struct NodeReplica<'a, C: ?Sized> {
 }
 
 impl<C: ErasedCall + ?Sized> Replica for NodeReplica<'_, C> {
-    fn run(&mut self, batch: Vec<GrainInput>) -> AttemptResult {
+    fn run(&mut self, batch: BatchInputs) -> AttemptResult {
         match self.call.execution() {
             Execution::Blocking => self.call.run_blocking(&mut self.stage, 0, batch),
             Execution::Async => block_on(self.call.run_async(&self.stage, 0, batch)),
@@ -196,7 +232,7 @@ impl<C: ErasedCall + ?Sized> Replica for NodeReplica<'_, C> {
     }
 }
 
-pub(crate) type Assemble<In> = fn(GrainInput) -> Option<In>;
+pub(crate) type Assemble<In> = fn(&mut std::vec::IntoIter<Option<Value>>) -> Option<In>;
 pub(crate) type Split<Out> = fn(Out) -> Vec<Value>;
 pub(crate) type Factory<S> = Arc<dyn Fn() -> Result<S, BoxError> + Send + Sync>;
 
@@ -219,10 +255,11 @@ impl<S: StageKind> Glue<S> {
         }
     }
 
-    fn inputs(&self, batch: Vec<GrainInput>) -> Result<Vec<S::In>, AttemptError> {
-        batch
-            .into_iter()
-            .map(self.assemble)
+    fn inputs(&self, batch: BatchInputs) -> Result<Vec<S::In>, AttemptError> {
+        let n = batch.len();
+        let mut it = batch.values.into_iter();
+        (0..n)
+            .map(|_| (self.assemble)(&mut it))
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| {
                 AttemptError::Contract(format!(
@@ -266,12 +303,12 @@ impl<S: Stage> ErasedCall for BlockingCall<S> {
     fn spawn_stage(&self) -> Result<StageBox, BoxError> {
         Ok(Box::new((self.0.factory)()?))
     }
-    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: Vec<GrainInput>) -> AttemptResult {
+    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: BatchInputs) -> AttemptResult {
         let stage = stage.downcast_mut::<S>().ok_or_else(|| self.0.wrong_kind())?;
         let inputs = self.0.inputs(batch)?;
         Glue::<S>::outputs(self.0.split, stage.run(inputs, &self.0.context(replica)))
     }
-    fn run_async(&self, _: &StageBox, _: usize, _: Vec<GrainInput>) -> BoxFuture<AttemptResult> {
+    fn run_async(&self, _: &StageBox, _: usize, _: BatchInputs) -> BoxFuture<AttemptResult> {
         let err = AttemptError::Contract(format!(
             "internal: blocking stage `{}` run as async",
             type_name::<S>()
@@ -301,15 +338,10 @@ impl<S: AsyncStage> ErasedCall for AsyncCall<S> {
         let Async(s) = (self.0.factory)()?;
         Ok(Box::new(Arc::new(s)))
     }
-    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: Vec<GrainInput>) -> AttemptResult {
+    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: BatchInputs) -> AttemptResult {
         block_on(self.run_async(stage, replica, batch))
     }
-    fn run_async(
-        &self,
-        stage: &StageBox,
-        replica: usize,
-        batch: Vec<GrainInput>,
-    ) -> BoxFuture<AttemptResult> {
+    fn run_async(&self, stage: &StageBox, replica: usize, batch: BatchInputs) -> BoxFuture<AttemptResult> {
         let Some(stage) = stage.downcast_ref::<Arc<S>>().cloned() else {
             return Box::pin(std::future::ready(Err(self.0.wrong_kind())));
         };
