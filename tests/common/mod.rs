@@ -1,10 +1,14 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, missing_docs)]
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use rayorch::sim::{self, SimConfig, SimRun};
-use rayorch::{Item, Output, Plan, Value};
+use rayorch::{
+    AttemptError, AttemptResult, Batch, BatchId, Data, Engine, EngineConfig, EngineStats, EntityPath,
+    Execution, Item, Outcome, Output, Plan, ReportOutcome, RootOutcome, StageBox, Value, block_on,
+};
 
 /// Inputs keyed by their position.
 pub fn keyed<T: Send + Sync + 'static>(xs: impl IntoIterator<Item = T>) -> Vec<(u64, Value)> {
@@ -31,6 +35,7 @@ pub fn run_with<I: Send + Sync + 'static, T: rayorch::Data>(
     cfg: &SimConfig,
 ) -> (Vec<Item<T>>, SimRun) {
     let run = sim::run(plan, keyed(inputs), cfg).expect("run completes");
+    assert_clean(&run.stats);
     let items = run.by_key().iter().map(|o| o.get(out)).collect();
     (items, run)
 }
@@ -38,4 +43,225 @@ pub fn run_with<I: Send + Sync + 'static, T: rayorch::Data>(
 /// Message texts of non-present items, for compact assertions.
 pub fn cause_text<T>(i: &Item<T>) -> Option<&str> {
     i.cause().map(|c| c.message())
+}
+
+/// The two counters that are bugs whenever they move.
+pub fn assert_clean(stats: &EngineStats) {
+    assert_eq!(
+        stats.invalid_transitions, 0,
+        "invalid Grain transitions: {stats:?}"
+    );
+    assert_eq!(stats.conflicts, 0, "conflicting publications: {stats:?}");
+}
+
+/// The index of the Call named `name` in `plan`.
+pub fn call_index(plan: &Plan, name: &str) -> usize {
+    plan.calls()
+        .iter()
+        .position(|c| &*c.name == name)
+        .unwrap_or_else(|| panic!("no Call named `{name}`"))
+}
+
+/// An Entity path: root key, then ordinals.
+pub fn path(root: u64, ordinals: &[u32]) -> EntityPath {
+    EntityPath {
+        root,
+        ordinals: ordinals.to_vec(),
+    }
+}
+
+/// The root keys of each recorded batch of Call `c` (root-Domain Calls).
+pub fn rpc_keys(run: &SimRun, c: usize) -> Vec<Vec<u64>> {
+    run.rpcs[c]
+        .iter()
+        .map(|b| b.iter().map(|p| p.root).collect())
+        .collect()
+}
+
+/// A successful single-output outcome, as a stage's erased report carries it.
+pub fn ok<T: Data>(v: T) -> Outcome<Vec<Value>> {
+    Outcome::Ok(vec![Arc::new(v) as Value])
+}
+
+/// The values a batch carries in input slot `slot` (present inputs only).
+pub fn input_values<T: Data>(b: &Batch, slot: usize) -> Vec<T> {
+    b.inputs
+        .iter()
+        .map(|g| {
+            g[slot]
+                .as_ref()
+                .and_then(|v| v.downcast_ref::<T>())
+                .cloned()
+                .expect("present input of the expected type")
+        })
+        .collect()
+}
+
+/// One dispatch as a [`Driver`] saw it.
+#[derive(Clone, Debug)]
+pub struct Dispatch {
+    pub call: usize,
+    pub paths: Vec<EntityPath>,
+    pub generations: Vec<u32>,
+}
+
+/// Drives an [`Engine`] by hand: one replica per Call, stages run inline, and
+/// every dispatch is logged. Tests use it where the checklist fixes an exact
+/// interleaving that a seeded executor would only hit by chance.
+pub struct Driver {
+    pub plan: Plan,
+    pub eng: Engine,
+    replicas: Vec<Option<StageBox>>,
+    pub log: Vec<Dispatch>,
+    pub finished: Vec<RootOutcome>,
+}
+
+impl Driver {
+    pub fn new(plan: &Plan) -> Driver {
+        Driver {
+            plan: plan.clone(),
+            eng: Engine::new(
+                plan,
+                EngineConfig {
+                    window: 1 << 16,
+                    seed: 7,
+                },
+            ),
+            replicas: plan.calls().iter().map(|_| None).collect(),
+            log: Vec::new(),
+            finished: Vec::new(),
+        }
+    }
+
+    pub fn call(&self, name: &str) -> usize {
+        call_index(&self.plan, name)
+    }
+
+    pub fn admit<T: Data>(&mut self, key: u64, v: T) {
+        self.eng.admit_typed(key, v).expect("admitted");
+        self.collect();
+    }
+
+    /// Reserve up to `max` Grains of Call `c` and log the dispatch.
+    pub fn reserve(&mut self, c: usize, max: usize) -> Option<Batch> {
+        let b = self.eng.reserve(c, max)?;
+        self.log.push(Dispatch {
+            call: c,
+            paths: self.paths(&b),
+            generations: b.grains.iter().map(|g| g.generation).collect(),
+        });
+        Some(b)
+    }
+
+    pub fn paths(&self, b: &Batch) -> Vec<EntityPath> {
+        b.grains
+            .iter()
+            .map(|g| self.eng.entity_path(g).expect("reserved Grains are live"))
+            .collect()
+    }
+
+    /// Run a batch on Call `c`'s replica; a panicking replica is dropped and
+    /// replaced on the next run, as a real executor would.
+    pub fn execute(&mut self, b: &mut Batch) -> AttemptResult {
+        let c = b.call;
+        let inputs = std::mem::take(&mut b.inputs);
+        let call = self.plan.calls()[c].runtime.clone();
+        if self.replicas[c].is_none() {
+            self.replicas[c] = Some(call.spawn_stage().expect("replica starts"));
+        }
+        let stage = self.replicas[c].as_mut().expect("spawned");
+        let run = AssertUnwindSafe(|| match call.execution() {
+            Execution::Blocking => call.run_blocking(stage, 0, inputs),
+            Execution::Async => block_on(call.run_async(stage, 0, inputs)),
+        });
+        match catch_unwind(run) {
+            Ok(r) => r,
+            Err(p) => {
+                self.replicas[c] = None;
+                Err(AttemptError::Failed(format!(
+                    "stage panicked: {}",
+                    sim::panic_text(&p)
+                )))
+            }
+        }
+    }
+
+    pub fn report(&mut self, id: BatchId, r: AttemptResult) -> ReportOutcome {
+        let out = self.eng.report(id, r);
+        self.collect();
+        out
+    }
+
+    /// Reserve, run and report one batch of Call `c`.
+    pub fn step(&mut self, c: usize, max: usize) -> Option<ReportOutcome> {
+        let mut b = self.reserve(c, max)?;
+        let r = self.execute(&mut b);
+        Some(self.report(b.id, r))
+    }
+
+    /// Run every Call except `skip` to quiescence, lowest Call index first,
+    /// batches of the Call's own size, each batch reported before the next
+    /// dispatch.
+    pub fn settle(&mut self, skip: &[usize]) {
+        loop {
+            let next = (0..self.plan.calls().len())
+                .filter(|c| !skip.contains(c))
+                .find_map(|c| self.step(c, self.plan.calls()[c].config.batch_size));
+            if next.is_none() {
+                break;
+            }
+        }
+    }
+
+    /// The recorded batches of Call `c`.
+    pub fn dispatches(&self, c: usize) -> Vec<Vec<EntityPath>> {
+        self.log
+            .iter()
+            .filter(|d| d.call == c)
+            .map(|d| d.paths.clone())
+            .collect()
+    }
+
+    /// Every Entity that Call `c` was ever dispatched for, in dispatch order.
+    pub fn dispatched(&self, c: usize) -> Vec<EntityPath> {
+        self.dispatches(c).into_iter().flatten().collect()
+    }
+
+    /// The finished root with key `key`.
+    pub fn outcome(&self, key: u64) -> &RootOutcome {
+        self.finished
+            .iter()
+            .find(|o| o.key == key)
+            .unwrap_or_else(|| panic!("root {key} has not finished"))
+    }
+
+    pub fn assert_clean(&self) {
+        assert_clean(self.eng.stats());
+    }
+
+    fn collect(&mut self) {
+        while let Some(o) = self.eng.pop_finished() {
+            self.finished.push(o);
+        }
+    }
+}
+
+/// Assert `expected` (in key order) under the sequential schedule and under
+/// 40 random fault-free schedules: the result must not depend on the schedule.
+pub fn assert_every_schedule<I, T>(plan: &Plan, out: Output<T>, inputs: &[I], expected: &[Item<T>])
+where
+    I: Clone + Send + Sync + 'static,
+    T: Data + PartialEq + std::fmt::Debug,
+{
+    let (got, _) = run_seq(plan, out, inputs.to_vec());
+    assert_eq!(got, expected, "sequential schedule");
+    for seed in 0..40 {
+        let (got, _) = run_with(
+            plan,
+            out,
+            inputs.to_vec(),
+            &SimConfig::random(seed).without_faults(),
+        );
+        assert_eq!(got, expected, "seed {seed}");
+    }
 }

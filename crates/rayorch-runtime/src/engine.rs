@@ -202,9 +202,10 @@ pub struct EngineStats {
 /// What happened to a report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportOutcome {
-    /// The batch was in flight; this many Grains committed, this many were stale.
+    /// The batch was in flight; this many Grains were sealed by it (with
+    /// their own outcome or suppressed by a barrier), this many were stale.
     Accepted {
-        /// Grains whose outcome was published.
+        /// Grains sealed by this report.
         committed: usize,
         /// Grains the gate refused.
         stale: usize,
@@ -259,6 +260,8 @@ pub struct Engine {
     aborted: Option<RunError>,
     call_stats: Vec<CallStats>,
     stats: EngineStats,
+    /// Stands in for a value whose only consumer has taken it.
+    consumed: Value,
 }
 
 impl Engine {
@@ -295,6 +298,7 @@ impl Engine {
             aborted: None,
             call_stats: vec![CallStats::default(); calls],
             stats: EngineStats::default(),
+            consumed: Arc::new(Consumed),
             plan: p,
             config,
         }
@@ -856,9 +860,31 @@ impl Engine {
             self.stats.invalid_transitions += 1;
             return;
         }
+        self.release_inputs(c, e);
         let plan = self.plan.clone();
         for &out in &plan.calls[c].outputs {
             self.set(out, e, item.clone());
+        }
+    }
+
+    /// A sealed Grain no longer needs its inputs: drop the values of those
+    /// it was the only consumer of (the Item stays Present as a fact). Until
+    /// the seal they are kept, because a retry needs them again.
+    fn release_inputs(&mut self, c: usize, e: u32) {
+        let plan = self.plan.clone();
+        for edge in &plan.calls[c].inputs {
+            self.take_if_sole(edge.port, e);
+        }
+    }
+
+    /// Take an Item's value out of its slot when its single consumer is the
+    /// caller, so the payload moves instead of being cloned; otherwise share.
+    fn take_if_sole(&mut self, port: u32, e: u32) -> Option<Value> {
+        let sole = self.plan.ports[port as usize].sole_consumer;
+        match &mut self.items[port as usize][e as usize] {
+            Some(Item::Present(v)) if sole => Some(std::mem::replace(v, self.consumed.clone())),
+            Some(Item::Present(v)) => Some(v.clone()),
+            _ => None,
         }
     }
 
@@ -923,10 +949,7 @@ impl Engine {
                 let lists: Option<Vec<Vec<Value>>> = inputs
                     .iter()
                     .zip(split)
-                    .map(|(&i, f)| match self.item(i, p) {
-                        Some(Item::Present(v)) => f(v.clone()),
-                        _ => None,
-                    })
+                    .map(|(&i, f)| self.take_if_sole(i, p).and_then(f))
                     .collect();
                 match lists {
                     Some(l) => l,
@@ -1078,18 +1101,16 @@ impl Engine {
         };
         let child = plan.ports[inputs[0] as usize].domain;
         let mut cols: Vec<Vec<Value>> = vec![Vec::new(); inputs.len()];
-        for &ch in &self.exps[child][p as usize].children {
+        let n_children = self.exps[child][p as usize].children.len();
+        for j in 0..n_children {
+            let ch = self.exps[child][p as usize].children[j];
             let member = members.is_none_or(|m| matches!(self.item(m, ch), Some(Item::Present(_))));
-            let vals: Option<Vec<&Value>> = inputs
+            let all_present = inputs
                 .iter()
-                .map(|&i| match self.item(i, ch) {
-                    Some(Item::Present(v)) => Some(v),
-                    _ => None,
-                })
-                .collect();
-            if let (true, Some(vals)) = (member, vals) {
-                for (col, v) in cols.iter_mut().zip(vals) {
-                    col.push(v.clone());
+                .all(|&i| matches!(self.item(i, ch), Some(Item::Present(_))));
+            if member && all_present {
+                for (col, &i) in cols.iter_mut().zip(inputs) {
+                    col.extend(self.take_if_sole(i, ch));
                 }
             }
         }
@@ -1166,6 +1187,7 @@ impl Engine {
                         self.stats.invalid_transitions += 1;
                         continue;
                     }
+                    self.release_inputs(c, e);
                     self.call_stats[c].committed += 1;
                     for (&out, v) in plan.calls[c].outputs.iter().zip(values) {
                         self.set(out, e, Item::Present(v));
@@ -1222,6 +1244,21 @@ impl Engine {
         }
         let plan = self.plan.clone();
         let dom = plan.calls[c].domain;
+        // A sibling whose parent's barrier went up while it was in flight is
+        // not retried: it would be dispatched again only to be suppressed.
+        let (barred, live): (Vec<u32>, Vec<u32>) =
+            live.iter().partition(|&&e| self.barrier(&plan, c, e).is_some());
+        for e in barred {
+            let cause = self
+                .barrier(&plan, c, e)
+                .unwrap_or_else(|| Cause::new("group failure"));
+            self.call_stats[c].suppressed_in_flight += 1;
+            self.seal(c, e, Transition::Commit, Item::Suppressed(cause));
+        }
+        let live = &live[..];
+        if live.is_empty() {
+            return 0;
+        }
         for &e in live {
             self.grains[c][e as usize].failures += 1;
         }
@@ -1285,6 +1322,9 @@ impl Engine {
         self.seal(c, e, Transition::Commit, Item::Failed(cause));
     }
 }
+
+/// The placeholder left in a slot whose value moved to its only consumer.
+struct Consumed;
 
 fn expand_arity(plan: &PlanInner, child: usize) -> usize {
     match plan.domains[child].expand.map(|n| &plan.nodes[n].kind) {

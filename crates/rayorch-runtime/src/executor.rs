@@ -260,7 +260,10 @@ impl<'p, S: Sink> Driver<'p, S> {
             if let Some(e) = self.engine.aborted() {
                 return Err(e.clone());
             }
-            if exhausted && self.engine.live_roots() == 0 {
+            if exhausted && self.engine.live_roots() == 0 && !self.running() {
+                // Batches still running belong to roots already handed out
+                // (e.g. siblings of a failed parent); their reports will be
+                // refused, but `run` returns only once no stage is mid-batch.
                 break;
             }
             let dispatched = self.dispatch();
@@ -465,6 +468,12 @@ impl<'p, S: Sink> Driver<'p, S> {
             }
         }
         Ok(())
+    }
+
+    fn running(&self) -> bool {
+        self.pools
+            .iter()
+            .any(|p| p.slots.iter().any(|s| !s.running.is_empty()))
     }
 
     fn next_deadline(&self) -> Option<Instant> {

@@ -220,6 +220,9 @@ pub(crate) struct PortSpec {
     pub(crate) consumers: Vec<(usize, usize)>,
     /// Index among the plan's outputs.
     pub(crate) output: Option<usize>,
+    /// Read by exactly one consumer edge and not an output: its values may
+    /// move to that consumer once it no longer needs them kept.
+    pub(crate) sole_consumer: bool,
 }
 
 pub(crate) struct NodeSpec {
@@ -467,6 +470,7 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
             domain: p.domain,
             consumers: Vec::new(),
             output: d.outputs.iter().position(|&o| o as usize == i),
+            sole_consumer: false,
         })
         .collect();
     for (i, p) in ports.iter().enumerate() {
@@ -530,6 +534,9 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
             outputs: n.outputs,
             dense,
         });
+    }
+    for p in &mut ports {
+        p.sole_consumer = p.output.is_none() && p.consumers.len() == 1;
     }
     Ok(PlanInner {
         domains,

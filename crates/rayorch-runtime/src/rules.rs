@@ -200,3 +200,290 @@ pub fn decide_reduce(expansion: ExpansionState, members: &[State]) -> ReduceDeci
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    //! CONFORMANCE.md §A. Each expectation below is written again from the
+    //! checklist text (not copied from the code above) and compared with the
+    //! rule on every combination of input states.
+
+    use super::*;
+
+    /// Every sequence of `len` letters from `alphabet`.
+    fn product<T: Copy>(alphabet: &[T], len: usize) -> Vec<Vec<T>> {
+        let mut out = vec![Vec::new()];
+        for _ in 0..len {
+            out = out
+                .into_iter()
+                .flat_map(|prefix| {
+                    alphabet.iter().map(move |&a| {
+                        let mut v = prefix.clone();
+                        v.push(a);
+                        v
+                    })
+                })
+                .collect();
+        }
+        out
+    }
+
+    fn is_failure(s: State) -> bool {
+        matches!(s, State::Failed | State::Suppressed)
+    }
+
+    /// Every input list of one to three Call inputs, each required or optional.
+    fn call_inputs() -> Vec<Vec<(State, bool)>> {
+        let letters: Vec<(State, bool)> = State::ALL.iter().flat_map(|&s| [(s, false), (s, true)]).collect();
+        (1..=3).flat_map(|n| product(&letters, n)).collect()
+    }
+
+    /// §A bullets 1 and 2, as one precedence table.
+    fn expected_call(inputs: &[(State, bool)], barrier: bool) -> CallDecision {
+        let failed = inputs.iter().position(|&(s, _)| is_failure(s));
+        let unresolved = inputs.iter().any(|&(s, _)| s == State::Unresolved);
+        let dropped_required = inputs
+            .iter()
+            .any(|&(s, optional)| s == State::Dropped && !optional);
+        match (failed, unresolved, barrier, dropped_required) {
+            (Some(i), _, _, _) => CallDecision::SuppressedBy(i),
+            (None, true, _, _) => CallDecision::Wait,
+            (None, false, true, _) => CallDecision::SuppressedByBarrier,
+            (None, false, false, true) => CallDecision::Dropped,
+            (None, false, false, false) => CallDecision::Ready,
+        }
+    }
+
+    /// "any input Failed or Suppressed → Suppressed with the cause of the input that decided it; else unresolved → wait; else Dropped → Dropped; else Ready"
+    #[test]
+    fn a_call_inputs_precedence() {
+        let all = call_inputs();
+        assert_eq!(all.len(), 10 + 100 + 1000);
+        for inputs in &all {
+            assert_eq!(
+                decide_call(inputs, false),
+                expected_call(inputs, false),
+                "inputs {inputs:?}"
+            );
+        }
+        // The sentences of the checklist, spelled out.
+        use State::*;
+        let req = |s| (s, false);
+        let opt = |s| (s, true);
+        assert_eq!(
+            decide_call(&[req(Dropped), req(Failed)], false),
+            CallDecision::SuppressedBy(1),
+            "failure beats drop"
+        );
+        assert_eq!(
+            decide_call(&[req(Unresolved), req(Suppressed)], false),
+            CallDecision::SuppressedBy(1),
+            "a failure decides even while another input is unresolved"
+        );
+        assert_eq!(
+            decide_call(&[req(Dropped), req(Unresolved)], false),
+            CallDecision::Wait,
+            "a drop waits for the other inputs (one of them may still fail)"
+        );
+        assert_eq!(
+            decide_call(&[req(Present), req(Dropped)], false),
+            CallDecision::Dropped
+        );
+        assert_eq!(
+            decide_call(&[req(Present), opt(Dropped)], false),
+            CallDecision::Ready,
+            "a dropped optional input is passed as missing"
+        );
+        assert_eq!(decide_call(&[opt(Failed)], false), CallDecision::SuppressedBy(0));
+    }
+
+    /// "If (Call, parent) carries a GroupFailure barrier, the Grain is sealed Suppressed as soon as it would be decided, even while it was still waiting."
+    #[test]
+    fn a_barrier_seals_waiting_grain() {
+        for inputs in &call_inputs() {
+            let got = decide_call(inputs, true);
+            assert_eq!(got, expected_call(inputs, true), "inputs {inputs:?}");
+            assert!(
+                !matches!(got, CallDecision::Ready | CallDecision::Dropped),
+                "a Grain under a barrier never runs and is never merely dropped: {inputs:?} -> {got:?}"
+            );
+        }
+        // A waiting Grain under a barrier: it stays waiting while any input is
+        // open and is sealed Suppressed the moment the last one resolves.
+        for last in [State::Present, State::Dropped] {
+            let mut inputs = [(State::Unresolved, false); 3];
+            for i in 0..3 {
+                assert_eq!(decide_call(&inputs, true), CallDecision::Wait);
+                inputs[i].0 = if i == 2 { last } else { State::Present };
+            }
+            assert_eq!(decide_call(&inputs, true), CallDecision::SuppressedByBarrier);
+        }
+    }
+
+    /// "Filter: value unresolved → wait; value not present → its outcome and cause; mask unresolved → wait; mask not present → its outcome; true → the value; false → Dropped."
+    #[test]
+    fn a_filter() {
+        fn expected(value: State, mask: State, keep: bool) -> FilterDecision {
+            use State::*;
+            match (value, mask, keep) {
+                (Unresolved, _, _) => FilterDecision::Wait,
+                (Dropped | Failed | Suppressed, _, _) => FilterDecision::Value,
+                (Present, Unresolved, _) => FilterDecision::Wait,
+                (Present, Dropped | Failed | Suppressed, _) => FilterDecision::Mask,
+                (Present, Present, true) => FilterDecision::Value,
+                (Present, Present, false) => FilterDecision::Dropped,
+            }
+        }
+        let mut n = 0;
+        for value in State::ALL {
+            for mask in State::ALL {
+                for keep in [false, true] {
+                    assert_eq!(
+                        decide_filter(value, mask, keep),
+                        expected(value, mask, keep),
+                        "value {value:?} mask {mask:?} keep {keep}"
+                    );
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!(n, 50);
+    }
+
+    /// "Expand: present → Succeeded(children) (empty is legal and terminal); Dropped → Expansion Dropped; Failed/Suppressed → Expansion Failed."
+    #[test]
+    fn a_expand() {
+        // One list (`expand`) or two aligned lists (`expand_aligned`); the
+        // aligned form follows the Call precedence and needs equal lengths.
+        fn expected(inputs: &[State], lens: &[usize]) -> ExpandDecision {
+            if let Some(i) = inputs.iter().position(|&s| is_failure(s)) {
+                return ExpandDecision::FailedBy(i);
+            }
+            if inputs.contains(&State::Unresolved) {
+                return ExpandDecision::Wait;
+            }
+            if inputs.contains(&State::Dropped) {
+                return ExpandDecision::Dropped;
+            }
+            match lens {
+                [n] => ExpandDecision::Succeeded(*n),
+                [a, b] if a == b => ExpandDecision::Succeeded(*a),
+                _ => ExpandDecision::CardinalityMismatch,
+            }
+        }
+        let mut n = 0;
+        for arity in 1..=2 {
+            for inputs in product(&State::ALL, arity) {
+                let all_present = inputs.iter().all(|&s| s == State::Present);
+                for lens in product(&[0usize, 1, 2, 3], arity) {
+                    if all_present {
+                        assert_eq!(
+                            decide_expand(&inputs, Some(&lens)),
+                            expected(&inputs, &lens),
+                            "inputs {inputs:?} lens {lens:?}"
+                        );
+                    } else {
+                        // Lengths exist only once every list is present; the
+                        // decision must not depend on them before that.
+                        assert_eq!(decide_expand(&inputs, Some(&lens)), expected(&inputs, &lens));
+                        assert_eq!(decide_expand(&inputs, None), expected(&inputs, &lens));
+                    }
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!(n, 5 * 4 + 25 * 16);
+        assert_eq!(
+            decide_expand(&[State::Present], Some(&[0])),
+            ExpandDecision::Succeeded(0),
+            "an empty Expansion is legal"
+        );
+        assert_eq!(
+            decide_expand(&[State::Present, State::Present], Some(&[2, 3])),
+            ExpandDecision::CardinalityMismatch
+        );
+    }
+
+    /// "Reduce: Expansion unresolved → wait; Dropped → Dropped; Failed → Suppressed; any member Failed/Suppressed → Suppressed (even while others are pending); members pending → wait; Dropped members excluded; survivors in ordinal order; zero survivors → Present(vec![])."
+    #[test]
+    fn a_reduce() {
+        fn expected(x: ExpansionState, members: &[State]) -> ReduceDecision {
+            match x {
+                ExpansionState::Unresolved => ReduceDecision::Wait,
+                ExpansionState::Dropped => ReduceDecision::Dropped,
+                ExpansionState::Failed => ReduceDecision::SuppressedByExpansion,
+                ExpansionState::Succeeded => {
+                    if let Some(i) = members.iter().position(|&s| is_failure(s)) {
+                        ReduceDecision::SuppressedBy(i)
+                    } else if members.contains(&State::Unresolved) {
+                        ReduceDecision::Wait
+                    } else {
+                        let mut survivors = Vec::new();
+                        for (ordinal, s) in members.iter().enumerate() {
+                            if *s == State::Present {
+                                survivors.push(ordinal);
+                            }
+                        }
+                        ReduceDecision::Present(survivors)
+                    }
+                }
+            }
+        }
+        let expansions = [
+            ExpansionState::Unresolved,
+            ExpansionState::Succeeded,
+            ExpansionState::Dropped,
+            ExpansionState::Failed,
+        ];
+        let mut n = 0;
+        for x in expansions {
+            for len in 0..=4 {
+                for members in product(&State::ALL, len) {
+                    assert_eq!(
+                        decide_reduce(x, &members),
+                        expected(x, &members),
+                        "expansion {x:?} members {members:?}"
+                    );
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!(n, 4 * (1 + 5 + 25 + 125 + 625));
+        use State::*;
+        assert_eq!(
+            decide_reduce(ExpansionState::Succeeded, &[]),
+            ReduceDecision::Present(vec![]),
+            "an empty Expansion reduces to an empty list"
+        );
+        assert_eq!(
+            decide_reduce(ExpansionState::Succeeded, &[Dropped, Dropped]),
+            ReduceDecision::Present(vec![]),
+            "zero survivors reduce to an empty list"
+        );
+        assert_eq!(
+            decide_reduce(ExpansionState::Succeeded, &[Unresolved, Failed, Unresolved]),
+            ReduceDecision::SuppressedBy(1),
+            "a failed member decides while others are pending"
+        );
+    }
+
+    /// "Reduce: ... Dropped members excluded" for aligned inputs: a child survives only where every aligned input (and the member mask) is present.
+    #[test]
+    fn a_reduce_combines_aligned_inputs() {
+        fn expected(states: &[State]) -> State {
+            if let Some(&f) = states.iter().find(|&&s| is_failure(s)) {
+                f
+            } else if states.contains(&State::Unresolved) {
+                State::Unresolved
+            } else if states.contains(&State::Dropped) {
+                State::Dropped
+            } else {
+                State::Present
+            }
+        }
+        for len in 1..=3 {
+            for states in product(&State::ALL, len) {
+                assert_eq!(combine(&states), expected(&states), "states {states:?}");
+            }
+        }
+    }
+}
