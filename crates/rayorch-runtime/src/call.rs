@@ -24,7 +24,7 @@ pub enum Reservation {
 }
 
 /// What happens when a whole attempt fails (an `Err` or a panic).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Recovery {
     /// Fail-stop: the run ends with an error.
     Abort,
@@ -34,13 +34,8 @@ pub enum Recovery {
     RetryTail(u32),
     /// Retry once, then bisect the batch down to the poison record, which ends
     /// Failed; everything else in the batch succeeds (the default).
+    #[default]
     Isolate,
-}
-
-impl Default for Recovery {
-    fn default() -> Self {
-        Recovery::Isolate
-    }
 }
 
 /// Static configuration of a Call.
