@@ -1,4 +1,117 @@
 //! Procedural macros for rayorch: `#[pipeline]` and `#[derive(Domain)]`.
 //!
-//! This crate holds only its skeleton until the macro issue lands; the runtime's
-//! typed builder API (`rayorch::plan`) is what the macros will generate calls to.
+//! Use them through the `rayorch` crate (`rayorch::pipeline`,
+//! `rayorch::Domain`); the code they generate names only
+//! `::rayorch::__private` paths.
+//!
+//! Layout: each entry point parses and hands over to one function; `ast` and
+//! `body` turn syn into our IR, `check` does the cross-cutting structural
+//! checks, `expand` generates code, `fallback` is what comes out when there
+//! are errors, and `ctxt` collects them so all are reported at once.
+
+mod ast;
+mod body;
+mod check;
+mod ctxt;
+mod debug;
+mod domain;
+mod expand;
+mod fallback;
+mod symbol;
+#[cfg(test)]
+mod tests;
+
+use proc_macro::TokenStream;
+
+/// Turn a plain Rust `forward` function into a pipeline plan.
+///
+/// Put it on the impl block of a struct whose fields are `Call<_>`s. Inside
+/// `forward`:
+///
+/// | write | means |
+/// | --- | --- |
+/// | `self.ocr(page)` | apply the Call in field `ocr` to one Port |
+/// | `self.pair(a, b)` | a Call with several inputs, all Ports of one Domain; its stage takes `(A, B)` |
+/// | `split!(self.detect(x))` | a Call whose stage returns `(A, B)`: one Port per field |
+/// | `expand!(pages => Page)` | each element of a list becomes a child Entity of `Page` |
+/// | `expand_aligned!((a, b) => Page)` | two lists of one parent become aligned children |
+/// | `reduce!(x)` | gather a child Domain back into its parent, as a `Vec` in child order |
+/// | `reduce!(x, members = m)` | only the children where `m` is present |
+/// | `reduce_aligned!((a, b))` | gather two child Ports, keeping children present in both |
+/// | `filter!(x, mask)` | drop the Entities whose `bool` mask is `false` |
+/// | `broadcast!(x, like = y)` | an ancestor's value, seen from each Entity of `y`'s Domain |
+/// | `x.optional()` | a Call input that arrives as `None` instead of dropping the output |
+///
+/// `forward`'s parameters are the source Ports (one to three, all in the one
+/// root Domain) and it returns a root-Domain Port or a tuple of them. The
+/// signature stays as written, `forward` stays callable, and the macro adds
+/// `impl rayorch::Pipeline` (`build_plan`). `self.m(..)` calls a method when
+/// `m` is defined in the same impl block; elsewhere write `Self::m(self, ..)`.
+///
+/// Domain mistakes are compile errors at the offending token. Set
+/// `RAYORCH_MACROS_DEBUG=1` (or the type's name) to print the expansion.
+///
+/// ```
+/// use rayorch::prelude::*;
+/// use rayorch::{BatchFn, sim};
+///
+/// #[derive(Domain)]
+/// struct Doc;
+///
+/// #[derive(Domain)]
+/// #[domain(parent = Doc)]
+/// struct Word;
+///
+/// type MapCall<I, O> = Call<BatchFn<Box<dyn FnMut(Vec<I>) -> StageResult<O> + Send>, I, O>>;
+///
+/// struct WordLengths {
+///     split: MapCall<String, Vec<String>>,
+///     len: MapCall<String, usize>,
+/// }
+///
+/// #[pipeline]
+/// impl WordLengths {
+///     fn forward(&self, docs: Port<Doc, String>) -> Port<Doc, Vec<usize>> {
+///         let word = expand!(self.split(docs) => Word);
+///         reduce!(self.len(word))
+///     }
+/// }
+///
+/// let p = WordLengths {
+///     split: Call::map("split", |s: String| s.split(' ').map(String::from).collect::<Vec<_>>()),
+///     len: Call::map("len", |w: String| w.len()),
+/// };
+/// let (plan, out) = p.build_plan().unwrap();
+/// let input = std::sync::Arc::new("a bb ccc".to_string()) as rayorch::Value;
+/// let run = sim::run(&plan, [(0, input)], &sim::SimConfig::sequential()).unwrap();
+/// assert_eq!(run.outcomes[0].get(out), Item::Present(vec![1, 2, 3]));
+/// ```
+#[proc_macro_attribute]
+pub fn pipeline(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    expand::pipeline(attr.into(), item.clone())
+        .unwrap_or_else(|err| fallback::pipeline(item, err))
+        .into()
+}
+
+/// `impl Domain`: a root Domain as written, a child Domain with
+/// `#[domain(parent = ParentDomain)]`.
+///
+/// ```
+/// use rayorch::{Domain, DomainInfo};
+///
+/// #[derive(Domain)]
+/// struct Pdf;
+///
+/// #[derive(Domain)]
+/// #[domain(parent = Pdf)]
+/// struct Page;
+///
+/// assert_eq!(DomainInfo::of::<Page>().parent(), Some(DomainInfo::of::<Pdf>()));
+/// assert_eq!(<Page as Domain>::NAME, "Page");
+/// ```
+#[proc_macro_derive(Domain, attributes(domain))]
+pub fn derive_domain(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as syn::DeriveInput);
+    domain::derive(&input).into()
+}

@@ -232,7 +232,11 @@ impl<S: AsyncStage> Call<Async<S>> {
     }
 }
 
-impl<I, O> Call<BatchFn<Box<dyn FnMut(Vec<I>) -> StageResult<O> + Send>, I, O>>
+/// The type of a Call made from a closure ([`Call::map`], [`Call::per_record`],
+/// [`Call::batch`]), for struct fields: `ocr: FnCall<Page, Text>`.
+pub type FnCall<I, O> = Call<BatchFn<Box<dyn FnMut(Vec<I>) -> StageResult<O> + Send>, I, O>>;
+
+impl<I, O> FnCall<I, O>
 where
     I: Send + 'static,
     O: Send + 'static,

@@ -1160,9 +1160,17 @@ impl Engine {
 
     fn commit(&mut self, c: usize, grains: &[(u32, u32, u32)], valid: &[bool], outcomes: Vec<ErasedOutcome>) {
         // Pass 1: GroupFailures install their barriers first, so successes of
-        // the same (Call, parent) in this very batch are suppressed too.
+        // the same (Call, parent) in this very batch are suppressed too. A
+        // sibling whose parent was barred before this report arrived cannot
+        // commit anything, not even its own failure: it is suppressed in pass 2.
+        let plan = self.plan.clone();
+        let barred_before: Vec<bool> = grains
+            .iter()
+            .zip(valid)
+            .map(|(g, &v)| v && self.barrier(&plan, c, g.0).is_some())
+            .collect();
         for (i, o) in outcomes.iter().enumerate() {
-            if let (true, Outcome::GroupFailure(cause)) = (valid[i], o) {
+            if let (true, false, Outcome::GroupFailure(cause)) = (valid[i], barred_before[i], o) {
                 let e = grains[i].0;
                 let cause = cause.clone().located(|| self.context(c, e));
                 self.install_barrier(c, e, cause.clone());
@@ -1170,9 +1178,8 @@ impl Engine {
                 self.seal(c, e, Transition::Commit, Item::Failed(cause));
             }
         }
-        let plan = self.plan.clone();
         for (i, o) in outcomes.into_iter().enumerate() {
-            if !valid[i] || matches!(o, Outcome::GroupFailure(_)) {
+            if !valid[i] || (!barred_before[i] && matches!(o, Outcome::GroupFailure(_))) {
                 continue;
             }
             let e = grains[i].0;

@@ -9,6 +9,8 @@
 
 mod build;
 mod call;
+#[doc(hidden)]
+pub mod check;
 mod domain;
 mod engine;
 mod error;
@@ -27,7 +29,7 @@ mod stage;
 mod value;
 
 pub use build::PortRef;
-pub use call::{Call, CallConfig, Recovery, Reservation};
+pub use call::{Call, CallConfig, FnCall, Recovery, Reservation};
 pub use domain::{ChildOf, DescendantOf, Domain, DomainInfo, Here, NoParent, ParentSlot, RootDomain, There};
 pub use engine::{
     Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, GrainRef, ReportOutcome,
@@ -45,7 +47,7 @@ pub use port::{
     reduce_aligned, reduce_members,
 };
 pub use stage::{
-    Async, AsyncStage, AttemptError, AttemptResult, BatchFn, BoxError, BoxFuture, ErasedCall, ErasedOutcome,
-    Execution, BatchInputs, Replica, Stage, StageBox, StageContext, StageKind, StageResult, block_on,
+    Async, AsyncStage, AttemptError, AttemptResult, BatchFn, BatchInputs, BoxError, BoxFuture, ErasedCall,
+    ErasedOutcome, Execution, Replica, Stage, StageBox, StageContext, StageKind, StageResult, block_on,
 };
 pub use value::{Cause, Data, Item, ItemKind, Outcome, Value};

@@ -1,0 +1,148 @@
+//! Fast checks of the parse → check → generate pipeline on token input; the
+//! compiler-facing behaviour (spans, rustc's messages) is pinned by `ui-tests`.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::expand;
+
+/// The messages of every error `#[pipeline]` reports for `item`.
+fn errors(item: TokenStream) -> Vec<String> {
+    match expand::pipeline(TokenStream::new(), item) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+fn forward(body: TokenStream) -> TokenStream {
+    quote! {
+        impl P {
+            fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> { #body }
+        }
+    }
+}
+
+#[test]
+fn a_valid_pipeline_keeps_forward_and_adds_pipeline() {
+    let out = expand::pipeline(
+        TokenStream::new(),
+        forward(quote! {
+            let page = expand!(self.pages(pdfs) => Page);
+            let texts = reduce!(self.ocr(page));
+            self.join(pdfs, texts)
+        }),
+    )
+    .expect("no errors")
+    .to_string();
+    assert!(out.contains("fn forward (& self , pdfs : Port < Pdf , String >) -> Port < Pdf , String >"));
+    assert!(out.contains("impl :: rayorch :: __private :: Pipeline for P"));
+    assert!(out.contains("type Input = String"));
+    assert!(!out.contains("expand !"), "every pseudo-macro is rewritten");
+}
+
+#[test]
+fn every_structural_error_is_reported_at_once() {
+    let errs = errors(forward(quote! {
+        let page = expand!(self.pages(pdfs) => Page);
+        let keep = self.keep(page);
+        let roots = reduce!(pdfs);
+        let texts = reduce!(page, members = self.keep(pdfs));
+        if keep {}
+        let (a, b) = self.pair(pdfs, texts);
+        self.pair(pdfs, texts)
+    }));
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    assert!(errs[0].starts_with("`reduce!` needs a Port in a child Domain"));
+    assert!(errs[1].starts_with("`reduce!` members must be in"));
+    assert!(errs[2].starts_with("this is a Port, not a `bool`"));
+    assert!(errs[3].starts_with("a Call gives one Port"));
+}
+
+#[test]
+fn ports_the_walk_cannot_follow_raise_nothing() {
+    // `helper` may return a child-Domain Port: only rustc can tell.
+    let errs = errors(forward(quote! {
+        let page = expand!(self.pages(pdfs) => Page);
+        let texts = reduce!(helper(page));
+        let all = reduce!(helper(pdfs));
+        self.join(pdfs, texts, all)
+    }));
+    assert!(errs.is_empty(), "{errs:#?}");
+}
+
+#[test]
+fn an_unreduced_expansion_is_reported_only_for_root_outputs() {
+    let body = quote! {
+        let page = expand!(self.pages(pdfs) => Page);
+        self.ocr(page)
+    };
+    let errs = errors(forward(body.clone()));
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].starts_with("`expand!` enters `Page`"));
+    // Returning the child Port is rustc's error (`OutputRoot`), not a second one here.
+    let child_output = quote! {
+        impl P {
+            fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Page, String> { #body }
+        }
+    };
+    assert!(errors(child_output).is_empty());
+}
+
+#[test]
+fn a_call_mixing_domains_leaves_its_result_unknown() {
+    // rustc reports the mixed inputs; the walk must not then guess that the
+    // result is in `Pdf` and call the `reduce!` one of a root Port.
+    let errs = errors(forward(quote! {
+        let page = expand!(self.pages(pdfs) => Page);
+        let text = self.label(pdfs, page);
+        let texts = reduce!(text);
+        self.pair(pdfs, texts)
+    }));
+    assert!(errs.is_empty(), "{errs:#?}");
+}
+
+#[test]
+fn sibling_methods_are_methods_and_other_fields_are_calls() {
+    let item = quote! {
+        impl P {
+            fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+                self.helper(self.ocr(pdfs))
+            }
+            fn helper(&self, p: Port<Pdf, String>) -> Port<Pdf, String> { p }
+        }
+    };
+    let out = expand::pipeline(TokenStream::new(), item).unwrap().to_string();
+    assert!(out.contains("self . helper ("), "{out}");
+    assert!(out.contains("call_field (& self . ocr)"), "{out}");
+}
+
+#[test]
+fn signature_errors() {
+    let errs = errors(quote! {
+        impl P {
+            async fn forward(self, pdfs: String) {}
+        }
+    });
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    let errs = errors(quote!(impl P { fn build(&self) {} }));
+    assert_eq!(
+        errs,
+        vec![
+            "a `#[pipeline]` impl needs `fn forward(&self, source: Port<Root, In>) -> Port<Root, Out>`"
+                .to_string()
+        ]
+    );
+}
+
+#[test]
+fn names_bound_by_patterns_hide_ports() {
+    let errs = errors(forward(quote! {
+        let keep = self.keep(pdfs);
+        for keep in [true, false] { if keep {} }
+        let _ = [true].iter().filter(|keep| !**keep);
+        if let Some(keep) = Some(true) { while keep {} }
+        match 1 { keep => if keep == 1 {} }
+        self.ocr(pdfs)
+    }));
+    assert!(errs.is_empty(), "{errs:#?}");
+}

@@ -1,0 +1,39 @@
+//! Errors inside nested operations point at the innermost offending token,
+//! and one `forward` reports every mistake at once.
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Line;
+
+struct P {
+    pages: MapCall<String, Vec<String>>,
+    lines: MapCall<String, Vec<String>>,
+    ocr: MapCall<String, String>,
+    pair: MapCall<(String, Vec<Vec<String>>), String>,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+        // `Line` is not a child of `Pdf`: the caret is on `Line`.
+        let wrong = reduce!(self.ocr(expand!(self.pages(pdfs) => Line)));
+        // The stage takes `String`, the Port carries `Vec<String>`: the caret
+        // is on the argument of the inner Call.
+        let page = expand!(self.pages(pdfs) => Page);
+        let per_page = reduce!(self.ocr(expand!(self.lines(self.ocr(self.lines(page))) => Line)));
+        let _ = wrong;
+        self.pair(pdfs, reduce!(per_page))
+    }
+}
+
+fn main() {}

@@ -1,0 +1,30 @@
+//! A Port where Rust needs a `bool`.
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+struct P {
+    keep: MapCall<String, bool>,
+    ocr: MapCall<String, String>,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+        let keep = self.keep(pdfs);
+        if keep {
+            return pdfs;
+        }
+        if !keep || self.keep(pdfs) {}
+        self.ocr(pdfs)
+    }
+}
+
+fn main() {}

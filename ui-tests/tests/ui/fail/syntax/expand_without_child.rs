@@ -1,0 +1,29 @@
+//! `expand!(x)` without `=> Child`.
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+struct P {
+    pages: MapCall<String, Vec<String>>,
+    ocr: MapCall<String, String>,
+    pair: MapCall<(String, Vec<String>), String>,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+        let pages = self.pages(pdfs);
+        let page = expand!(pages);
+        let all = reduce!(page);
+        self.pair(pdfs, all)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,26 @@
+//! `#[pipeline]` takes no options.
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+struct P {
+    pages: MapCall<String, Vec<String>>,
+    ocr: MapCall<String, String>,
+    pair: MapCall<(String, Vec<String>), String>,
+}
+
+#[pipeline(batch = 4)]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+        self.ocr(pdfs)
+    }
+}
+
+fn main() {}

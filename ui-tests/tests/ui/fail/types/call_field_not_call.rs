@@ -1,0 +1,26 @@
+//! `self.name(..)` where field `name` is not a `Call<_>`.
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+struct P {
+    ocr: MapCall<String, String>,
+    lang: String,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+        let text = self.ocr(pdfs);
+        self.lang(text)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,28 @@
+//! A `filter!` mask that does not carry `bool`.
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+struct P {
+    pages: MapCall<String, Vec<String>>,
+    ocr: MapCall<String, String>,
+    pair: MapCall<(String, Vec<String>), String>,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+        let name = self.ocr(pdfs);
+        let kept = filter!(pdfs, name);
+        self.ocr(kept)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,28 @@
+//! A Call whose stage takes another type than the Port carries.
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+struct P {
+    pages: MapCall<String, Vec<String>>,
+    ocr: MapCall<String, String>,
+    pair: MapCall<(String, Vec<String>), String>,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+        let pages = self.pages(pdfs);
+        let text = self.ocr(pages);
+        self.pair(text, pages)
+    }
+}
+
+fn main() {}
