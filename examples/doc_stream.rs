@@ -1,9 +1,11 @@
 //! The main job (for now): stream a bundled library of documents through a
 //! two-level pipeline and print each document the moment it is complete.
 //!
-//! Document → render (split into pages) → `expand` Page → analyse (a batched
-//! "model" stage whose batches mix pages of many documents) → `reduce` back
-//! to the document → assemble. Long documents do not hold up short ones.
+//! Document → render (split into pages) → `expand!` Page → analyse (a batched
+//! "model" stage whose batches mix pages of many documents) → `reduce!` back
+//! to the document → assemble. Long documents do not hold up short ones. The
+//! pipeline is a `#[pipeline]` struct: Domain mistakes in `forward` are
+//! compile errors.
 //!
 //! Run: `cargo run --example doc_stream [path/to/library.md]`
 
@@ -13,8 +15,12 @@ use rayorch::prelude::*;
 use rayorch::sink::Callback;
 use rayorch::{RootOutcome, Runner};
 
-domain!(Doc);
-domain!(Page: Doc);
+#[derive(Domain)]
+struct Doc;
+
+#[derive(Domain)]
+#[domain(parent = Doc)]
+struct Page;
 
 /// What the analysis "model" returns per page.
 #[derive(Clone, Debug)]
@@ -30,6 +36,23 @@ struct Report {
     pages: usize,
     words: usize,
     longest: String,
+}
+
+/// The pipeline: one field per Call, and the graph in `forward`.
+struct Library {
+    render: FnCall<String, Vec<String>>,
+    title: FnCall<String, String>,
+    analyse: FnCall<String, PageStats>,
+    assemble: FnCall<(String, Vec<PageStats>), Report>,
+}
+
+#[pipeline]
+impl Library {
+    fn forward(&self, doc: Port<Doc, String>) -> Port<Doc, Report> {
+        let page = expand!(self.render(doc) => Page);
+        let stats = reduce!(self.analyse(page));
+        self.assemble(self.title(doc), stats)
+    }
 }
 
 fn split_library(text: &str) -> Vec<String> {
@@ -99,12 +122,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or_default(),
     });
 
-    let (plan, out) = Plan::build(|b| {
-        let doc = b.source::<Doc, String>();
-        let page = expand::<Page, _, _>(render.apply(doc));
-        let stats = reduce(analyse.apply(page));
-        b.output(assemble.apply((title.apply(doc), stats)))
-    })?;
+    let (plan, out) = Library {
+        render,
+        title,
+        analyse,
+        assemble,
+    }
+    .build_plan()?;
 
     let start = Instant::now();
     println!(
