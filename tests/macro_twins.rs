@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use common::Driver;
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig, SimRun};
-use rayorch::{BatchFn, ItemKind, Output, RootOutcome, Value};
+use rayorch::{ItemKind, Output, RootOutcome, Value};
 
 #[derive(Domain)]
 struct Doc;
