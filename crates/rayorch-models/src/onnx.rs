@@ -1,0 +1,151 @@
+//! ONNX Runtime plumbing: one process-wide environment, one session per replica.
+//!
+//! `ort` is built with `load-dynamic`: nothing links against ONNX Runtime at
+//! build time, and the shared library is opened on first use. `ort` panics if
+//! it cannot find the library, so [`OnnxSession::load`] checks the path first
+//! and returns a [`ModelError`] that says how to get it.
+//!
+//! `Session::run` takes `&mut self`, so a session cannot be shared between
+//! replicas; each replica loads its own (cheap: a few MB, ~0.1 s).
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use ndarray::{ArrayD, ArrayViewD};
+use ort::environment::Environment;
+use ort::session::Session;
+
+use crate::error::ModelError;
+
+/// Where a session runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU execution provider (always available).
+    #[default]
+    Cpu,
+    /// The CUDA execution provider on this device ordinal. Needs the crate's
+    /// `cuda` feature and an `onnxruntime-gpu` library in `ORT_DYLIB_PATH`.
+    Cuda(i32),
+}
+
+/// How a session is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnnxConfig {
+    /// Threads ONNX Runtime uses inside one operator (per session).
+    pub intra_threads: usize,
+    /// Where to run.
+    pub device: Device,
+}
+
+impl Default for OnnxConfig {
+    fn default() -> Self {
+        OnnxConfig {
+            intra_threads: 1,
+            device: Device::Cpu,
+        }
+    }
+}
+
+static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
+
+/// The process-wide ONNX Runtime environment, loading the library at
+/// `lib` on the first call (ONNX Runtime allows one environment per
+/// process; later calls reuse it whatever path they pass).
+pub fn environment(lib: &Path) -> Result<&'static Environment, ModelError> {
+    let env = ENV.get_or_init(|| {
+        if !lib.is_file() {
+            return Err(format!(
+                "the ONNX Runtime library {} does not exist; run `cargo run -p rayorch-models --bin fetch-assets` or set ORT_DYLIB_PATH to a libonnxruntime.so (1.24 or newer)",
+                lib.display()
+            ));
+        }
+        let builder = ort::init_from(lib).map_err(|e| format!("loading {}: {e}", lib.display()))?;
+        builder
+            .with_name("rayorch")
+            .with_telemetry(false)
+            .build()
+            .map_err(|e| format!("creating the environment: {e}"))
+    });
+    env.as_ref().map_err(|e| ModelError::Onnx(e.clone()))
+}
+
+/// One loaded ONNX model, owned by one replica.
+pub struct OnnxSession {
+    session: Session,
+    name: String,
+}
+
+impl std::fmt::Debug for OnnxSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnnxSession").field("model", &self.name).finish()
+    }
+}
+
+impl OnnxSession {
+    /// Load `model` with the runtime library `lib`.
+    pub fn load(model: &Path, lib: &Path, cfg: &OnnxConfig) -> Result<OnnxSession, ModelError> {
+        let env = environment(lib)?;
+        let name = model.file_name().map_or_else(
+            || model.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        if !model.is_file() {
+            return Err(ModelError::MissingFile {
+                what: "ONNX model",
+                path: model.to_path_buf(),
+                hint: "run `cargo run -p rayorch-models --bin fetch-assets`, or fix the path".into(),
+            });
+        }
+        let onnx = |e: ort::Error<ort::session::builder::SessionBuilder>| {
+            ModelError::Onnx(format!("building a session for {name}: {e}"))
+        };
+        let mut builder = Session::builder(env)
+            .map_err(|e| ModelError::Onnx(format!("session builder: {e}")))?
+            .with_intra_threads(cfg.intra_threads.max(1))
+            .map_err(onnx)?
+            .with_inter_threads(1)
+            .map_err(onnx)?
+            // Spinning threads burn the cores other replicas need.
+            .with_intra_op_spinning(false)
+            .map_err(onnx)?
+            .with_log_level(ort::logging::LogLevel::Error)
+            .map_err(onnx)?;
+        match cfg.device {
+            Device::Cpu => {}
+            #[cfg(feature = "cuda")]
+            Device::Cuda(id) => {
+                builder = builder
+                    .with_execution_providers([ort::ep::CUDA::default()
+                        .with_device_id(id)
+                        .build()
+                        .error_on_failure()])
+                    .map_err(onnx)?;
+            }
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => {
+                return Err(ModelError::Onnx(
+                    "this build has no CUDA support: rebuild rayorch-models with `--features cuda`".into(),
+                ));
+            }
+        }
+        let session = builder
+            .commit_from_file(model)
+            .map_err(|e| ModelError::Onnx(format!("loading {}: {e}", model.display())))?;
+        Ok(OnnxSession { session, name })
+    }
+
+    /// The model's file name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Run a single-input, single-output f32 model.
+    pub fn run(&mut self, input: ArrayViewD<'_, f32>) -> Result<ArrayD<f32>, ModelError> {
+        let name = &self.name;
+        let fail = |e: ort::Error| ModelError::Onnx(format!("running {name}: {e}"));
+        let tensor = ort::value::TensorRef::from_array_view(input).map_err(fail)?;
+        let outputs = self.session.run(ort::inputs![tensor]).map_err(fail)?;
+        let view = outputs[0].try_extract_array::<f32>().map_err(fail)?;
+        Ok(view.to_owned())
+    }
+}

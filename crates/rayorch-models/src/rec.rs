@@ -1,0 +1,355 @@
+//! Text recognition: PP-OCRv6 tiny rec (CTC) on ONNX Runtime.
+//!
+//! Pre-processing follows PaddleOCR's `resize_norm_img`: each crop is scaled
+//! to height 48 keeping its aspect ratio, pixels go in BGR order as
+//! `(px / 255 - 0.5) / 0.5`, and the crops of one call are right-padded with
+//! zeros to a common width (at least 320, the training width).
+//!
+//! One engine batch may hold line crops of many pages and documents, of very
+//! different widths. Padding a 200-px crop to 3000 px wastes work, so a batch
+//! is cut into width buckets: crops sorted by width, and a bucket closes when
+//! the next crop is more than `bucket_ratio` times wider than its first one.
+//! Each bucket is one ONNX Runtime call; outputs return in input order.
+
+use std::path::Path;
+
+use image::RgbImage;
+use ndarray::ArrayViewD;
+use rayorch::{Outcome, Stage, StageContext, StageResult};
+
+use crate::assets::Assets;
+use crate::error::ModelError;
+use crate::image_ops::{resize, write_bgr_chw};
+use crate::onnx::{OnnxConfig, OnnxSession};
+use crate::types::{LineText, TextLine};
+
+/// The model's character set: class `i` (1-based) is `chars[i - 1]`; class 0
+/// is the CTC blank; one class past the list is a space.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CharDict {
+    chars: Vec<String>,
+}
+
+fn yaml_scalar(v: &str) -> Option<String> {
+    let v = v.trim_end();
+    if let Some(inner) = v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
+        return Some(inner.replace("''", "'"));
+    }
+    if let Some(inner) = v.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+        let mut out = String::new();
+        let mut it = inner.chars();
+        while let Some(c) = it.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            match it.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'u' => {
+                    let hex: String = it.by_ref().take(4).collect();
+                    out.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+                }
+                other => out.push(other),
+            }
+        }
+        return Some(out);
+    }
+    Some(v.to_string())
+}
+
+impl CharDict {
+    /// Read the `character_dict` list from a PaddleOCR `inference.yml`.
+    ///
+    /// ```
+    /// use rayorch_models::CharDict;
+    /// let yml = "PostProcess:\n  name: CTCLabelDecode\n  character_dict:\n  - '!'\n  - ''''\n  - a\n  - \"\\u00e9\"\n";
+    /// let d = CharDict::from_inference_yml(yml).unwrap();
+    /// assert_eq!(d.len(), 4);
+    /// assert_eq!(d.class(2), Some("'"));
+    /// assert_eq!(d.class(4), Some("é"));
+    /// assert_eq!(d.class(5), Some(" "));
+    /// ```
+    pub fn from_inference_yml(text: &str) -> Result<CharDict, String> {
+        let mut lines = text.lines();
+        let key_indent = loop {
+            let l = lines
+                .next()
+                .ok_or("no `character_dict:` key (is this a PaddleOCR rec inference.yml?)")?;
+            if l.trim_end().trim_start() == "character_dict:" {
+                break l.len() - l.trim_start().len();
+            }
+        };
+        let mut chars = Vec::new();
+        for l in lines {
+            let indent = l.len() - l.trim_start().len();
+            let Some(item) = l.trim_start().strip_prefix("- ") else {
+                break;
+            };
+            if indent < key_indent {
+                break;
+            }
+            chars.push(yaml_scalar(item).ok_or_else(|| format!("cannot parse dict entry {item:?}"))?);
+        }
+        if chars.is_empty() {
+            return Err("`character_dict` is empty".into());
+        }
+        Ok(CharDict { chars })
+    }
+
+    /// Read a dict file: the rec `inference.yml`, or a text file with one
+    /// character per line.
+    pub fn load(path: &Path) -> Result<CharDict, ModelError> {
+        let text = std::fs::read_to_string(path).map_err(ModelError::io(path))?;
+        let is_yml = path.extension().is_some_and(|e| e == "yml" || e == "yaml");
+        if is_yml {
+            CharDict::from_inference_yml(&text).map_err(|e| ModelError::model(path.display().to_string(), e))
+        } else {
+            Ok(CharDict {
+                chars: text.lines().map(str::to_string).collect(),
+            })
+        }
+    }
+
+    /// Characters in the list (blank and space not counted).
+    pub fn len(&self) -> usize {
+        self.chars.len()
+    }
+
+    /// Is the list empty?
+    pub fn is_empty(&self) -> bool {
+        self.chars.is_empty()
+    }
+
+    /// The text of class `i`; `None` for the blank and out-of-range classes.
+    pub fn class(&self, i: usize) -> Option<&str> {
+        match i {
+            0 => None,
+            i if i <= self.chars.len() => Some(&self.chars[i - 1]),
+            i if i == self.chars.len() + 1 => Some(" "),
+            _ => None,
+        }
+    }
+}
+
+/// CTC greedy decoding of one `[t, classes]` row-major probability matrix:
+/// argmax per step, merge repeats, drop blanks. Returns the text and the
+/// mean probability of the kept steps (0 for an empty result).
+///
+/// ```
+/// use rayorch_models::{CharDict, ctc_greedy};
+/// let d = CharDict::from_inference_yml("character_dict:\n- a\n- b\n").unwrap();
+/// // steps: a a blank a b  → "aab"
+/// let p = |k: usize| { let mut r = vec![0.0; 4]; r[k] = 1.0; r };
+/// let probs: Vec<f32> = [1, 1, 0, 1, 2].iter().flat_map(|&k| p(k)).collect();
+/// assert_eq!(ctc_greedy(&probs, 5, 4, &d), ("aab".to_string(), 1.0));
+/// ```
+pub fn ctc_greedy(probs: &[f32], t: usize, classes: usize, dict: &CharDict) -> (String, f32) {
+    let mut text = String::new();
+    let (mut sum, mut kept) = (0.0f32, 0usize);
+    let mut prev = usize::MAX;
+    for step in probs.chunks_exact(classes).take(t) {
+        let (k, p) = step.iter().enumerate().fold(
+            (0, f32::MIN),
+            |best, (k, &p)| if p > best.1 { (k, p) } else { best },
+        );
+        if k != prev
+            && let Some(c) = dict.class(k)
+        {
+            text.push_str(c);
+            sum += p;
+            kept += 1;
+        }
+        prev = k;
+    }
+    let conf = if kept > 0 { sum / kept as f32 } else { 0.0 };
+    (text, conf)
+}
+
+/// How lines are recognised.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecognizeConfig {
+    /// Session settings.
+    pub onnx: OnnxConfig,
+    /// Input height of the model.
+    pub height: u32,
+    /// Smallest padded width (the model's training width).
+    pub min_width: u32,
+    /// Widest crop after scaling; wider ones are squeezed to it.
+    pub max_width: u32,
+    /// A width bucket closes when a crop is this many times wider than its first.
+    pub bucket_ratio: f32,
+}
+
+impl Default for RecognizeConfig {
+    fn default() -> Self {
+        RecognizeConfig {
+            onnx: OnnxConfig::default(),
+            height: 48,
+            min_width: 320,
+            max_width: 3200,
+            bucket_ratio: 1.5,
+        }
+    }
+}
+
+/// The recognition model and its dict, ready to run.
+#[derive(Debug)]
+pub struct LineRecognizer {
+    session: OnnxSession,
+    dict: CharDict,
+    cfg: RecognizeConfig,
+}
+
+impl LineRecognizer {
+    /// Load `model` with the dict in `dict` and the ONNX Runtime library `ort_lib`.
+    pub fn load(model: &Path, dict: &Path, ort_lib: &Path, cfg: RecognizeConfig) -> Result<Self, ModelError> {
+        Ok(LineRecognizer {
+            dict: CharDict::load(dict)?,
+            session: OnnxSession::load(model, ort_lib, &cfg.onnx)?,
+            cfg,
+        })
+    }
+
+    /// Load the bundled model (see [`crate::assets`]).
+    pub fn from_assets(a: &Assets, cfg: RecognizeConfig) -> Result<Self, ModelError> {
+        LineRecognizer::load(&a.rec_model, &a.rec_config, &a.ort_lib, cfg)
+    }
+
+    /// The character set.
+    pub fn dict(&self) -> &CharDict {
+        &self.dict
+    }
+
+    fn scaled_width(&self, img: &RgbImage) -> u32 {
+        let r = img.width() as f32 / img.height().max(1) as f32;
+        ((self.cfg.height as f32 * r).ceil() as u32).clamp(1, self.cfg.max_width)
+    }
+
+    /// Width buckets: groups of input indices, narrowest first.
+    fn buckets(&self, widths: &[u32]) -> Vec<Vec<usize>> {
+        let mut order: Vec<usize> = (0..widths.len()).collect();
+        order.sort_by_key(|&i| widths[i]);
+        let eff = |w: u32| w.max(self.cfg.min_width) as f32;
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        for i in order {
+            match out.last_mut() {
+                Some(b) if eff(widths[i]) <= self.cfg.bucket_ratio * eff(widths[b[0]]) => b.push(i),
+                _ => out.push(vec![i]),
+            }
+        }
+        out
+    }
+
+    /// Recognise each crop: `(text, confidence)` in input order. Empty crops
+    /// read as empty text.
+    pub fn recognize(&mut self, crops: &[&RgbImage]) -> Result<Vec<(String, f32)>, ModelError> {
+        let mut out = vec![(String::new(), 0.0); crops.len()];
+        let usable: Vec<usize> = (0..crops.len())
+            .filter(|&i| crops[i].width() > 0 && crops[i].height() > 0)
+            .collect();
+        let widths: Vec<u32> = usable.iter().map(|&i| self.scaled_width(crops[i])).collect();
+        let h = self.cfg.height;
+        for bucket in self.buckets(&widths) {
+            let w = bucket
+                .iter()
+                .map(|&j| widths[j])
+                .max()
+                .unwrap_or(1)
+                .max(self.cfg.min_width)
+                .div_ceil(8)
+                * 8;
+            let (hu, wu) = (h as usize, w as usize);
+            // Zero is the normalised mid-grey Paddle pads with.
+            let mut buf = vec![0f32; bucket.len() * 3 * hu * wu];
+            for (n, &j) in bucket.iter().enumerate() {
+                let scaled = resize(crops[usable[j]], widths[j], h);
+                write_bgr_chw(&mut buf, n, (hu, wu), &scaled, [0.5; 3], [0.5; 3]);
+            }
+            let input = ArrayViewD::from_shape(vec![bucket.len(), 3, hu, wu], &buf)
+                .map_err(|e| ModelError::model("rec", e))?;
+            let probs = self.session.run(input)?;
+            let shape = probs.shape().to_vec();
+            if shape.len() != 3 || shape[0] != bucket.len() || shape[2] < self.dict.len() + 1 {
+                return Err(ModelError::model(
+                    self.session.name(),
+                    format!(
+                        "expected [N, T, {}] class probabilities, got {shape:?}; does the dict match the model?",
+                        self.dict.len() + 2
+                    ),
+                ));
+            }
+            let flat = probs.as_standard_layout();
+            let flat = flat.as_slice().unwrap_or(&[]);
+            let (t, c) = (shape[1], shape[2]);
+            for (n, &j) in bucket.iter().enumerate() {
+                out[usable[j]] = ctc_greedy(&flat[n * t * c..(n + 1) * t * c], t, c, &self.dict);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The recognition stage: a line crop in, its text out. Crops of one batch
+/// may come from any pages and documents.
+#[derive(Debug)]
+pub struct TextRecognize {
+    rec: LineRecognizer,
+}
+
+impl TextRecognize {
+    /// Wrap a loaded recogniser.
+    pub fn new(rec: LineRecognizer) -> TextRecognize {
+        TextRecognize { rec }
+    }
+}
+
+impl Stage for TextRecognize {
+    type In = TextLine;
+    type Out = LineText;
+
+    fn run(&mut self, batch: Vec<TextLine>, _cx: &StageContext) -> StageResult<LineText> {
+        let _span = tracing::debug_span!("text_recognize", lines = batch.len()).entered();
+        let crops: Vec<&RgbImage> = batch.iter().map(|l| &*l.crop).collect();
+        let texts = self.rec.recognize(&crops)?;
+        Ok(batch
+            .iter()
+            .zip(texts)
+            .map(|(l, (text, confidence))| {
+                Outcome::Ok(LineText {
+                    text,
+                    confidence,
+                    row: l.row,
+                    bbox: l.bbox,
+                })
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_quoted_yaml_scalars() {
+        assert_eq!(yaml_scalar("'\"'").as_deref(), Some("\""));
+        assert_eq!(yaml_scalar("''''").as_deref(), Some("'"));
+        assert_eq!(yaml_scalar("\\").as_deref(), Some("\\"));
+        assert_eq!(yaml_scalar("'#'").as_deref(), Some("#"));
+    }
+
+    #[test]
+    fn ctc_keeps_a_letter_repeated_across_a_blank() {
+        let d = CharDict::from_inference_yml("character_dict:\n- l\n- o\n").unwrap();
+        let one = |k: usize| {
+            let mut r = vec![0.0; 4];
+            r[k] = 0.5;
+            r
+        };
+        // l l blank l o space → "llo "
+        let probs: Vec<f32> = [1, 1, 0, 1, 2, 3].iter().flat_map(|&k| one(k)).collect();
+        assert_eq!(ctc_greedy(&probs, 6, 4, &d).0, "llo ");
+        assert_eq!(ctc_greedy(&[], 0, 4, &d), (String::new(), 0.0));
+    }
+}

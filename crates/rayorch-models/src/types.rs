@@ -1,0 +1,117 @@
+//! The values that flow between the document stages.
+//!
+//! Images are behind `Arc`: a Port value read by two consumers is cloned, and
+//! cloning a page must not copy its pixels.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use image::RgbImage;
+use serde::{Deserialize, Serialize};
+
+/// One input document: a name for messages and outputs, and its bytes or path.
+#[derive(Clone, Debug)]
+pub struct PdfFile {
+    /// How outputs and failure messages name the document (usually the path).
+    pub name: Arc<str>,
+    /// Where the bytes come from.
+    pub source: PdfSource,
+}
+
+/// Where a [`PdfFile`]'s bytes are.
+#[derive(Clone, Debug)]
+pub enum PdfSource {
+    /// Read the file inside the render stage (on its blocking thread).
+    Path(PathBuf),
+    /// Already in memory.
+    Bytes(Arc<[u8]>),
+}
+
+impl PdfFile {
+    /// A document read from `path` when it is rendered.
+    pub fn from_path(path: impl Into<PathBuf>) -> PdfFile {
+        let path = path.into();
+        PdfFile {
+            name: Arc::from(path.display().to_string()),
+            source: PdfSource::Path(path),
+        }
+    }
+
+    /// A document already in memory.
+    pub fn from_bytes(name: impl Into<Arc<str>>, bytes: impl Into<Arc<[u8]>>) -> PdfFile {
+        PdfFile {
+            name: name.into(),
+            source: PdfSource::Bytes(bytes.into()),
+        }
+    }
+}
+
+/// One rendered page.
+#[derive(Clone, Debug)]
+pub struct PageImage {
+    /// The document's name.
+    pub doc: Arc<str>,
+    /// Zero-based page number.
+    pub page: usize,
+    /// The pixels (RGB, white background).
+    pub image: Arc<RgbImage>,
+    /// The resolution it was rendered at.
+    pub dpi: f32,
+}
+
+/// One detected text line: where it is and its pixels.
+#[derive(Clone, Debug)]
+pub struct TextLine {
+    /// The document's name.
+    pub doc: Arc<str>,
+    /// Zero-based page number.
+    pub page: usize,
+    /// Row in reading order (boxes of one visual line share a row).
+    pub row: usize,
+    /// `[x0, y0, x1, y1]` in page pixels, x1/y1 exclusive.
+    pub bbox: [u32; 4],
+    /// Mean detection probability inside the box.
+    pub score: f32,
+    /// The line's pixels, cut from the page.
+    pub crop: Arc<RgbImage>,
+}
+
+/// One recognised line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LineText {
+    /// The text.
+    pub text: String,
+    /// Mean probability of the decoded characters.
+    pub confidence: f32,
+    /// Row in reading order (see [`TextLine::row`]).
+    pub row: usize,
+    /// `[x0, y0, x1, y1]` in page pixels.
+    pub bbox: [u32; 4],
+}
+
+/// A page's text from its lines in reading order: boxes of one row joined by
+/// a space, rows by a newline; empty lines are skipped.
+///
+/// ```
+/// use rayorch_models::{LineText, page_text};
+/// let l = |t: &str, row| LineText { text: t.into(), confidence: 1.0, row, bbox: [0; 4] };
+/// assert_eq!(page_text(&[l("Hello", 0), l("world", 0), l("", 1), l("Bye", 2)]), "Hello world\nBye");
+/// ```
+pub fn page_text(lines: &[LineText]) -> String {
+    let mut out = String::new();
+    let mut last_row = None;
+    for l in lines {
+        let t = l.text.trim();
+        if t.is_empty() {
+            continue;
+        }
+        match last_row {
+            None => {}
+            Some(r) if r == l.row => out.push(' '),
+            Some(_) => out.push('\n'),
+        }
+        out.push_str(t);
+        last_row = Some(l.row);
+    }
+    out
+}

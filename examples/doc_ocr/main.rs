@@ -1,0 +1,373 @@
+//! The main job: document OCR on real models, streamed per document.
+//!
+//! ```text
+//! Pdf ─render─► expand Page ─detect─► expand Line ─recognize─► reduce (page lines)
+//!     ─page_text─► embed ─► reduce (page texts, page embeddings) ─assemble─► Document
+//! ```
+//! Rendering is hayro, detection and recognition PP-OCRv6 tiny on ONNX
+//! Runtime, embeddings all-MiniLM-L6-v2 on candle. Recognition batches mix
+//! line crops of many pages and documents; each document is written the
+//! moment its last page is done, while long documents are still running.
+//!
+//! Run on the bundled samples (model files are fetched on first use):
+//! `cargo run --example doc_ocr` (see `-- --help` for inputs and knobs; the
+//! dev profile already optimises the model code and its dependencies).
+//! Outputs in `--out` (default `target/doc_ocr`): `documents.jsonl`,
+//! `documents.parquet`, `failures.jsonl`, `summary.json`, `timeline.svg`.
+//! Ctrl-C once: no new documents, those in flight finish and everything is
+//! closed properly; twice: in-flight work is abandoned (reported as failures).
+
+mod cli;
+mod outputs;
+mod progress;
+mod timeline;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use clap::Parser;
+use rayorch::prelude::*;
+use rayorch::{Output, PlanErrors, Runner, StageContext};
+use rayorch_models::output::Document;
+use rayorch_models::{
+    DetectConfig, Device, EmbedConfig, LineRecognizer, LineText, OnnxConfig, PdfFile, PdfRender,
+    RecognizeConfig, RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector, TextRecognize,
+    page_text,
+};
+
+use crate::progress::Progress;
+
+#[derive(Domain)]
+struct Pdf;
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Line;
+
+/// 0 running; 1 admit no new documents; 2 abandon in-flight work.
+static STOP: AtomicU8 = AtomicU8::new(0);
+
+type Hook<O> = Arc<dyn Fn(usize, &[Outcome<O>]) + Send + Sync>;
+
+/// A stage that reports its progress, and stops early after a second Ctrl-C.
+struct Observed<S: Stage> {
+    inner: S,
+    hook: Hook<S::Out>,
+}
+
+impl<S: Stage> Stage for Observed<S> {
+    type In = S::In;
+    type Out = S::Out;
+
+    fn run(&mut self, batch: Vec<S::In>, cx: &StageContext) -> StageResult<S::Out> {
+        if STOP.load(Ordering::SeqCst) >= 2 {
+            let cause = "interrupted by Ctrl-C before this step ran; process the document again";
+            return Ok(batch
+                .iter()
+                .map(|_| Outcome::RecordFailure(Cause::new(cause)))
+                .collect());
+        }
+        let n = batch.len();
+        let out = self.inner.run(batch, cx)?;
+        (self.hook)(n, &out);
+        Ok(out)
+    }
+}
+
+fn observed<S: Stage>(
+    name: &str,
+    make: impl Fn() -> Result<S, rayorch_models::ModelError> + Send + Sync + 'static,
+    hook: Hook<S::Out>,
+) -> Call<Observed<S>> {
+    Call::new(name, move || {
+        Ok(Observed {
+            inner: make()?,
+            hook: hook.clone(),
+        })
+    })
+}
+
+type MapCall<I, O> = FnCall<I, O>;
+/// What `assemble` takes: the document name, its page texts and page embeddings.
+type Parts = (String, Vec<String>, Vec<Vec<f32>>);
+
+/// Every Call of the job.
+struct Calls {
+    render: Call<Observed<PdfRender>>,
+    detect: Call<Observed<TextDetect>>,
+    recognize: Call<Observed<TextRecognize>>,
+    page_text: MapCall<Vec<LineText>, String>,
+    embed: Call<Observed<SentenceEmbed>>,
+    name: MapCall<PdfFile, String>,
+    assemble: MapCall<Parts, Document>,
+}
+
+/// The pipeline: Pdf → pages → text lines, recognized in batches that mix
+/// lines of many pages and documents, gathered back in reading order.
+#[pipeline]
+impl Calls {
+    fn forward(&self, pdfs: Port<Pdf, PdfFile>) -> Port<Pdf, Document> {
+        let pages = self.render(pdfs);
+        let lines = expand!(self.detect(expand!(pages => Page)) => Line);
+        let text = self.page_text(reduce!(self.recognize(lines)));
+        let embedding = self.embed(text);
+        self.assemble(self.name(pdfs), reduce!(text), reduce!(embedding))
+    }
+}
+
+fn build_plan(c: &Calls) -> Result<(Plan, Output<Document>), PlanErrors> {
+    c.build_plan()
+}
+
+fn calls(args: &cli::Args, assets: &rayorch_models::Assets, progress: &Arc<Progress>) -> Calls {
+    let onnx = OnnxConfig {
+        intra_threads: args.threads,
+        device: if args.cuda { Device::Cuda(0) } else { Device::Cpu },
+    };
+    let render_cfg = RenderConfig {
+        dpi: args.dpi,
+        max_pixels: args.max_pixels,
+    };
+    let (p1, p2, p3, p4) = (
+        progress.clone(),
+        progress.clone(),
+        progress.clone(),
+        progress.clone(),
+    );
+    let (a1, a2, a3) = (assets.clone(), assets.clone(), assets.clone());
+    let det_cfg = DetectConfig {
+        onnx: onnx.clone(),
+        ..DetectConfig::default()
+    };
+    let rec_cfg = RecognizeConfig {
+        onnx,
+        ..RecognizeConfig::default()
+    };
+    Calls {
+        render: observed(
+            "render",
+            move || Ok(PdfRender::new(render_cfg.clone())),
+            Arc::new(move |_, out: &[Outcome<Vec<rayorch_models::PageImage>>]| {
+                let pages: usize = out
+                    .iter()
+                    .map(|o| if let Outcome::Ok(p) = o { p.len() } else { 0 })
+                    .sum();
+                p1.pages.inc_length(pages as u64);
+            }),
+        )
+        .replicas(args.render_replicas)
+        .batch_size(1),
+        detect: observed(
+            "detect",
+            move || Ok(TextDetect::new(TextDetector::from_assets(&a1, det_cfg.clone())?)),
+            Arc::new(move |_, out: &[Outcome<Vec<rayorch_models::TextLine>>]| {
+                let lines: usize = out
+                    .iter()
+                    .map(|o| if let Outcome::Ok(l) = o { l.len() } else { 0 })
+                    .sum();
+                p2.lines.inc_length(lines as u64);
+            }),
+        )
+        .replicas(args.detect_replicas)
+        .batch_size(args.detect_batch),
+        recognize: observed(
+            "recognize",
+            move || {
+                Ok(TextRecognize::new(LineRecognizer::from_assets(
+                    &a2,
+                    rec_cfg.clone(),
+                )?))
+            },
+            Arc::new(move |n, _: &[Outcome<LineText>]| p3.lines.inc(n as u64)),
+        )
+        .replicas(args.recognize_replicas)
+        .batch_size(args.recognize_batch),
+        page_text: Call::map("page_text", |lines: Vec<LineText>| page_text(&lines)),
+        embed: observed(
+            "embed",
+            move || {
+                Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
+                    &a3,
+                    &EmbedConfig::default(),
+                )?))
+            },
+            Arc::new(move |n, _: &[Outcome<Vec<f32>>]| p4.pages.inc(n as u64)),
+        )
+        .replicas(args.embed_replicas)
+        .batch_size(args.embed_batch),
+        name: Call::map("name", |f: PdfFile| f.name.to_string()),
+        assemble: Call::map(
+            "assemble",
+            |(name, texts, embs): (String, Vec<String>, Vec<Vec<f32>>)| {
+                Document::assemble(&name, texts, embs)
+            },
+        ),
+    }
+}
+
+fn embedding_dim(dir: &std::path::Path) -> Result<usize, String> {
+    let text =
+        std::fs::read_to_string(dir.join("config.json")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    v["hidden_size"]
+        .as_u64()
+        .map(|d| d as usize)
+        .ok_or_else(|| "config.json has no hidden_size".to_string())
+}
+
+fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
+    let default_inputs = args.inputs.is_empty();
+    let inputs = if default_inputs {
+        vec![cli::samples_dir().display().to_string()]
+    } else {
+        args.inputs.clone()
+    };
+    let mut files = cli::discover(&inputs)?;
+    if let Some(n) = args.limit {
+        files.truncate(n);
+    }
+    if files.is_empty() {
+        return Err(format!("no PDF files found in {}", inputs.join(", ")).into());
+    }
+    let expected_dir = args
+        .expected
+        .clone()
+        .or_else(|| default_inputs.then(cli::samples_dir));
+    let expected = match &expected_dir {
+        Some(d) => rayorch_models::pdfgen::read_manifest(d)
+            .map_err(|e| format!("{}/manifest.json: {e}", d.display()))?,
+        None => Vec::new(),
+    };
+    let assets = rayorch_models::assets::ensure()?;
+    let dim = embedding_dim(&assets.embed_dir)?;
+
+    let progress = Arc::new(Progress::new(files.len() as u64, !args.no_progress));
+    let c = calls(&args, &assets, &progress);
+    let (plan, out) = build_plan(&c)?;
+    let names: Arc<Vec<String>> = Arc::new(files.iter().map(|f| f.display().to_string()).collect());
+    let mut outputs = outputs::Outputs::create(&args.out, out, names, dim, progress.clone(), expected)?;
+
+    ctrlc::set_handler(|| match STOP.fetch_add(1, Ordering::SeqCst) {
+        0 => {
+            eprintln!("\nCtrl-C: no new documents; finishing those in flight (Ctrl-C again to abandon them)")
+        }
+        1 => eprintln!("\nCtrl-C: abandoning in-flight work; closing the outputs"),
+        _ => std::process::exit(130),
+    })?;
+
+    progress.println(format!(
+        "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, outputs in {}",
+        files.len(),
+        args.window,
+        args.threads,
+        args.out.display()
+    ));
+    let source = files
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i as u64, PdfFile::from_path(p)))
+        .take_while(|_| STOP.load(Ordering::SeqCst) == 0);
+    let summary = Runner::new(&plan).window(args.window).run(source, &mut outputs)?;
+    progress.finish();
+
+    let interrupted = STOP.load(Ordering::SeqCst) > 0;
+    let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);
+    let mut json = serde_json::to_value(&summary)?;
+    json["job"] = serde_json::json!({
+        "documents": files.len(),
+        "documents_written": outputs.written,
+        "documents_failed": outputs.failed,
+        "pages_written": outputs.pages,
+        "pages_per_s": pages_per_s,
+        "first_outcome_s": summary.first_root_s,
+        "first_written_s": outputs.written_at.first(),
+        "written_at_s": outputs.written_at,
+        "first_text_document_s": outputs.written_at_pages.iter().find(|(_, p)| *p > 0).map(|(t, _)| *t),
+        "interrupted": interrupted,
+        "not_started": (0..files.len() as u64)
+            .filter(|k| !outputs.seen.contains(k))
+            .map(|k| files[k as usize].display().to_string())
+            .collect::<Vec<_>>(),
+        "threads_per_session": args.threads,
+        "window": args.window,
+        "scores": outputs.scores,
+    });
+    std::fs::write(
+        args.out.join("summary.json"),
+        serde_json::to_string_pretty(&json)? + "\n",
+    )?;
+    let title = format!(
+        "doc_ocr: {} documents, {} pages in {:.1} s",
+        outputs.written, outputs.pages, summary.wall_s
+    );
+    std::fs::write(
+        args.out.join("timeline.svg"),
+        timeline::svg(&summary, &outputs.written_at, &title),
+    )?;
+
+    let first_text = outputs
+        .written_at_pages
+        .iter()
+        .find(|(_, p)| *p > 0)
+        .map(|(t, _)| *t);
+    println!(
+        "\n{} written, {} failed, {} pages in {:.2} s ({:.2} pages/s); first outcome after {:.2} s, first document with text after {:.2} s",
+        outputs.written,
+        outputs.failed,
+        outputs.pages,
+        summary.wall_s,
+        pages_per_s,
+        summary.first_root_s.unwrap_or(f64::NAN),
+        first_text.unwrap_or(f64::NAN)
+    );
+    println!(
+        "{:<10} {:>6} {:>8} {:>10} {:>6} {:>6} {:>8}",
+        "call", "B", "batches", "mean", "fill", "mixed", "busy s"
+    );
+    for m in &summary.calls {
+        println!(
+            "{:<10} {:>6} {:>8} {:>10.2} {:>5.0}% {:>6} {:>8.2}",
+            m.name,
+            m.batch_size,
+            m.rpcs,
+            m.mean_batch,
+            m.fill * 100.0,
+            m.mixed_parent_batches,
+            m.busy_s
+        );
+    }
+    if !outputs.scores.is_empty() {
+        println!(
+            "\n{:<40} {:<10} {:<11} {:>5} {:>8}",
+            "document", "kind", "outcome", "pages", "CER"
+        );
+        for s in &outputs.scores {
+            let cer = s.cer.map_or("-".to_string(), |c| format!("{:.2}%", c * 100.0));
+            let mark = if s.as_expected { "" } else { "  (unexpected)" };
+            println!(
+                "{:<40} {:<10} {:<11} {:>5} {:>8}{mark}",
+                s.name,
+                format!("{:?}", s.expected).to_lowercase(),
+                s.outcome,
+                s.pages,
+                cer
+            );
+        }
+    }
+    println!("outputs in {}", args.out.display());
+    Ok(!interrupted)
+}
+
+fn main() -> ExitCode {
+    match run(cli::Args::parse()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(130),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
