@@ -29,11 +29,9 @@ fn pages_plan(ocr: Call<impl rayorch::StageKind<In = u32, Out = u32>>) -> (Plan,
     .unwrap()
 }
 
-fn run_sorted(
-    plan: &Plan,
-    out: rayorch::Output<Vec<u32>>,
-    docs: &[u32],
-) -> (Vec<(u64, Item<Vec<u32>>)>, rayorch::RunSummary) {
+type Rows = Vec<(u64, Item<Vec<u32>>)>;
+
+fn run_sorted(plan: &Plan, out: rayorch::Output<Vec<u32>>, docs: &[u32]) -> (Rows, rayorch::RunSummary) {
     let mut got = Vec::new();
     let summary = Runner::new(plan)
         .window(4)
@@ -152,7 +150,7 @@ fn a_late_report_from_a_replaced_replica_is_rejected_and_counted() {
 #[test]
 fn a_report_with_the_wrong_number_of_outcomes_is_a_contract_error() {
     let ocr = Call::batch("ocr", |batch: Vec<u32>| {
-        Ok(batch.into_iter().skip(1).map(|p| Outcome::Ok(p)).collect())
+        Ok(batch.into_iter().skip(1).map(Outcome::Ok).collect())
     })
     .batch_size(8)
     .recovery(Recovery::RetryBatch(5));

@@ -55,6 +55,10 @@ struct Ticker {
 impl AsyncStage for Ticker {
     type In = u32;
     type Out = u32;
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "spelled out to show the Send future the trait asks for"
+    )]
     fn run(
         self: Arc<Self>,
         batch: Vec<u32>,

@@ -161,6 +161,10 @@ struct B6 {
 
 #[pipeline]
 impl B6 {
+    #[expect(
+        clippy::type_complexity,
+        reason = "forward's signature mirrors the builder twin's"
+    )]
     fn forward(&self, docs: Port<Doc, u32>) -> (Port<Doc, Vec<(u32, u32)>>, Port<Doc, u32>) {
         let page = expand!(self.pages(docs) => Page);
         let out = reduce!(self.sink(self.ocr(page)));
@@ -194,6 +198,10 @@ impl B6 {
         }
     }
 
+    #[expect(
+        clippy::type_complexity,
+        reason = "the twin returns the macro's exact Outputs type"
+    )]
     fn builder_plan(&self) -> (Plan, (Output<Vec<(u32, u32)>>, Output<u32>)) {
         Plan::build(|b| {
             let docs = b.source::<Doc, u32>();

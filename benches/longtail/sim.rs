@@ -225,6 +225,10 @@ struct Upload {
 impl AsyncStage for Upload {
     type In = u64;
     type Out = u64;
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "spelled out to show the Send future the trait asks for"
+    )]
     fn run(
         self: Arc<Self>,
         batch: Vec<u64>,
