@@ -180,7 +180,7 @@ impl Driver {
                 self.replicas[c] = None;
                 Err(AttemptError::Failed(format!(
                     "stage panicked: {}",
-                    sim::panic_text(&p)
+                    rayorch::panic_text(&p)
                 )))
             }
         }

@@ -31,9 +31,8 @@ use crate::engine::{BatchId, Engine, EngineConfig};
 use crate::error::RunError;
 use crate::metrics::{CallMetrics, RunSummary, secs};
 use crate::plan::Plan;
-use crate::sim::panic_text;
 use crate::sink::Sink;
-use crate::stage::{AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox};
+use crate::stage::{AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox, panic_text};
 use crate::value::{Data, Value};
 
 /// Runs a [`Plan`] over a source of roots, streaming outcomes to a sink.
@@ -558,12 +557,7 @@ impl<'p, S: Sink> Driver<'p, S> {
             }
             Execution::Async => {
                 tokio::task::spawn_blocking(move || {
-                    let made = catch_unwind(AssertUnwindSafe(|| runtimes[maker].spawn_stage()));
-                    let result = match made {
-                        Ok(Ok(stage)) => Ok(Some(stage)),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(panic) => Err(format!("factory panicked: {}", panic_text(&panic))),
-                    };
+                    let result = init_stage(&*runtimes[maker]).map(Some);
                     let _ = events.send(Event::Initialised {
                         pool: p,
                         slot: s,
@@ -652,24 +646,14 @@ fn replica_thread(
     jobs: std_mpsc::Receiver<Job>,
     events: UnboundedSender<Event>,
 ) {
-    let made = catch_unwind(AssertUnwindSafe(|| runtimes[maker].spawn_stage()));
-    let mut stage = match made {
-        Ok(Ok(stage)) => stage,
-        Ok(Err(e)) => {
+    let (mut stage, result) = match init_stage(&*runtimes[maker]) {
+        Ok(stage) => (stage, Ok(None)),
+        Err(e) => {
             let _ = events.send(Event::Initialised {
                 pool,
                 slot,
                 incarnation,
-                result: Err(e.to_string()),
-            });
-            return;
-        }
-        Err(panic) => {
-            let _ = events.send(Event::Initialised {
-                pool,
-                slot,
-                incarnation,
-                result: Err(format!("factory panicked: {}", panic_text(&panic))),
+                result: Err(e),
             });
             return;
         }
@@ -678,7 +662,7 @@ fn replica_thread(
         pool,
         slot,
         incarnation,
-        result: Ok(None),
+        result,
     });
     while let Ok(job) = jobs.recv() {
         let started = Instant::now();
@@ -709,5 +693,15 @@ fn replica_thread(
         if dead {
             return; // the stage's state may be corrupt: never reuse it
         }
+    }
+}
+
+/// Run a Call's factory, turning an error or a panic into the message a
+/// replica-initialisation failure reports.
+fn init_stage(runtime: &dyn ErasedCall) -> Result<StageBox, String> {
+    match catch_unwind(AssertUnwindSafe(|| runtime.spawn_stage())) {
+        Ok(Ok(stage)) => Ok(stage),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(format!("factory panicked: {}", panic_text(&panic))),
     }
 }

@@ -49,5 +49,6 @@ pub use port::{
 pub use stage::{
     Async, AsyncStage, AttemptError, AttemptResult, BatchFn, BatchInputs, BoxError, BoxFuture, ErasedCall,
     ErasedOutcome, Execution, Replica, Stage, StageBox, StageContext, StageKind, StageResult, block_on,
+    panic_text,
 };
 pub use value::{Cause, Data, Item, ItemKind, Outcome, Value};

@@ -14,7 +14,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use crate::engine::{BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, RootOutcome};
 use crate::error::RunError;
 use crate::plan::Plan;
-use crate::stage::{AttemptError, AttemptResult, Replica};
+use crate::stage::{AttemptError, AttemptResult, Replica, panic_text};
 use crate::value::Value;
 
 /// How the simulated schedule is drawn.
@@ -293,12 +293,4 @@ pub fn run(
         stats: eng.stats().clone(),
         call_stats: (0..calls.len()).map(|c| eng.call_stats(c).clone()).collect(),
     })
-}
-
-/// The text of a panic payload.
-pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic".into())
 }

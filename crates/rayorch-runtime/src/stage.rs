@@ -407,3 +407,11 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         }
     }
 }
+
+/// The text of a panic payload (a stage's panic becomes an attempt failure).
+pub fn panic_text(p: &Box<dyn Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".into())
+}
