@@ -32,11 +32,11 @@
 
 use std::marker::PhantomData;
 
-use crate::call::Call;
-use crate::domain::{DescendantOf, Domain, NoParent};
+use crate::exec::stage::StageKind;
+use crate::plan::call::Call;
+use crate::plan::domain::{DescendantOf, Domain, NoParent};
+use crate::plan::port::{Inputs, Optional, OutputSet, Port};
 use crate::plan::{Output, PlanBuilder};
-use crate::port::{Inputs, Optional, OutputSet, Port};
-use crate::stage::StageKind;
 use crate::value::Data;
 
 /// Declares a Domain-equality trait: implemented only for `D` itself, with a
@@ -368,13 +368,13 @@ pub trait ExpandFrom<C, P> {
 impl<C: Domain<Parent = P>, P: Domain> ExpandFrom<C, P> for P {
     type Child = C;
     fn expand<I: ExpandList>(x: Port<P, I>) -> Port<C, I::Item> {
-        crate::port::expand::<C, P, I::List>(I::list(x))
+        crate::plan::port::expand::<C, P, I::List>(I::list(x))
     }
     fn expand_aligned<A: ExpandList, B: ExpandList>(
         a: Port<P, A>,
         b: Port<P, B>,
     ) -> (Port<C, A::Item>, Port<C, B::Item>) {
-        crate::port::expand_aligned::<C, P, A::List, B::List>((A::list(a), B::list(b)))
+        crate::plan::port::expand_aligned::<C, P, A::List, B::List>((A::list(a), B::list(b)))
     }
 }
 
@@ -460,16 +460,16 @@ pub trait ReduceInto<C> {
 impl<C: Domain<Parent = P>, P: Domain> ReduceInto<C> for P {
     type Parent = P;
     fn reduce<T: Data>(x: Port<C, T>) -> Port<P, Vec<T>> {
-        crate::port::reduce(x)
+        crate::plan::port::reduce(x)
     }
     fn reduce_members<T: Data, M>(x: Port<C, T>, members: Port<C, M>) -> Port<P, Vec<T>> {
-        crate::port::reduce_members(x, members)
+        crate::plan::port::reduce_members(x, members)
     }
     fn reduce_aligned<A: Data, B: Data, M>(
         x: (Port<C, A>, Port<C, B>),
         members: Option<Port<C, M>>,
     ) -> (Port<P, Vec<A>>, Port<P, Vec<B>>) {
-        crate::port::reduce_aligned(x, members)
+        crate::plan::port::reduce_aligned(x, members)
     }
 }
 
@@ -605,7 +605,7 @@ where
     Dm: MaskDomain<D>,
     M: MaskValue,
 {
-    crate::port::filter(x, M::mask(Dm::cast(mask)))
+    crate::plan::port::filter(x, M::mask(Dm::cast(mask)))
 }
 
 /// `Self` (the broadcast value's Domain) is an ancestor of `D`; the failing
@@ -617,7 +617,7 @@ pub trait BroadcastFrom<D, I>: Sized {
 
 impl<A: Domain, D: DescendantOf<A, I>, I> BroadcastFrom<D, I> for A {
     fn broadcast<T: Data, U>(x: Port<A, T>, like: Port<D, U>) -> Port<D, T> {
-        crate::port::broadcast(x, like)
+        crate::plan::port::broadcast(x, like)
     }
 }
 
@@ -705,7 +705,7 @@ where
 )]
 pub trait DomainParent {
     /// `Self`.
-    type Slot: crate::domain::ParentSlot;
+    type Slot: crate::plan::domain::ParentSlot;
 }
 
 impl<D: Domain> DomainParent for D {

@@ -11,8 +11,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::build::{self, Edge, NodeKind, PortRef};
-use crate::domain::{ChildOf, DescendantOf, Domain};
+use crate::plan::build::{self, Edge, NodeKind, PortRef};
+use crate::plan::domain::{ChildOf, DescendantOf, Domain};
 use crate::value::{Data, Value, clone_value, take_value};
 
 /// The values of one Call or operator, for every Entity of Domain `D`.

@@ -10,7 +10,7 @@ Run once, by hand, to (re)produce minilm_reference.json beside this file:
 
     python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install numpy
     cargo run -p rayorch-models --bin fetch-assets      # puts the model in assets/
-    /tmp/refvenv/bin/python crates/rayorch-models/tests/reference/minilm_reference.py assets/all-minilm-l6-v2
+    /tmp/refvenv/bin/python rayorch-models/tests/reference/minilm_reference.py assets/all-minilm-l6-v2
 
 Only numpy is needed (no torch, no transformers, no tokenizers).
 """

@@ -5,10 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::build::{self, NodeKind};
-use crate::domain::Domain;
-use crate::port::{Inputs, OutputSet, Port};
-use crate::stage::{Async, AsyncStage, BatchFn, BoxError, Factory, Glue, StageKind, StageResult};
+use crate::exec::stage::{Async, AsyncStage, BatchFn, BoxError, Factory, Glue, StageKind, StageResult};
+use crate::plan::build::{self, NodeKind};
+use crate::plan::domain::Domain;
+use crate::plan::port::{Inputs, OutputSet, Port};
 use crate::value::{Data, Outcome};
 
 /// How a Call's Ready Queue is turned into physical batches.
@@ -199,7 +199,8 @@ impl<S: StageKind> Call<S> {
         inputs: I,
         split: fn(S::Out) -> Vec<crate::Value>,
     ) -> Vec<u32> {
-        let Some(edges) = crate::port::edges_to(inputs.edges(), &format!("Call `{}`", self.name)) else {
+        let Some(edges) = crate::plan::port::edges_to(inputs.edges(), &format!("Call `{}`", self.name))
+        else {
             return vec![u32::MAX; O::arity()];
         };
         let runtime = S::erase(Glue {

@@ -13,8 +13,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::engine::{BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, RootOutcome};
 use crate::error::RunError;
+use crate::exec::stage::{AttemptError, AttemptResult, Replica, panic_text};
 use crate::plan::Plan;
-use crate::stage::{AttemptError, AttemptResult, Replica, panic_text};
 use crate::value::Value;
 
 /// How the simulated schedule is drawn.

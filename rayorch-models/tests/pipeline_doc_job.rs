@@ -25,7 +25,7 @@ domain!(Page: Pdf);
 domain!(Line: Page);
 
 fn samples_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../samples"))
 }
 
 #[derive(serde::Deserialize)]

@@ -22,19 +22,24 @@
 //!   outcome is queued for the consumer; memory is bounded by the window.
 //! - Retries never reorder the FIFO: they go to per-Call recovery queues.
 
+pub mod grain;
+pub mod lineage;
+pub mod ready_queue;
+pub mod rules;
+
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::build::NodeKind;
-use crate::call::Recovery;
+use crate::engine::grain::{Grain, Phase, Transition};
+use crate::engine::lineage::{Entities, Expansion, Publish, Slot, publish_item, state_of};
+use crate::engine::ready_queue::{CallQueues, Entry};
+use crate::engine::rules::{CallDecision, ExpandDecision, ExpansionState, FilterDecision, State};
 use crate::error::RunError;
-use crate::grain::{Grain, Phase, Transition};
-use crate::lineage::{Entities, Expansion, Publish, Slot, publish_item, state_of};
+use crate::exec::stage::{AttemptError, AttemptResult, BatchInputs, ErasedOutcome};
+use crate::plan::build::NodeKind;
+use crate::plan::call::Recovery;
 use crate::plan::{Output, Plan, PlanInner};
-use crate::ready_queue::{CallQueues, Entry};
-use crate::rules::{self, CallDecision, ExpandDecision, ExpansionState, FilterDecision, State};
-use crate::stage::{AttemptError, AttemptResult, BatchInputs, ErasedOutcome};
 use crate::value::{Cause, Data, Item, ItemKind, Outcome, Value, take_value};
 
 /// Engine settings.

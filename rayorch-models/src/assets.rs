@@ -143,7 +143,7 @@ pub fn default_dir() -> PathBuf {
 /// The workspace root this crate was built in.
 pub fn workspace_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.ancestors().nth(2).unwrap_or(manifest).to_path_buf()
+    manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
 static ENSURED: Mutex<Option<Assets>> = Mutex::new(None);

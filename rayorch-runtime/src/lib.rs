@@ -7,48 +7,40 @@
 //! - [`Engine`] owns one run's lineage and queues. It is synchronous and
 //!   deterministic; executors drive it (see [`sim`] for the seeded one).
 
-mod build;
-mod call;
-#[doc(hidden)]
-pub mod check;
-mod domain;
-mod engine;
+pub mod engine;
 mod error;
-mod executor;
-mod grain;
-mod lineage;
-pub mod metrics;
-mod pipeline;
-mod plan;
-mod port;
-mod ready_queue;
-pub mod rules;
-pub mod sim;
-pub mod sink;
-mod stage;
+pub mod exec;
+pub mod plan;
 mod value;
 
-pub use build::PortRef;
-pub use call::{Call, CallConfig, FnCall, Recovery, Reservation};
-pub use domain::{ChildOf, DescendantOf, Domain, DomainInfo, Here, NoParent, ParentSlot, RootDomain, There};
+pub use engine::rules;
+pub use exec::{metrics, sim, sink};
+#[doc(hidden)]
+pub use plan::check;
+
+pub use engine::grain::{InvalidTransition, Phase, Transition};
+pub use engine::lineage::Publish;
 pub use engine::{
     Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, GrainRef, ReportOutcome,
     RootOutcome,
 };
 pub use error::{PlanError, PlanErrors, RunError};
-pub use executor::Runner;
-pub use grain::{InvalidTransition, Phase, Transition};
-pub use lineage::Publish;
-pub use metrics::{CallMetrics, RunSummary};
-pub use pipeline::Pipeline;
-pub use plan::{CallSpec, Output, Plan, PlanBuilder};
-pub use port::{
-    InputPort, Inputs, Optional, OutputSet, Port, broadcast, expand, expand_aligned, filter, reduce,
-    reduce_aligned, reduce_members,
-};
-pub use stage::{
+pub use exec::runner::Runner;
+pub use exec::stage::{
     Async, AsyncStage, AttemptError, AttemptResult, BatchFn, BatchInputs, BoxError, BoxFuture, ErasedCall,
     ErasedOutcome, Execution, Replica, Stage, StageBox, StageContext, StageKind, StageResult, block_on,
     panic_text,
 };
+pub use metrics::{CallMetrics, RunSummary};
+pub use plan::build::PortRef;
+pub use plan::call::{Call, CallConfig, FnCall, Recovery, Reservation};
+pub use plan::domain::{
+    ChildOf, DescendantOf, Domain, DomainInfo, Here, NoParent, ParentSlot, RootDomain, There,
+};
+pub use plan::pipeline::Pipeline;
+pub use plan::port::{
+    InputPort, Inputs, Optional, OutputSet, Port, broadcast, expand, expand_aligned, filter, reduce,
+    reduce_aligned, reduce_members,
+};
+pub use plan::{CallSpec, Output, Plan, PlanBuilder};
 pub use value::{Cause, Data, Item, ItemKind, Outcome, Value};

@@ -7,7 +7,7 @@ use rayorch_models::pdfgen::{SampleKind, expected_text, read_manifest, samples};
 use rayorch_models::{PdfFile, RenderConfig, RenderError, render_document};
 
 fn dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../samples"))
 }
 
 #[test]

@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use crate::call::Reservation;
+use crate::plan::call::Reservation;
 
 /// One queued Grain: the Entity slot, its epoch, and the Grain's generation
 /// when it was queued.

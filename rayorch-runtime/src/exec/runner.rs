@@ -29,10 +29,12 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::engine::{BatchId, Engine, EngineConfig};
 use crate::error::RunError;
-use crate::metrics::{CallMetrics, RunSummary, secs};
+use crate::exec::metrics::{CallMetrics, RunSummary, secs};
+use crate::exec::sink::Sink;
+use crate::exec::stage::{
+    AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox, panic_text,
+};
 use crate::plan::Plan;
-use crate::sink::Sink;
-use crate::stage::{AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox, panic_text};
 use crate::value::{Data, Value};
 
 /// Runs a [`Plan`] over a source of roots, streaming outcomes to a sink.

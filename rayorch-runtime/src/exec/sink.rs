@@ -10,8 +10,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::engine::RootOutcome;
+use crate::exec::stage::BoxError;
 use crate::plan::Output;
-use crate::stage::BoxError;
 use crate::value::{Data, Item};
 
 /// Receives root outcomes as they complete.

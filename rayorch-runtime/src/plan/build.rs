@@ -11,10 +11,10 @@ use std::any::TypeId;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use crate::call::CallConfig;
-use crate::domain::{Domain, DomainInfo};
 use crate::error::PlanError;
-use crate::stage::ErasedCall;
+use crate::exec::stage::ErasedCall;
+use crate::plan::call::CallConfig;
+use crate::plan::domain::{Domain, DomainInfo};
 use crate::value::Value;
 
 /// A Port id together with the build that made it.

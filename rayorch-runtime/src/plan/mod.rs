@@ -8,15 +8,23 @@
 //! consumer (acyclic); each child Domain has exactly one expansion; every node
 //! reaches an output; every operation's inputs are in the Domains it needs.
 
+pub mod build;
+pub mod call;
+#[doc(hidden)]
+pub mod check;
+pub mod domain;
+pub mod pipeline;
+pub mod port;
+
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::build::{self, Draft, Edge, NodeKind};
-use crate::call::CallConfig;
-use crate::domain::{DomainInfo, RootDomain};
 use crate::error::{PlanError, PlanErrors};
-use crate::port::{OutputSet, Port};
-use crate::stage::ErasedCall;
+use crate::exec::stage::ErasedCall;
+use crate::plan::build::{Draft, Edge, NodeKind};
+use crate::plan::call::CallConfig;
+use crate::plan::domain::{DomainInfo, RootDomain};
+use crate::plan::port::{OutputSet, Port};
 use crate::value::{Data, take_value};
 
 /// An immutable, validated pipeline graph. Cheap to clone.
