@@ -113,3 +113,8 @@ macro_rules! split {
         )
     };
 }
+
+/// The README's code blocks, compiled and run as doctests so they cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
