@@ -27,10 +27,12 @@
 //!   budget) moves. A copy is the price of being able to retry a stage that
 //!   consumed its input; a payload behind an `Arc` makes it a reference-count
 //!   bump.
-//! - **Several consumers** (or a plan output): the Item's value is shared;
-//!   each consuming Call's stage gets its own copy (`Arc` clones are free,
-//!   so a `T = Arc<U>` payload is never deep-copied). Expand and Reduce
-//!   share without copying until the glue's `try_unwrap`.
+//! - **Several consumers** (or a plan output): the engine keeps the Item's
+//!   value until the root is released, so every consumer that needs a `T`
+//!   copies it: each consuming Call's stage gets one copy per attempt, an
+//!   Expand copies the list it splits, a Reduce the children it gathers, and
+//!   reading a root's output ([`crate::RootOutcome::get`]) copies it. With
+//!   `T = Arc<U>` each of these copies is a reference-count bump.
 //!
 //! The decision is `retry_possible` in the engine's Call ingredient, taken
 //! at reservation; recovery consults the same function, so a Grain whose

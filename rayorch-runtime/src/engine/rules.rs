@@ -1,9 +1,14 @@
 //! The propagation rules of the runtime contract, as pure functions.
 //!
-//! These are the specification: the engine calls them at each decision point
-//! (with the few input states of one Grain, Filter, Expansion or Reduce), and
-//! the unit tests below check them over the whole Cartesian product of input
-//! states (CONFORMANCE.md §A).
+//! These are the specification and the engine's decisions at once: the
+//! engine calls [`decide_call`] for every Call Grain (barrier included),
+//! [`decide_filter`] for every Filter Item, [`decide_expand`] for every
+//! Expansion, and [`combine`] + [`decide_reduce`] for every Reduce parent
+//! (when its Expansion resolves without children, when a child fails, and
+//! when the last child resolves). The unit tests below check these very
+//! functions over the whole Cartesian product of input states
+//! (CONFORMANCE.md §A). A broadcast has no decision: it copies its
+//! ancestor's Item, whatever it is.
 
 /// The state of one Item as a rule sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
