@@ -224,6 +224,11 @@ impl<T> From<T> for Outcome<T> {
 /// Take a `T` out of an erased value: moved when this is the last reference
 /// (no copy), cloned otherwise (the one place a Port value is deep-copied).
 pub(crate) fn take_value<T: Data>(v: Value) -> Option<T> {
+    // Shared: copy at once (the count cannot fall to one under us in a way
+    // that matters: at worst a value about to be unshared is copied).
+    if Arc::strong_count(&v) > 1 {
+        return v.downcast_ref::<T>().cloned();
+    }
     match v.downcast::<T>() {
         Ok(arc) => Some(Arc::try_unwrap(arc).unwrap_or_else(|shared| (*shared).clone())),
         Err(_) => None,

@@ -17,7 +17,7 @@
 //!   retry can follow the attempt: see [`retry_possible`] and `value.rs`.
 //! - Every Grain phase change goes through [`Core::transition`].
 
-use crate::engine::grain::{Grain, Phase, Transition};
+use crate::engine::grain::{Grain, InvalidTransition, Phase, Transition};
 use crate::engine::lineage::state_of;
 use crate::engine::ready_queue::{CallQueues, Entry};
 use crate::engine::rules::{self, CallDecision, State};
@@ -75,10 +75,18 @@ impl Calls {
     }
 
     /// The barrier over Grain (c, e): its parent's GroupFailure cause.
+    #[inline]
     pub(crate) fn barrier(&self, plan: &PlanInner, lineage: &Lineage, c: usize, e: u32) -> Option<Cause> {
         let dom = plan.calls[c].domain;
         plan.domains[dom].parent?;
         self.barriers[c][lineage.parent(dom, e) as usize].clone()
+    }
+
+    /// Is Grain (c, e) under a barrier? ([`Calls::barrier`] without the cause.)
+    #[inline]
+    pub(crate) fn barred(&self, plan: &PlanInner, lineage: &Lineage, c: usize, e: u32) -> bool {
+        let dom = plan.calls[c].domain;
+        plan.domains[dom].parent.is_some() && self.barriers[c][lineage.parent(dom, e) as usize].is_some()
     }
 
     /// Is queue entry `en` of Call `c` still a ready Grain?
@@ -118,6 +126,7 @@ impl Calls {
 /// Can an attempt that fails be followed by another attempt of this Grain?
 /// `failures` counts the Grain's failed attempts before this one; `batch`
 /// is the number of Grains dispatched together. Mirrors `Core::recover`.
+#[inline]
 pub(crate) fn retry_possible(recovery: Recovery, failures: u32, batch: usize) -> bool {
     match recovery {
         Recovery::Abort => false,
@@ -132,10 +141,20 @@ impl Core {
     /// Apply transition `t` to Grain (c, e). An invalid move is an engine
     /// bug: asserted in debug builds, and in release counted and turned into
     /// the fail-stop error that names the Call, the Entity and the move.
+    #[inline]
     pub(crate) fn transition(&mut self, plan: &PlanInner, c: usize, e: u32, t: Transition) -> bool {
-        let Err(bad) = self.calls.grains[c][e as usize].transition(t) else {
-            return true;
-        };
+        match self.calls.grains[c][e as usize].transition(t) {
+            Ok(()) => true,
+            Err(bad) => {
+                self.invalid_transition(plan, c, e, bad);
+                false
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn invalid_transition(&mut self, plan: &PlanInner, c: usize, e: u32, bad: InvalidTransition) {
         let dom = plan.calls[c].domain;
         let error = RunError::InvalidTransition {
             call: plan.calls[c].name.to_string(),
@@ -149,7 +168,6 @@ impl Core {
         debug_assert!(!self.assert_transitions, "{error}");
         self.stats.invalid_transitions += 1;
         self.fail_stop(error);
-        false
     }
 
     /// An input of Grain (c, e) resolved: decide the Grain once it can be.
@@ -211,6 +229,7 @@ impl Core {
     /// A sealed Grain no longer needs its inputs: drop the values of those
     /// it was the only consumer of (the Item stays Present as a fact). Until
     /// the seal they are kept, because a retry needs them again.
+    #[inline]
     pub(crate) fn release_inputs(&mut self, plan: &PlanInner, c: usize, e: u32) {
         for edge in &plan.calls[c].inputs {
             self.lineage.take_if_sole(plan, edge.port, e);

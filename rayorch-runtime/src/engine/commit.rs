@@ -96,10 +96,15 @@ impl Core {
         let barred_before: Vec<bool> = grains
             .iter()
             .zip(valid)
-            .map(|(g, &v)| v && self.calls.barrier(plan, &self.lineage, c, g.entity).is_some())
+            .map(|(g, &v)| v && self.calls.barred(plan, &self.lineage, c, g.entity))
             .collect();
+        // Whether a barrier may cover some Grain of this report: one was up
+        // before, or this report installs one. Without, pass 2 skips the
+        // per-Grain barrier lookup.
+        let mut barriers = barred_before.contains(&true);
         for (i, o) in outcomes.iter().enumerate() {
             if let (true, false, Outcome::GroupFailure(cause)) = (valid[i], barred_before[i], o) {
+                barriers = true;
                 let e = grains[i].entity;
                 let cause = cause.clone().located(|| self.lineage.context(plan, c, e));
                 self.install_barrier(plan, c, e, cause.clone());
@@ -112,14 +117,21 @@ impl Core {
                 continue;
             }
             let e = grains[i].entity;
-            if let Some(cause) = self.calls.barrier(plan, &self.lineage, c, e) {
+            if let Some(cause) = barriers
+                .then(|| self.calls.barrier(plan, &self.lineage, c, e))
+                .flatten()
+            {
                 self.calls.stats[c].suppressed_in_flight += 1;
                 self.seal(plan, c, e, Transition::Commit, Item::Suppressed(cause));
                 continue;
             }
             match o {
                 Outcome::Ok(values) => {
-                    if let Some(cause) = aligned_mismatch(plan, c, &values) {
+                    let aligned = &plan.calls[c].aligned;
+                    if let Some(cause) = (!aligned.is_empty())
+                        .then(|| aligned_mismatch(plan, c, &values))
+                        .flatten()
+                    {
                         let cause = Cause::at(cause, self.lineage.context(plan, c, e));
                         self.calls.stats[c].record_failures += 1;
                         self.seal(plan, c, e, Transition::Commit, Item::Failed(cause));

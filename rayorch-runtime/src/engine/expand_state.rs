@@ -37,6 +37,7 @@ impl Expands {
     }
 
     /// Make room for (or reset) the Expansions of parent slot `i`.
+    #[inline]
     pub(crate) fn init(&mut self, plan: &PlanInner, dom: usize, i: usize, grew: bool) {
         for &ch in &plan.domains[dom].children {
             let x = Expansion::new(expand_arity(plan, ch));

@@ -8,7 +8,9 @@
 //! - `drain` runs to a fixpoint before any public call returns, so an
 //!   executor never sees a half-propagated engine.
 //! - An Entity slot is (re)initialised in every ingredient that indexes it
-//!   (Items, Grains, Expansions, Reduces, barriers) in one place, `alloc`.
+//!   (Items, Grains, Expansions, Reduces, barriers) in one place, `alloc`;
+//!   a released slot's Items are cleared by `free_tree`, so a recycled slot
+//!   starts with every Item unresolved.
 //! - A root is released after its outcome is queued, never before.
 
 use crate::engine::Core;
@@ -96,24 +98,31 @@ impl Core {
         };
         let spec = &plan.domains[dom];
         let i = e as usize;
-        for &p in &spec.ports {
-            let col = &mut self.lineage.items[p as usize];
-            if grew { col.push(None) } else { col[i] = None }
-        }
-        for &c in &spec.calls {
-            let g = Grain::new(plan.calls[c].inputs.len());
-            let col = &mut self.calls.grains[c];
-            if grew { col.push(g) } else { col[i] = g }
-        }
-        for &c in &spec.child_calls {
-            let col = &mut self.calls.barriers[c];
-            if grew { col.push(None) } else { col[i] = None }
+        if grew {
+            for &p in &spec.ports {
+                self.lineage.items[p as usize].push(None);
+            }
+            for &c in &spec.calls {
+                self.calls.grains[c].push(Grain::new(plan.calls[c].inputs.len()));
+            }
+            for &c in &spec.child_calls {
+                self.calls.barriers[c].push(None);
+            }
+            if dom == plan.root {
+                self.lineage.roots.push(Default::default());
+            }
+        } else {
+            // A recycled slot's Items were cleared when its root was
+            // released (`free_tree`); its other records are reset here.
+            for &c in &spec.calls {
+                self.calls.grains[c][i] = Grain::new(plan.calls[c].inputs.len());
+            }
+            for &c in &spec.child_calls {
+                self.calls.barriers[c][i] = None;
+            }
         }
         self.expands.init(plan, dom, i, grew);
         self.reduces.init(plan, dom, i, grew);
-        if grew && dom == plan.root {
-            self.lineage.roots.push(Default::default());
-        }
         e
     }
 

@@ -42,6 +42,7 @@ impl Reduces {
     }
 
     /// Make room for (or reset) the records of parent slot `i`.
+    #[inline]
     pub(crate) fn init(&mut self, plan: &PlanInner, dom: usize, i: usize, grew: bool) {
         for &r in &plan.domains[dom].reduces_into {
             let recs = &mut self.recs[plan.nodes[r].dense];
@@ -109,15 +110,22 @@ impl Core {
         let states = &mut self.reduces.members;
         states.clear();
         if expansion == ExpansionState::Succeeded {
-            let mut buf = [State::Unresolved; 8];
-            for &ch in self.expands.children(child, p) {
-                let read = inputs.iter().chain(members.iter());
-                let mut k = 0;
-                for (b, &port) in buf.iter_mut().zip(read) {
-                    *b = state_of(self.lineage.item(port, ch));
-                    k += 1;
+            let children = self.expands.children(child, p);
+            if let ([port], None) = (&inputs[..], members) {
+                // One Port read: a child's state is that Item's (`combine`
+                // of one state is that state).
+                states.extend(children.iter().map(|&ch| state_of(self.lineage.item(*port, ch))));
+            } else {
+                let mut buf = [State::Unresolved; 8];
+                for &ch in children {
+                    let read = inputs.iter().chain(members.iter());
+                    let mut k = 0;
+                    for (b, &port) in buf.iter_mut().zip(read) {
+                        *b = state_of(self.lineage.item(port, ch));
+                        k += 1;
+                    }
+                    states.push(rules::combine(&buf[..k]));
                 }
-                states.push(rules::combine(&buf[..k]));
             }
         }
         let item = match rules::decide_reduce(expansion, states) {
@@ -143,10 +151,12 @@ impl Core {
                     .unwrap_or_else(|| Cause::new("internal: missing cause"));
                 Item::Suppressed(cause)
             }
-            ReduceDecision::Present(survivors) => {
+            ReduceDecision::Present => {
                 self.reduces.recs[dense][p as usize].done = true;
-                let mut cols: Vec<Vec<Value>> = vec![Vec::with_capacity(survivors.len()); inputs.len()];
-                for j in survivors {
+                let mut cols: Vec<Vec<Value>> = (0..inputs.len())
+                    .map(|_| Vec::with_capacity(states.len()))
+                    .collect();
+                for j in rules::survivors(states) {
                     let ch = self.expands.children(child, p)[j];
                     for (col, &i) in cols.iter_mut().zip(inputs) {
                         col.extend(self.lineage.take_if_sole(plan, i, ch));

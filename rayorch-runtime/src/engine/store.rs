@@ -91,6 +91,7 @@ impl Lineage {
 
     /// The value of a present Item: moved out when `take` (the caller is its
     /// last reader), shared (an `Arc` clone) otherwise.
+    #[inline]
     pub(crate) fn value(&mut self, port: u32, e: u32, take: bool) -> Option<Value> {
         match &mut self.items[port as usize][e as usize] {
             Some(Item::Present(v)) if take => Some(std::mem::replace(v, self.consumed.clone())),
@@ -100,6 +101,7 @@ impl Lineage {
     }
 
     /// [`Lineage::value`], taken when the Port has one consumer (the caller).
+    #[inline]
     pub(crate) fn take_if_sole(&mut self, plan: &PlanInner, port: u32, e: u32) -> Option<Value> {
         self.value(port, e, plan.ports[port as usize].sole_consumer)
     }
