@@ -170,7 +170,8 @@ pub struct EngineStats {
     pub rejected_reports: u64,
     /// Conflicting fact publications (always a bug; must stay 0).
     pub conflicts: u64,
-    /// Rejected Grain transitions (always a bug; must stay 0).
+    /// Invalid Grain transitions caught (always a bug; must stay 0). The
+    /// first one ends the run with [`crate::RunError::InvalidTransition`].
     pub invalid_transitions: u64,
 }
 
