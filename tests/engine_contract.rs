@@ -162,3 +162,44 @@ fn abort_ends_the_run_naming_the_entity_the_call_and_the_error() {
     assert!((0..eng.calls()).all(|c| eng.reserve(c, 8).is_none()));
     assert_eq!(eng.stats().invalid_transitions, 0);
 }
+
+/// Aligned lists from two different Grains cannot be rejected before either
+/// commits (each is fine alone): the Expansion fails instead, and the reduce
+/// over it is Suppressed with the "cardinality mismatch" cause; both
+/// producing Grains stay committed.
+#[test]
+fn aligned_lists_from_two_grains_fail_the_expansion() {
+    let nums = Call::map("nums", |_: u32| vec![0u32, 1]);
+    let names = Call::map("names", |n: u32| {
+        (0..n).map(|i| format!("s{i}")).collect::<Vec<String>>()
+    });
+    let combine = Call::map("combine", |(a, s): (u32, String)| format!("{s}:{a}"));
+    let (plan, out) = Plan::build(|b| {
+        let docs = b.source::<Doc, u32>();
+        let (num, name) = rayorch::expand_aligned::<Page, _, _, _>((nums.apply(docs), names.apply(docs)));
+        b.output(reduce(combine.apply((num, name))))
+    })
+    .expect("valid plan");
+    for cfg in schedules() {
+        let run = sim::run(&plan, common::keyed([3u32, 2]), &cfg).expect("no stall");
+        common::assert_clean(&run.stats);
+        let roots = run.by_key();
+        let bad = roots[0].get(out);
+        assert_eq!(bad.kind(), rayorch::ItemKind::Suppressed);
+        let cause = bad.cause().unwrap();
+        assert!(cause.message().contains("cardinality mismatch"), "{cause}");
+        assert!(cause.message().contains("[2, 3]"), "{cause}");
+        assert_eq!(
+            roots[1].get(out),
+            Item::Present(vec!["s0:0".to_string(), "s1:1".to_string()])
+        );
+        for name in ["nums", "names"] {
+            let c = common::call_index(&plan, name);
+            assert_eq!(run.call_stats[c].committed, 2, "{name}");
+        }
+        assert_eq!(
+            run.call_stats[common::call_index(&plan, "combine")].grains_dispatched,
+            2
+        );
+    }
+}
