@@ -541,7 +541,7 @@ fn b10_generation_fence() {
     d.assert_clean();
 }
 
-/// "Aligned expand of two outputs with different lengths (2 vs 3) is rejected as a whole: no Expansion, no children, ... a cause that says "cardinality mismatch"."
+/// "Aligned expand of two outputs with different lengths (2 vs 3) is rejected as a whole: no Expansion, no children, the Grain's outcome is Failed with a cause that says "cardinality mismatch"."
 #[test]
 fn b11_aligned_cardinality_mismatch() {
     let lists = Call::map("lists", |n: u32| {
@@ -551,22 +551,37 @@ fn b11_aligned_cardinality_mismatch() {
         )
     });
     let combine = Call::map("combine", |(a, s): (u32, String)| format!("{s}:{a}"));
-    let (plan, out) = Plan::build(|b| {
+    let (plan, (out, nums_out)) = Plan::build(|b| {
         let docs = b.source::<Doc, u32>();
         let (nums, names) = lists.apply_split(docs);
         let (num, name) = expand_aligned::<Page, _, _, _>((nums, names));
-        b.output(reduce(combine.apply((num, name))))
+        // The producing Grain's own Item, to read its outcome.
+        (b.output(reduce(combine.apply((num, name)))), b.output(nums))
     })
     .unwrap();
-    let combine_i = common::call_index(&plan, "combine");
+    let (lists_i, combine_i) = (
+        common::call_index(&plan, "lists"),
+        common::call_index(&plan, "combine"),
+    );
     let mut cfgs = vec![SimConfig::sequential()];
     cfgs.extend(SEEDS.map(|s| SimConfig::random(s).without_faults()));
     for cfg in cfgs {
         let (got, run) = run_with(&plan, out, [3u32, 2], &cfg);
-        // A failed Expansion reduces to Suppressed (§A: "Failed → Suppressed").
+        let roots = run.by_key();
+        // The Grain that produced the lists is Failed, located at itself.
+        let grain = roots[0].get(nums_out);
+        assert_eq!(grain.kind(), ItemKind::Failed, "seed {}", cfg.seed);
+        let cause = grain.cause().unwrap();
+        assert!(cause.message().contains("cardinality mismatch"), "{cause}");
+        assert!(cause.message().contains("[2, 3]"), "{cause}");
+        assert_eq!(cause.context(), Some("Call `lists` on Doc 0"));
+        assert_eq!(run.call_stats[lists_i].record_failures, 1);
+        assert_eq!(run.call_stats[lists_i].committed, 1);
+        // Its Expansion has no children, so the reduce over it is
+        // Suppressed by the Grain's failure (§A: "Failed → Suppressed").
         assert_eq!(got[0].kind(), ItemKind::Suppressed, "seed {}", cfg.seed);
-        let msg = cause_text(&got[0]).unwrap();
-        assert!(msg.contains("cardinality mismatch"), "{msg}");
+        assert_eq!(got[0].cause(), Some(cause));
+        assert_eq!(roots[1].get(nums_out), Item::Present(vec![0u32, 1]));
         assert_eq!(
             got[1],
             Item::Present(vec!["s0:0".to_string(), "s1:1".to_string()])

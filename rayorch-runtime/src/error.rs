@@ -134,6 +134,20 @@ pub enum RunError {
     /// A sink failed; what it had written stays.
     #[error("the sink failed: {0}; results written before this point are kept")]
     Sink(String),
+    /// The engine caught itself making a Grain transition its lifecycle
+    /// forbids (a bug in the engine or an executor reporting out of
+    /// protocol); the run stops rather than corrupt lineage.
+    #[error(
+        "internal error: Call `{call}` on {entity}: {transition}; the run was stopped to keep lineage intact; please report this with the plan and the executor used"
+    )]
+    InvalidTransition {
+        /// The Call.
+        call: String,
+        /// The Entity (Domain and path).
+        entity: String,
+        /// The move and the phase it was attempted from.
+        transition: String,
+    },
     /// Nothing can make progress, yet roots are unfinished.
     #[error("the run stalled: {0}")]
     Stalled(String),

@@ -5,6 +5,38 @@
 //! broadcast share one allocation. The typed builder records, per Port, the
 //! monomorphized functions that turn erased values back into `T`; those run on
 //! worker threads, never on the control plane.
+//!
+//! # When a payload moves and when it is copied
+//!
+//! A stage takes its inputs by value (`run(Vec<In>)`), so whoever hands a
+//! value to a stage gives it up: if the attempt fails, the value is gone.
+//! The rule, in DESIGN's terms:
+//!
+//! - **Single consumer** (the Port is read by one node and is not a plan
+//!   output): the engine hands its only `Arc` to the batch when no retry can
+//!   follow the attempt, and the glue unwraps it with `Arc::try_unwrap`:
+//!   zero copies. Expand and Reduce always take their single-consumer
+//!   inputs this way (they cannot fail), so lists split into children and
+//!   children gathered into lists move too.
+//! - **Retries**: while the Call's recovery policy may still retry the Grain
+//!   after this attempt (`Isolate` on a first attempt or in a group,
+//!   `RetryBatch(n)` / `RetryTail(n)` with budget left), the engine keeps
+//!   its `Arc` so the retry has the value, and the glue's `try_unwrap`
+//!   fails, so the stage gets one deep copy for that attempt. The last
+//!   attempt the policy allows (and every attempt under `Abort` or a zero
+//!   budget) moves. A copy is the price of being able to retry a stage that
+//!   consumed its input; a payload behind an `Arc` makes it a reference-count
+//!   bump.
+//! - **Several consumers** (or a plan output): the engine keeps the Item's
+//!   value until the root is released, so every consumer that needs a `T`
+//!   copies it: each consuming Call's stage gets one copy per attempt, an
+//!   Expand copies the list it splits, a Reduce the children it gathers, and
+//!   reading a root's output ([`crate::RootOutcome::get`]) copies it. With
+//!   `T = Arc<U>` each of these copies is a reference-count bump.
+//!
+//! The decision is `retry_possible` in the engine's Call ingredient, taken
+//! at reservation; recovery consults the same function, so a Grain whose
+//! values moved into a failed attempt is never requeued.
 
 use std::any::Any;
 use std::fmt;
@@ -189,14 +221,14 @@ impl<T> From<T> for Outcome<T> {
     }
 }
 
-/// Clone a `T` out of an erased value.
-pub(crate) fn clone_value<T: Data>(v: &Value) -> Option<T> {
-    v.downcast_ref::<T>().cloned()
-}
-
-/// Take a `T` out of an erased value: moved when this is the last reference,
-/// cloned otherwise.
+/// Take a `T` out of an erased value: moved when this is the last reference
+/// (no copy), cloned otherwise (the one place a Port value is deep-copied).
 pub(crate) fn take_value<T: Data>(v: Value) -> Option<T> {
+    // Shared: copy at once (the count cannot fall to one under us in a way
+    // that matters: at worst a value about to be unshared is copied).
+    if Arc::strong_count(&v) > 1 {
+        return v.downcast_ref::<T>().cloned();
+    }
     match v.downcast::<T>() {
         Ok(arc) => Some(Arc::try_unwrap(arc).unwrap_or_else(|shared| (*shared).clone())),
         Err(_) => None,

@@ -78,6 +78,7 @@ impl std::error::Error for InvalidTransition {}
 
 impl Phase {
     /// Apply `t`, or reject it.
+    #[inline]
     pub fn apply(self, t: Transition) -> Result<Phase, InvalidTransition> {
         use Phase::*;
         use Transition::*;
@@ -116,6 +117,7 @@ impl Grain {
     }
 
     /// Apply a transition; an invalid one leaves the Grain unchanged.
+    #[inline]
     pub(crate) fn transition(&mut self, t: Transition) -> Result<(), InvalidTransition> {
         self.phase = self.phase.apply(t)?;
         if t == Transition::Reserve {

@@ -1,9 +1,14 @@
 //! The propagation rules of the runtime contract, as pure functions.
 //!
-//! These are the specification: the engine calls them at each decision point
-//! (with the few input states of one Grain, Filter, Expansion or Reduce), and
-//! the unit tests below check them over the whole Cartesian product of input
-//! states (CONFORMANCE.md §A).
+//! These are the specification and the engine's decisions at once: the
+//! engine calls [`decide_call`] for every Call Grain (barrier included),
+//! [`decide_filter`] for every Filter Item, [`decide_expand`] for every
+//! Expansion, and [`combine`] + [`decide_reduce`] for every Reduce parent
+//! (when its Expansion resolves without children, when a child fails, and
+//! when the last child resolves). The unit tests below check these very
+//! functions over the whole Cartesian product of input states
+//! (CONFORMANCE.md §A). A broadcast has no decision: it copies its
+//! ancestor's Item, whatever it is.
 
 /// The state of one Item as a rule sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,6 +58,7 @@ pub enum CallDecision {
 /// Call input precedence: failed/suppressed input, then unresolved, then the
 /// barrier, then a dropped required input, else ready. `inputs` pairs each
 /// input's state with whether it is optional.
+#[inline]
 pub fn decide_call(inputs: &[(State, bool)], barrier: bool) -> CallDecision {
     if let Some(i) = inputs.iter().position(|(s, _)| s.is_failure()) {
         return CallDecision::SuppressedBy(i);
@@ -85,6 +91,7 @@ pub enum FilterDecision {
 /// Filter: value unresolved → wait; value not present → its outcome; mask
 /// unresolved → wait; mask not present → its outcome; true → the value;
 /// false → Dropped. `mask` is the mask's state and, when present, its value.
+#[inline]
 pub fn decide_filter(value: State, mask: State, keep: bool) -> FilterDecision {
     match (value, mask) {
         (State::Unresolved, _) => FilterDecision::Wait,
@@ -114,6 +121,7 @@ pub enum ExpandDecision {
 /// Expand: present → Succeeded (empty is legal); dropped → Dropped;
 /// failed/suppressed → Failed. `lens` holds the list lengths once all inputs
 /// are present.
+#[inline]
 pub fn decide_expand(inputs: &[State], lens: Option<&[usize]>) -> ExpandDecision {
     if let Some(i) = inputs.iter().position(|s| s.is_failure()) {
         return ExpandDecision::FailedBy(i);
@@ -155,12 +163,13 @@ pub enum ReduceDecision {
     SuppressedByExpansion,
     /// Suppressed by member `i` (failed or suppressed).
     SuppressedBy(usize),
-    /// Present: these members survive, in ordinal order.
-    Present(Vec<usize>),
+    /// Present: the members [`survivors`] names survive, in ordinal order.
+    Present,
 }
 
 /// One child's combined state across a Reduce's aligned inputs (and
 /// members): any failure wins, then unresolved, then dropped.
+#[inline]
 pub fn combine(states: &[State]) -> State {
     if let Some(s) = states.iter().find(|s| s.is_failure()) {
         return *s;
@@ -178,6 +187,7 @@ pub fn combine(states: &[State]) -> State {
 /// Suppressed; any member failed/suppressed → Suppressed (even while others
 /// are pending); members pending → wait; dropped members are excluded;
 /// survivors in ordinal order; zero survivors → present empty list.
+#[inline]
 pub fn decide_reduce(expansion: ExpansionState, members: &[State]) -> ReduceDecision {
     match expansion {
         ExpansionState::Unresolved => return ReduceDecision::Wait,
@@ -191,14 +201,18 @@ pub fn decide_reduce(expansion: ExpansionState, members: &[State]) -> ReduceDeci
     if members.contains(&State::Unresolved) {
         return ReduceDecision::Wait;
     }
-    ReduceDecision::Present(
-        members
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| **s == State::Present)
-            .map(|(i, _)| i)
-            .collect(),
-    )
+    ReduceDecision::Present
+}
+
+/// The members a Present Reduce gathers: those whose (combined) state is
+/// Present, in ordinal order; dropped members are left out.
+#[inline]
+pub fn survivors(members: &[State]) -> impl Iterator<Item = usize> + '_ {
+    members
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s == State::Present)
+        .map(|(i, _)| i)
 }
 
 #[cfg(test)]
@@ -406,8 +420,9 @@ mod tests {
     /// "Reduce: Expansion unresolved → wait; Dropped → Dropped; Failed → Suppressed; any member Failed/Suppressed → Suppressed (even while others are pending); members pending → wait; Dropped members excluded; survivors in ordinal order; zero survivors → Present(vec![])."
     #[test]
     fn a_reduce() {
-        fn expected(x: ExpansionState, members: &[State]) -> ReduceDecision {
-            match x {
+        /// The decision, and for a Present one the gathered members.
+        fn expected(x: ExpansionState, members: &[State]) -> (ReduceDecision, Vec<usize>) {
+            let decision = match x {
                 ExpansionState::Unresolved => ReduceDecision::Wait,
                 ExpansionState::Dropped => ReduceDecision::Dropped,
                 ExpansionState::Failed => ReduceDecision::SuppressedByExpansion,
@@ -423,9 +438,17 @@ mod tests {
                                 survivors.push(ordinal);
                             }
                         }
-                        ReduceDecision::Present(survivors)
+                        return (ReduceDecision::Present, survivors);
                     }
                 }
+            };
+            (decision, Vec::new())
+        }
+        /// What the engine computes: the rule, then the survivors it gathers.
+        fn decided(x: ExpansionState, members: &[State]) -> (ReduceDecision, Vec<usize>) {
+            match decide_reduce(x, members) {
+                ReduceDecision::Present => (ReduceDecision::Present, survivors(members).collect()),
+                d => (d, Vec::new()),
             }
         }
         let expansions = [
@@ -439,7 +462,7 @@ mod tests {
             for len in 0..=4 {
                 for members in product(&State::ALL, len) {
                     assert_eq!(
-                        decide_reduce(x, &members),
+                        decided(x, &members),
                         expected(x, &members),
                         "expansion {x:?} members {members:?}"
                     );
@@ -450,14 +473,19 @@ mod tests {
         assert_eq!(n, 4 * (1 + 5 + 25 + 125 + 625));
         use State::*;
         assert_eq!(
-            decide_reduce(ExpansionState::Succeeded, &[]),
-            ReduceDecision::Present(vec![]),
+            decided(ExpansionState::Succeeded, &[]),
+            (ReduceDecision::Present, vec![]),
             "an empty Expansion reduces to an empty list"
         );
         assert_eq!(
-            decide_reduce(ExpansionState::Succeeded, &[Dropped, Dropped]),
-            ReduceDecision::Present(vec![]),
+            decided(ExpansionState::Succeeded, &[Dropped, Dropped]),
+            (ReduceDecision::Present, vec![]),
             "zero survivors reduce to an empty list"
+        );
+        assert_eq!(
+            decided(ExpansionState::Succeeded, &[Present, Dropped, Present]),
+            (ReduceDecision::Present, vec![0, 2]),
+            "dropped members are left out, the rest keep ordinal order"
         );
         assert_eq!(
             decide_reduce(ExpansionState::Succeeded, &[Unresolved, Failed, Unresolved]),

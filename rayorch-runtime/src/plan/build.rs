@@ -34,6 +34,8 @@ pub(crate) struct Edge {
 pub(crate) type SplitList = fn(Value) -> Option<Vec<Value>>;
 pub(crate) type GatherList = fn(Vec<Value>) -> Option<Value>;
 pub(crate) type ReadMask = fn(&Value) -> Option<bool>;
+/// The length of an erased list, read without consuming it.
+pub(crate) type ListLen = fn(&Value) -> Option<usize>;
 
 /// What a node does; its output Ports live in the node's Domain.
 pub(crate) enum NodeKind {
@@ -53,6 +55,8 @@ pub(crate) enum NodeKind {
     Expand {
         inputs: Vec<u32>,
         split: Vec<SplitList>,
+        /// One per input, for the aligned form (checked before commit).
+        len: Vec<ListLen>,
     },
     Reduce {
         inputs: Vec<u32>,

@@ -201,6 +201,8 @@ pub struct CallSpec {
     pub(crate) domain: usize,
     pub(crate) inputs: Vec<Edge>,
     pub(crate) outputs: Vec<u32>,
+    /// Aligned expansions over this Call's own outputs.
+    pub(crate) aligned: Vec<AlignedCheck>,
 }
 
 pub(crate) struct DomainSpec {
@@ -224,13 +226,39 @@ pub(crate) struct DomainSpec {
 
 pub(crate) struct PortSpec {
     pub(crate) domain: usize,
-    /// (node, input slot) pairs that react when an Item of this Port resolves.
-    pub(crate) consumers: Vec<(usize, usize)>,
-    /// Index among the plan's outputs.
-    pub(crate) output: Option<usize>,
+    /// The node inputs that react when an Item of this Port resolves.
+    pub(crate) consumers: Vec<Consumer>,
+    /// How many times the Port is declared as a plan output (a Port may be
+    /// declared twice; each declaration gets the same Item).
+    pub(crate) declared_outputs: u32,
     /// Read by exactly one consumer edge and not an output: its values may
     /// move to that consumer once it no longer needs them kept.
     pub(crate) sole_consumer: bool,
+}
+
+/// One node input reading a Port.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Consumer {
+    pub(crate) node: usize,
+    /// The input slot of that node.
+    pub(crate) slot: usize,
+}
+
+/// One list of an aligned expansion that a Call produces itself.
+#[derive(Clone, Copy)]
+pub(crate) struct AlignedList {
+    /// Index among the Call's outputs.
+    pub(crate) output: usize,
+    pub(crate) len: build::ListLen,
+}
+
+/// An aligned expansion fed only by one Call's outputs: the Call's Grain
+/// is checked for equal list lengths before it commits (CONFORMANCE §B11).
+#[derive(Clone)]
+pub(crate) struct AlignedCheck {
+    /// The Expand node.
+    pub(crate) node: usize,
+    pub(crate) lists: Vec<AlignedList>,
 }
 
 pub(crate) struct NodeSpec {
@@ -270,6 +298,31 @@ impl PlanInner {
         }
         Vec::new()
     }
+}
+
+/// The aligned expansions all of whose lists are among `outputs`.
+fn aligned_checks(nodes: &[NodeSpec], outputs: &[u32]) -> Vec<AlignedCheck> {
+    let mut checks = Vec::new();
+    for (ni, n) in nodes.iter().enumerate() {
+        let NodeKind::Expand { inputs, len, .. } = &n.kind else {
+            continue;
+        };
+        if inputs.len() < 2 {
+            continue;
+        }
+        let lists: Option<Vec<AlignedList>> = inputs
+            .iter()
+            .zip(len)
+            .map(|(p, &len)| {
+                let output = outputs.iter().position(|o| o == p)?;
+                Some(AlignedList { output, len })
+            })
+            .collect();
+        if let Some(lists) = lists {
+            checks.push(AlignedCheck { node: ni, lists });
+        }
+    }
+    checks
 }
 
 const CALL_HINT: &str = "all inputs of one Call must be in the Call's Domain";
@@ -477,7 +530,7 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
         .map(|(i, p)| PortSpec {
             domain: p.domain,
             consumers: Vec::new(),
-            output: d.outputs.iter().position(|&o| o as usize == i),
+            declared_outputs: d.outputs.iter().filter(|&&o| o as usize == i).count() as u32,
             sole_consumer: false,
         })
         .collect();
@@ -503,7 +556,7 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
                     domains[p].child_calls.push(dense);
                 }
                 for (slot, e) in inputs.iter().enumerate() {
-                    ports[e.port as usize].consumers.push((ni, slot));
+                    ports[e.port as usize].consumers.push(Consumer { node: ni, slot });
                 }
                 calls.push(CallSpec {
                     name: name.clone(),
@@ -513,6 +566,7 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
                     domain: n.domain,
                     inputs: inputs.clone(),
                     outputs: n.outputs.clone(),
+                    aligned: Vec::new(),
                 });
             }
             NodeKind::Reduce { inputs, members, .. } => {
@@ -522,16 +576,18 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
                 domains[over].reduces_over.push(ni);
                 domains[n.domain].reduces_into.push(ni);
                 for (slot, &p) in inputs.iter().chain(members).enumerate() {
-                    ports[p as usize].consumers.push((ni, slot));
+                    ports[p as usize].consumers.push(Consumer { node: ni, slot });
                 }
             }
             NodeKind::Broadcast { value, .. } => {
                 domains[n.domain].broadcasts_into.push(ni);
-                ports[*value as usize].consumers.push((ni, 0));
+                ports[*value as usize]
+                    .consumers
+                    .push(Consumer { node: ni, slot: 0 });
             }
             kind => {
                 for (slot, p) in kind.input_ports().into_iter().enumerate() {
-                    ports[p as usize].consumers.push((ni, slot));
+                    ports[p as usize].consumers.push(Consumer { node: ni, slot });
                 }
             }
         }
@@ -544,7 +600,10 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
         });
     }
     for p in &mut ports {
-        p.sole_consumer = p.output.is_none() && p.consumers.len() == 1;
+        p.sole_consumer = p.declared_outputs == 0 && p.consumers.len() == 1;
+    }
+    for call in &mut calls {
+        call.aligned = aligned_checks(&nodes, &call.outputs);
     }
     Ok(PlanInner {
         domains,

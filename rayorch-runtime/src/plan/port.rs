@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::plan::build::{self, Edge, NodeKind, PortRef};
 use crate::plan::domain::{ChildOf, DescendantOf, Domain};
-use crate::value::{Data, Value, clone_value, take_value};
+use crate::value::{Data, Value, take_value};
 
 /// The values of one Call or operator, for every Entity of Domain `D`.
 pub struct Port<D, T> {
@@ -94,7 +94,7 @@ impl<D: Domain, T: Data> InputPort<D> for Port<D, T> {
         (self.r, false)
     }
     fn read(v: Option<Value>) -> Option<T> {
-        v.and_then(|v| clone_value::<T>(&v))
+        v.and_then(take_value::<T>)
     }
 }
 
@@ -106,7 +106,7 @@ impl<D: Domain, T: Data> InputPort<D> for Optional<D, T> {
     fn read(v: Option<Value>) -> Option<Option<T>> {
         match v {
             None => Some(None),
-            Some(v) => clone_value::<T>(&v).map(Some),
+            Some(v) => take_value::<T>(v).map(Some),
         }
     }
 }
@@ -218,6 +218,23 @@ where
     Some(list.into_iter().map(|x| Arc::new(x) as Value).collect())
 }
 
+/// The length of a list value without consuming it, for the list types
+/// that know it (`Vec`, `VecDeque`, boxed slices); `None` for others, whose
+/// lengths are then compared when the Expansion splits them.
+fn list_len<I>(v: &Value) -> Option<usize>
+where
+    I: IntoIterator + Data,
+    I::Item: Data,
+{
+    if let Some(l) = v.downcast_ref::<Vec<I::Item>>() {
+        return Some(l.len());
+    }
+    if let Some(l) = v.downcast_ref::<std::collections::VecDeque<I::Item>>() {
+        return Some(l.len());
+    }
+    v.downcast_ref::<Box<[I::Item]>>().map(|l| l.len())
+}
+
 fn gather_list<T: Data>(vals: Vec<Value>) -> Option<Value> {
     let out = vals
         .into_iter()
@@ -257,6 +274,7 @@ where
         |ids| NodeKind::Expand {
             inputs: ids,
             split: vec![split_list::<I>],
+            len: Vec::new(),
         },
         1,
     );
@@ -264,8 +282,10 @@ where
 }
 
 /// `expand_aligned!((a, b) => C)`: several lists of one parent become the
-/// aligned values of one child set; lists of different lengths fail the
-/// Expansion with a "cardinality mismatch" cause.
+/// aligned values of one child set. Lists of different lengths are rejected
+/// with a "cardinality mismatch" cause: when one Grain produced both, that
+/// Grain ends Failed and nothing it produced is published; otherwise the
+/// Expansion fails.
 pub fn expand_aligned<C, P, A, B>(x: (Port<P, A>, Port<P, B>)) -> (Port<C, A::Item>, Port<C, B::Item>)
 where
     C: ChildOf<P>,
@@ -281,6 +301,7 @@ where
         |ids| NodeKind::Expand {
             inputs: ids,
             split: vec![split_list::<A>, split_list::<B>],
+            len: vec![list_len::<A>, list_len::<B>],
         },
         2,
     );

@@ -1,0 +1,316 @@
+//! The Call ingredient: Grains, GroupFailure barriers, ready queues and the
+//! batches in flight, and the decisions that move a Grain up to dispatch.
+//!
+//! State, per Call: one [`Grain`] per Entity slot of the Call's Domain, one
+//! barrier slot per Entity of the parent Domain, the FIFO and recovery queues
+//! ([`CallQueues`]), and the counters. Run-wide: the slab of [`BatchRec`]s in
+//! flight, addressed by [`BatchId`] (slot + nonce).
+//!
+//! Invariants:
+//! - A Grain is in its Call's queue only while `Ready`; a queue entry whose
+//!   epoch or generation no longer matches is a tombstone and is skipped.
+//! - A batch record exists exactly while the batch is in flight; its Grains
+//!   are `InFlight` with the generation the record quotes, unless a barrier
+//!   or the release of their root overtook them (then the gate calls them
+//!   stale or suppressed when the report comes).
+//! - A value moves into a batch (the engine keeps no `Arc`) only when no
+//!   retry can follow the attempt: see [`retry_possible`] and `value.rs`.
+//! - Every Grain phase change goes through [`Core::transition`].
+
+use crate::engine::grain::{Grain, InvalidTransition, Phase, Transition};
+use crate::engine::lineage::state_of;
+use crate::engine::ready_queue::{CallQueues, Entry};
+use crate::engine::rules::{self, CallDecision, State};
+use crate::engine::types::{Batch, BatchId, CallStats, GrainRef};
+use crate::engine::{Core, store::Lineage};
+use crate::error::RunError;
+use crate::exec::stage::BatchInputs;
+use crate::plan::PlanInner;
+use crate::plan::call::Recovery;
+use crate::value::{Cause, Item, Value};
+
+/// One Grain of a batch in flight, as the commit gate will check it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InFlightGrain {
+    pub(crate) entity: u32,
+    pub(crate) epoch: u32,
+    pub(crate) generation: u32,
+}
+
+/// A batch in flight.
+pub(crate) struct BatchRec {
+    pub(crate) nonce: u32,
+    pub(crate) call: usize,
+    pub(crate) grains: Vec<InFlightGrain>,
+}
+
+pub(crate) struct Calls {
+    /// Per Call, per Entity slot of its Domain.
+    pub(crate) grains: Vec<Vec<Grain>>,
+    /// Per Call, per Entity slot of the parent Domain: the GroupFailure cause.
+    pub(crate) barriers: Vec<Vec<Option<Cause>>>,
+    pub(crate) queues: Vec<CallQueues>,
+    pub(crate) batches: Vec<Option<BatchRec>>,
+    pub(crate) batch_free: Vec<u32>,
+    pub(crate) nonce: u32,
+    pub(crate) in_flight: usize,
+    pub(crate) stats: Vec<CallStats>,
+}
+
+impl Calls {
+    pub(crate) fn new(plan: &PlanInner, seed: u64) -> Calls {
+        let n = plan.calls.len();
+        Calls {
+            grains: (0..n).map(|_| Vec::new()).collect(),
+            barriers: (0..n).map(|_| Vec::new()).collect(),
+            queues: (0..n)
+                .map(|i| CallQueues::new(seed.wrapping_add(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+                .collect(),
+            batches: Vec::new(),
+            batch_free: Vec::new(),
+            nonce: 0,
+            in_flight: 0,
+            stats: vec![CallStats::default(); n],
+        }
+    }
+
+    /// The barrier over Grain (c, e): its parent's GroupFailure cause.
+    #[inline]
+    pub(crate) fn barrier(&self, plan: &PlanInner, lineage: &Lineage, c: usize, e: u32) -> Option<Cause> {
+        let dom = plan.calls[c].domain;
+        plan.domains[dom].parent?;
+        self.barriers[c][lineage.parent(dom, e) as usize].clone()
+    }
+
+    /// Is Grain (c, e) under a barrier? ([`Calls::barrier`] without the cause.)
+    #[inline]
+    pub(crate) fn barred(&self, plan: &PlanInner, lineage: &Lineage, c: usize, e: u32) -> bool {
+        let dom = plan.calls[c].domain;
+        plan.domains[dom].parent.is_some() && self.barriers[c][lineage.parent(dom, e) as usize].is_some()
+    }
+
+    /// Is queue entry `en` of Call `c` still a ready Grain?
+    pub(crate) fn is_ready(&self, lineage: &Lineage, dom: usize, c: usize, en: &Entry) -> bool {
+        lineage.doms[dom].is(en.entity, en.epoch) && {
+            let g = &self.grains[c][en.entity as usize];
+            g.phase == Phase::Ready && g.generation == en.generation
+        }
+    }
+
+    fn store(&mut self, rec: BatchRec) -> u32 {
+        self.in_flight += 1;
+        match self.batch_free.pop() {
+            Some(s) => {
+                self.batches[s as usize] = Some(rec);
+                s
+            }
+            None => {
+                self.batches.push(Some(rec));
+                (self.batches.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Take the record of batch `id` if it is in flight.
+    pub(crate) fn take(&mut self, id: BatchId) -> Option<BatchRec> {
+        let rec = self
+            .batches
+            .get_mut(id.slot as usize)
+            .and_then(|b| b.take_if(|b| b.nonce == id.nonce))?;
+        self.batch_free.push(id.slot);
+        self.in_flight -= 1;
+        Some(rec)
+    }
+}
+
+/// Can an attempt that fails be followed by another attempt of this Grain?
+/// `failures` counts the Grain's failed attempts before this one; `batch`
+/// is the number of Grains dispatched together. Mirrors `Core::recover`.
+#[inline]
+pub(crate) fn retry_possible(recovery: Recovery, failures: u32, batch: usize) -> bool {
+    match recovery {
+        Recovery::Abort => false,
+        Recovery::RetryBatch(n) | Recovery::RetryTail(n) => failures < n,
+        // Isolate retries a first failure, then bisects; a lone Grain that
+        // has failed before is exhausted instead of retried.
+        Recovery::Isolate => failures == 0 || batch > 1,
+    }
+}
+
+impl Core {
+    /// Apply transition `t` to Grain (c, e). An invalid move is an engine
+    /// bug: asserted in debug builds, and in release counted and turned into
+    /// the fail-stop error that names the Call, the Entity and the move.
+    #[inline]
+    pub(crate) fn transition(&mut self, plan: &PlanInner, c: usize, e: u32, t: Transition) -> bool {
+        match self.calls.grains[c][e as usize].transition(t) {
+            Ok(()) => true,
+            Err(bad) => {
+                self.invalid_transition(plan, c, e, bad);
+                false
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn invalid_transition(&mut self, plan: &PlanInner, c: usize, e: u32, bad: InvalidTransition) {
+        let dom = plan.calls[c].domain;
+        let error = RunError::InvalidTransition {
+            call: plan.calls[c].name.to_string(),
+            entity: format!(
+                "{} {}",
+                plan.domains[dom].info.name,
+                self.lineage.path(plan, dom, e)
+            ),
+            transition: bad.to_string(),
+        };
+        debug_assert!(!self.assert_transitions, "{error}");
+        self.stats.invalid_transitions += 1;
+        self.fail_stop(error);
+    }
+
+    /// An input of Grain (c, e) resolved: decide the Grain once it can be.
+    pub(crate) fn on_call_input(&mut self, plan: &PlanInner, c: usize, e: u32, slot: usize) {
+        let call = &plan.calls[c];
+        let g = &mut self.calls.grains[c][e as usize];
+        if g.phase != Phase::Waiting {
+            return;
+        }
+        let st = state_of(self.lineage.item(call.inputs[slot].port, e));
+        if !matches!(st, State::Failed | State::Suppressed) {
+            g.pending -= 1;
+            if g.pending > 0 {
+                return;
+            }
+        }
+        let mut buf = [(State::Unresolved, false); 8];
+        for (b, edge) in buf.iter_mut().zip(&call.inputs) {
+            *b = (state_of(self.lineage.item(edge.port, e)), edge.optional);
+        }
+        let barrier = self.calls.barrier(plan, &self.lineage, c, e);
+        match rules::decide_call(&buf[..call.inputs.len()], barrier.is_some()) {
+            CallDecision::Wait => {}
+            CallDecision::SuppressedBy(i) => {
+                let cause = self.lineage.cause_of(call.inputs[i].port, e);
+                self.seal(plan, c, e, Transition::Decide, Item::Suppressed(cause));
+            }
+            CallDecision::SuppressedByBarrier => {
+                self.calls.stats[c].suppressed_before_dispatch += 1;
+                let cause = barrier.unwrap_or_else(|| Cause::new("group failure"));
+                self.seal(plan, c, e, Transition::Decide, Item::Suppressed(cause));
+            }
+            CallDecision::Dropped => self.seal(plan, c, e, Transition::Decide, Item::Dropped),
+            CallDecision::Ready => {
+                if !self.transition(plan, c, e, Transition::MakeReady) {
+                    return;
+                }
+                let entry = Entry {
+                    entity: e,
+                    epoch: self.lineage.doms[call.domain].ents[e as usize].epoch,
+                    generation: self.calls.grains[c][e as usize].generation,
+                };
+                self.calls.queues[c].push(entry);
+            }
+        }
+    }
+
+    /// Seal Grain (c, e) and publish the same non-present Item on every output.
+    pub(crate) fn seal(&mut self, plan: &PlanInner, c: usize, e: u32, t: Transition, item: Item<Value>) {
+        if !self.transition(plan, c, e, t) {
+            return;
+        }
+        self.release_inputs(plan, c, e);
+        for &out in &plan.calls[c].outputs {
+            self.lineage.set(out, e, item.clone());
+        }
+    }
+
+    /// A sealed Grain no longer needs its inputs: drop the values of those
+    /// it was the only consumer of (the Item stays Present as a fact). Until
+    /// the seal they are kept, because a retry needs them again.
+    #[inline]
+    pub(crate) fn release_inputs(&mut self, plan: &PlanInner, c: usize, e: u32) {
+        for edge in &plan.calls[c].inputs {
+            self.lineage.take_if_sole(plan, edge.port, e);
+        }
+    }
+
+    pub(crate) fn reserve(&mut self, plan: &PlanInner, c: usize, max: usize) -> Option<Batch> {
+        if self.aborted.is_some() {
+            return None;
+        }
+        let call = &plan.calls[c];
+        let dom = call.domain;
+        let entries = {
+            let (calls, lineage) = (&mut self.calls, &self.lineage);
+            let ents = &lineage.doms[dom];
+            let grains = &calls.grains[c];
+            let live = |en: &Entry| {
+                ents.is(en.entity, en.epoch) && {
+                    let g = &grains[en.entity as usize];
+                    g.phase == Phase::Ready && g.generation == en.generation
+                }
+            };
+            let parent = |en: &Entry| ents.ents[en.entity as usize].parent;
+            let touches = &mut calls.stats[c].queue_touches;
+            calls.queues[c]
+                .reserve(max, call.config.reservation, live, parent, touches)
+                .0
+        };
+        if entries.is_empty() {
+            return None;
+        }
+        let mut inputs = BatchInputs::with_capacity(call.inputs.len(), entries.len());
+        let mut grains = Vec::with_capacity(entries.len());
+        let mut rec = Vec::with_capacity(entries.len());
+        for en in &entries {
+            let e = en.entity;
+            if !self.transition(plan, c, e, Transition::Reserve) {
+                return None;
+            }
+            let g = self.calls.grains[c][e as usize];
+            // The last attempt this Grain may get takes the values it is the
+            // only reader of; an attempt that may be retried shares them.
+            let last = !retry_possible(call.config.recovery, g.failures, entries.len());
+            for edge in &call.inputs {
+                let take = last && plan.ports[edge.port as usize].sole_consumer;
+                inputs.push(self.lineage.value(edge.port, e, take));
+            }
+            grains.push(GrainRef {
+                call: c,
+                domain: dom,
+                entity: e,
+                epoch: en.epoch,
+                generation: g.generation,
+            });
+            rec.push(InFlightGrain {
+                entity: e,
+                epoch: en.epoch,
+                generation: g.generation,
+            });
+        }
+        self.calls.nonce = self.calls.nonce.wrapping_add(1);
+        let nonce = self.calls.nonce;
+        let slot = self.calls.store(BatchRec {
+            nonce,
+            call: c,
+            grains: rec,
+        });
+        let ents = &self.lineage.doms[dom].ents;
+        let first_parent = ents[grains[0].entity as usize].parent;
+        let mixed = grains
+            .iter()
+            .any(|g| ents[g.entity as usize].parent != first_parent);
+        let stats = &mut self.calls.stats[c];
+        stats.mixed_parent_batches += u64::from(mixed);
+        stats.rpcs += 1;
+        stats.grains_dispatched += grains.len() as u64;
+        Some(Batch {
+            id: BatchId { slot, nonce },
+            call: c,
+            inputs,
+            grains,
+        })
+    }
+}

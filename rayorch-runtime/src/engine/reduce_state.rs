@@ -1,0 +1,183 @@
+//! The Reduce ingredient: one gather record per (Reduce node, parent Entity).
+//!
+//! State: per Reduce node, per Entity slot of the parent Domain, how many
+//! child Items (inputs and member masks) are still unresolved and whether
+//! the parent's outputs are published.
+//!
+//! Invariants:
+//! - `pending` is armed when the Expansion succeeds (children × consumed
+//!   Ports) and falls by one per resolved child Item; the decision is taken
+//!   by [`rules::decide_reduce`] when it reaches zero, when a child Item
+//!   fails (a failure decides while others are pending), or when the
+//!   Expansion resolves without children.
+//! - `done` is set exactly when the outputs are published; nothing after it
+//!   touches the record until the root is released.
+
+use crate::engine::Core;
+use crate::engine::lineage::state_of;
+use crate::engine::rules::{self, ExpansionState, ReduceDecision, State};
+use crate::plan::PlanInner;
+use crate::plan::build::NodeKind;
+use crate::value::{Cause, Item, Value};
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ReduceRec {
+    pub(crate) pending: u32,
+    pub(crate) done: bool,
+}
+
+pub(crate) struct Reduces {
+    /// Per Reduce node (dense index), per Entity slot of the parent Domain.
+    pub(crate) recs: Vec<Vec<ReduceRec>>,
+    /// Reused buffer: each child's combined state for one decision.
+    members: Vec<State>,
+}
+
+impl Reduces {
+    pub(crate) fn new(plan: &PlanInner) -> Reduces {
+        Reduces {
+            recs: (0..plan.reduces.len()).map(|_| Vec::new()).collect(),
+            members: Vec::new(),
+        }
+    }
+
+    /// Make room for (or reset) the records of parent slot `i`.
+    #[inline]
+    pub(crate) fn init(&mut self, plan: &PlanInner, dom: usize, i: usize, grew: bool) {
+        for &r in &plan.domains[dom].reduces_into {
+            let recs = &mut self.recs[plan.nodes[r].dense];
+            if grew {
+                recs.push(ReduceRec::default());
+            } else {
+                recs[i] = ReduceRec::default();
+            }
+        }
+    }
+}
+
+impl Core {
+    /// The Expansion under parent `p` succeeded with `m` children.
+    pub(crate) fn open_reduce(&mut self, plan: &PlanInner, node: usize, p: u32, m: usize) {
+        let NodeKind::Reduce { inputs, members, .. } = &plan.nodes[node].kind else {
+            return;
+        };
+        let per_child = inputs.len() + usize::from(members.is_some());
+        self.reduces.recs[plan.nodes[node].dense][p as usize] = ReduceRec {
+            pending: (m * per_child) as u32,
+            done: false,
+        };
+        if m == 0 {
+            self.decide_reduce(plan, node, p);
+        }
+    }
+
+    /// A child Item the Reduce reads resolved.
+    pub(crate) fn on_reduce_input(&mut self, plan: &PlanInner, node: usize, ch: u32, port: u32) {
+        let child = plan.ports[port as usize].domain;
+        let p = self.lineage.parent(child, ch);
+        let rec = &mut self.reduces.recs[plan.nodes[node].dense][p as usize];
+        if rec.done {
+            return;
+        }
+        match state_of(self.lineage.item(port, ch)) {
+            State::Failed | State::Suppressed => self.decide_reduce(plan, node, p),
+            _ => {
+                rec.pending -= 1;
+                if rec.pending == 0 {
+                    self.decide_reduce(plan, node, p);
+                }
+            }
+        }
+    }
+
+    /// Decide Reduce `node` for parent `p` with the §A rule, and publish.
+    pub(crate) fn decide_reduce(&mut self, plan: &PlanInner, node: usize, p: u32) {
+        let n = &plan.nodes[node];
+        let NodeKind::Reduce {
+            inputs,
+            members,
+            gather,
+        } = &n.kind
+        else {
+            return;
+        };
+        let dense = n.dense;
+        if self.reduces.recs[dense][p as usize].done {
+            return;
+        }
+        let child = plan.ports[inputs[0] as usize].domain;
+        let expansion = self.expands.state(child, p);
+        let states = &mut self.reduces.members;
+        states.clear();
+        if expansion == ExpansionState::Succeeded {
+            let children = self.expands.children(child, p);
+            if let ([port], None) = (&inputs[..], members) {
+                // One Port read: a child's state is that Item's (`combine`
+                // of one state is that state).
+                states.extend(children.iter().map(|&ch| state_of(self.lineage.item(*port, ch))));
+            } else {
+                let mut buf = [State::Unresolved; 8];
+                for &ch in children {
+                    let read = inputs.iter().chain(members.iter());
+                    let mut k = 0;
+                    for (b, &port) in buf.iter_mut().zip(read) {
+                        *b = state_of(self.lineage.item(port, ch));
+                        k += 1;
+                    }
+                    states.push(rules::combine(&buf[..k]));
+                }
+            }
+        }
+        let item = match rules::decide_reduce(expansion, states) {
+            ReduceDecision::Wait => return,
+            ReduceDecision::Dropped => Item::Dropped,
+            ReduceDecision::SuppressedByExpansion => Item::Suppressed(
+                self.expands
+                    .cause(child, p)
+                    .unwrap_or_else(|| Cause::new("internal: failed expansion without a cause")),
+            ),
+            ReduceDecision::SuppressedBy(j) => {
+                let ch = self.expands.children(child, p)[j];
+                let cause = inputs
+                    .iter()
+                    .chain(members.iter())
+                    .find_map(|&port| {
+                        self.lineage
+                            .item(port, ch)
+                            .as_ref()
+                            .and_then(Item::cause)
+                            .cloned()
+                    })
+                    .unwrap_or_else(|| Cause::new("internal: missing cause"));
+                Item::Suppressed(cause)
+            }
+            ReduceDecision::Present => {
+                self.reduces.recs[dense][p as usize].done = true;
+                let mut cols: Vec<Vec<Value>> = (0..inputs.len())
+                    .map(|_| Vec::with_capacity(states.len()))
+                    .collect();
+                for j in rules::survivors(states) {
+                    let ch = self.expands.children(child, p)[j];
+                    for (col, &i) in cols.iter_mut().zip(inputs) {
+                        col.extend(self.lineage.take_if_sole(plan, i, ch));
+                    }
+                }
+                for ((col, f), &out) in cols.into_iter().zip(gather).zip(&n.outputs) {
+                    let item = match f(col) {
+                        Some(v) => Item::Present(v),
+                        None => Item::Failed(Cause::new(format!(
+                            "internal: {} could not gather its values",
+                            n.label
+                        ))),
+                    };
+                    self.lineage.set(out, p, item);
+                }
+                return;
+            }
+        };
+        self.reduces.recs[dense][p as usize].done = true;
+        for &out in &n.outputs {
+            self.lineage.set(out, p, item.clone());
+        }
+    }
+}
