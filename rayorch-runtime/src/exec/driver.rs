@@ -174,8 +174,8 @@ impl<'p, S: Sink> Driver<'p, S> {
         Ok(self.summary())
     }
 
-    pub(crate) fn shutdown(&mut self) {
-        self.replicas.shutdown();
+    pub(crate) fn shutdown(&mut self, ended_normally: bool) {
+        self.replicas.shutdown(ended_normally && !self.cancelled);
     }
 
     fn admit(&mut self, key: u64, v: Value) -> Result<(), RunError> {

@@ -400,7 +400,10 @@ impl Replicas {
 
     /// End of run: close every queue, drop async attempts, join the replica
     /// threads that are idle (a thread mid-batch is left to finish alone).
-    pub(crate) fn shutdown(&mut self) {
+    /// `settle`: the run ended normally, so also wait for replicas still
+    /// initialising (no model load outlives `run`); after an error or a
+    /// cancellation they are left alone (a factory may be what hangs).
+    pub(crate) fn shutdown(&mut self, settle: bool) {
         for a in self.attempts.values() {
             if let Some(h) = &a.abort {
                 h.abort();
@@ -412,7 +415,7 @@ impl Replicas {
                 slot.jobs = None;
                 if let Some(h) = slot.thread.take()
                     && !busy.contains(&(p, s))
-                    && slot.state == SlotState::Ready
+                    && (settle || slot.state == SlotState::Ready)
                 {
                     let _ = h.join();
                 }

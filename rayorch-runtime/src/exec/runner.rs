@@ -171,7 +171,7 @@ impl<'p> Runner<'p> {
         let mut d = Driver::new(self.plan, config, sink, &self.control, observer);
         let source = Box::pin(source.map(|(k, v)| (k, Arc::new(v) as Value)));
         let result = d.run(source).await;
-        d.shutdown();
+        d.shutdown(result.is_ok());
         *self.observer.lock().unwrap_or_else(|p| p.into_inner()) = d.watch.observer.take();
         let closed = d.sink.close().map_err(|e| RunError::Sink(e.to_string()));
         let summary = result?;
