@@ -355,3 +355,86 @@ fn the_summary_tells_when_the_first_present_root_reached_the_sink() {
     assert!(summary.first_root_s.is_some());
     assert_eq!(summary.first_present_s, None, "no root was present");
 }
+
+/// Counts drops: an async attempt given up by a cancellation is dropped.
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Hang {
+    started: Arc<AtomicUsize>,
+    dropped: Arc<AtomicUsize>,
+}
+
+impl rayorch::AsyncStage for Hang {
+    type In = u32;
+    type Out = u32;
+    fn run(
+        self: Arc<Self>,
+        _batch: Vec<u32>,
+        _cx: rayorch::StageContext,
+    ) -> impl Future<Output = StageResult<u32>> + Send {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        let guard = DropCount(self.dropped.clone());
+        async move {
+            let _guard = guard;
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            Err("unreachable in this test".into())
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn cancel_drops_async_attempts_in_flight() {
+    let (started, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (s, d) = (started.clone(), dropped.clone());
+    let hang = Call::new_async("hang", move || {
+        Ok(Hang {
+            started: s.clone(),
+            dropped: d.clone(),
+        })
+    })
+    .batch_size(2)
+    .concurrency(3);
+    let (plan, _) = Plan::build(|b| {
+        let x = b.source::<Doc, u32>();
+        b.output(hang.apply(x))
+    })
+    .unwrap();
+    let runner = Runner::new(&plan).window(6);
+    let handle = runner.cancel_handle();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        handle.cancel();
+    });
+    let mut got = Vec::new();
+    let summary = runner
+        .run_async(
+            (0..100u64).map(|k| (k, k as u32)),
+            Callback(|o: &RootOutcome| got.push((o.key, o.kind()))),
+        )
+        .await
+        .unwrap();
+    canceller.await.unwrap();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(summary.cancelled);
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        3,
+        "window 6, batches of 2, 3 in flight"
+    );
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        3,
+        "every attempt in flight was dropped"
+    );
+    got.sort_unstable_by_key(|(k, _)| *k);
+    assert_eq!(got, (0..6).map(|k| (k, ItemKind::Failed)).collect::<Vec<_>>());
+    assert_eq!((summary.roots, summary.abandoned, summary.failed), (6, 6, 6));
+}
