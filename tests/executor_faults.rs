@@ -356,3 +356,20 @@ fn abort_ends_the_run_with_the_typed_error_without_waiting_on_unrelated_work() {
     assert_eq!(boom_calls.load(Ordering::SeqCst), 1, "no attempt after the abort");
     assert_eq!(seen, 0, "root 0 never finished: `run` did not wait for `slow`");
 }
+
+#[test]
+fn a_panicking_sink_is_a_typed_sink_error() {
+    let (plan, _) = pages_plan(Call::map("ocr", |p: u32| p));
+    let result = Runner::new(&plan).run(
+        source(),
+        Callback(|o: &RootOutcome| {
+            if o.key == 2 {
+                panic!("disk on fire");
+            }
+        }),
+    );
+    match result {
+        Err(RunError::Sink(msg)) => assert!(msg.contains("panicked: disk on fire"), "{msg}"),
+        other => panic!("expected a sink error, got {other:?}"),
+    }
+}

@@ -26,7 +26,7 @@ use crate::exec::control::{BatchDispatched, BatchFinished, ControlState, Observe
 use crate::exec::metrics::{CallMetrics, DomainCounts, RunSummary, secs};
 use crate::exec::replica::{Event, Replicas, timed_out};
 use crate::exec::sink::Sink;
-use crate::exec::stage::{AttemptError, AttemptResult};
+use crate::exec::stage::{AttemptError, AttemptResult, panic_text};
 use crate::plan::Plan;
 use crate::value::{Cause, Item, ItemKind, Outcome, Value};
 
@@ -204,7 +204,12 @@ impl<'p, S: Sink> Driver<'p, S> {
         if o.kind() == ItemKind::Present {
             self.first_present.get_or_insert(at);
         }
-        self.sink.root(o).map_err(|e| RunError::Sink(e.to_string()))
+        // The sink is user code on the driver: a panic there is a typed
+        // sink error (the run still shuts its replicas down and closes).
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sink.root(o))) {
+            Ok(r) => r.map_err(|e| RunError::Sink(e.to_string())),
+            Err(p) => Err(RunError::Sink(format!("the sink panicked: {}", panic_text(&p)))),
+        }
     }
 
     fn deliver(&mut self) -> Result<(), RunError> {
