@@ -63,6 +63,11 @@ use crate::value::{Data, Value};
 /// Sources may also be streams (a directory walk, a queue, a cursor): see
 /// [`Runner::run_stream`]. The stream is polled only while the window has
 /// room. A key given twice is that root's failure, not the run's.
+///
+/// Watch a run with [`Runner::observe`] (batch events, per-Domain counts) and
+/// stop it with [`Runner::cancel_handle`]: a cancelled run still returns
+/// `Ok`, its summary marked [`cancelled`](RunSummary::cancelled), after the
+/// sink got every admitted root (live ones failed as cancelled).
 pub struct Runner<'p> {
     plan: &'p Plan,
     window: usize,
