@@ -110,10 +110,50 @@ fn run_sorted(plan: &Plan, out: rayorch::Output<Vec<u32>>) -> (Rows, RunSummary)
     (rows, summary)
 }
 
+/// Counts, for the observer: retried Grains dispatched, and batch ends that
+/// replaced their replica (with their error text).
+#[derive(Default)]
+struct Faults {
+    retried: usize,
+    replaced: Vec<String>,
+}
+
+struct FaultWatch(Arc<std::sync::Mutex<Faults>>);
+
+impl rayorch::exec::Observer for FaultWatch {
+    fn batch_dispatched(&mut self, b: &rayorch::exec::BatchDispatched<'_>) {
+        self.0.lock().unwrap().retried += b.retries;
+    }
+    fn batch_finished(&mut self, b: &rayorch::exec::BatchFinished<'_>) {
+        if b.replica_replaced {
+            let error = b.attempt_error.unwrap_or("").to_string();
+            self.0.lock().unwrap().replaced.push(error);
+        }
+    }
+}
+
 fn assert_one_panic_recovered(fault: Fault) {
     let attempts = Arc::new(AtomicUsize::new(0));
     let (plan, out) = pages_plan(remote(fault, 1, &attempts).recovery(Recovery::RetryBatch(2)));
-    let (rows, summary) = run_sorted(&plan, out);
+    let seen = Arc::new(std::sync::Mutex::new(Faults::default()));
+    let mut rows = Vec::new();
+    let summary = Runner::new(&plan)
+        .window(4)
+        .observe(FaultWatch(seen.clone()))
+        .run(source(), collect(out, &mut rows))
+        .unwrap();
+    rows.sort_by_key(|(k, _)| *k);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.replaced.len(), 1, "the observer saw the replica replaced");
+    assert!(
+        seen.replaced[0].contains("stage panicked: remote:"),
+        "{:?}",
+        seen.replaced
+    );
+    assert!(
+        seen.retried >= 1,
+        "the failed batch's Grains were dispatched again"
+    );
     assert_eq!(rows, clean_expected(), "every record recovered by the retry");
     let m = summary.call("remote").unwrap();
     assert_eq!(m.attempt_failures, 1);
