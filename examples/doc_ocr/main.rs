@@ -16,6 +16,8 @@
 //! `documents.parquet`, `failures.jsonl`, `summary.json`, `timeline.svg`.
 //! Ctrl-C once: no new documents, those in flight finish and everything is
 //! closed properly; twice: in-flight work is abandoned (reported as failures).
+//! Progress bars and Ctrl-C use the runner's observer and cancellation handle:
+//! the stages are the models' own, unwrapped.
 
 mod cli;
 mod outputs;
@@ -27,8 +29,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::Parser;
+use rayorch::exec::{DomainCounts, Observer};
 use rayorch::prelude::*;
-use rayorch::{Output, PlanErrors, Runner, StageContext};
+use rayorch::{Output, PlanErrors, Runner};
 use rayorch_models::output::Document;
 use rayorch_models::{
     DetectConfig, Device, EmbedConfig, LineRecognizer, LineText, OnnxConfig, PdfFile, PdfRender,
@@ -47,47 +50,26 @@ struct Page;
 #[domain(parent = Page)]
 struct Line;
 
-/// 0 running; 1 admit no new documents; 2 abandon in-flight work.
+/// Ctrl-C presses so far: 1 admit no new documents; 2 abandon in-flight work.
 static STOP: AtomicU8 = AtomicU8::new(0);
 
-type Hook<O> = Arc<dyn Fn(usize, &[Outcome<O>]) + Send + Sync>;
+/// Moves the page and line bars from the run's per-Domain counts: a bar's
+/// length is the Entities that reached the Domain's first Call, its position
+/// those that ended (done, failed or suppressed).
+struct Bars(Arc<Progress>);
 
-/// A stage that reports its progress, and stops early after a second Ctrl-C.
-struct Observed<S: Stage> {
-    inner: S,
-    hook: Hook<S::Out>,
-}
-
-impl<S: Stage> Stage for Observed<S> {
-    type In = S::In;
-    type Out = S::Out;
-
-    fn run(&mut self, batch: Vec<S::In>, cx: &StageContext) -> StageResult<S::Out> {
-        if STOP.load(Ordering::SeqCst) >= 2 {
-            let cause = "interrupted by Ctrl-C before this step ran; process the document again";
-            return Ok(batch
-                .iter()
-                .map(|_| Outcome::RecordFailure(Cause::new(cause)))
-                .collect());
+impl Observer for Bars {
+    fn domains(&mut self, counts: &[DomainCounts]) {
+        for c in counts {
+            let bar = match c.domain {
+                d if d == <Page as rayorch::Domain>::NAME => &self.0.pages,
+                d if d == <Line as rayorch::Domain>::NAME => &self.0.lines,
+                _ => continue,
+            };
+            bar.set_length(c.published);
+            bar.set_position((c.done + c.failed + c.suppressed).min(c.published));
         }
-        let n = batch.len();
-        let out = self.inner.run(batch, cx)?;
-        (self.hook)(n, &out);
-        Ok(out)
     }
-}
-
-fn observed<S: Stage>(
-    name: &str,
-    make: impl Fn() -> Result<S, rayorch_models::ModelError> + Send + Sync + 'static,
-    hook: Hook<S::Out>,
-) -> Call<Observed<S>> {
-    Call::new(name, move || {
-        Ok(Observed {
-            inner: make()?,
-            hook: hook.clone(),
-        })
-    })
 }
 
 type MapCall<I, O> = FnCall<I, O>;
@@ -96,11 +78,11 @@ type Parts = (String, Vec<String>, Vec<Vec<f32>>);
 
 /// Every Call of the job.
 struct Calls {
-    render: Call<Observed<PdfRender>>,
-    detect: Call<Observed<TextDetect>>,
-    recognize: Call<Observed<TextRecognize>>,
+    render: Call<PdfRender>,
+    detect: Call<TextDetect>,
+    recognize: Call<TextRecognize>,
     page_text: MapCall<Vec<LineText>, String>,
-    embed: Call<Observed<SentenceEmbed>>,
+    embed: Call<SentenceEmbed>,
     name: MapCall<PdfFile, String>,
     assemble: MapCall<Parts, Document>,
 }
@@ -122,7 +104,7 @@ fn build_plan(c: &Calls) -> Result<(Plan, Output<Document>), PlanErrors> {
     c.build_plan()
 }
 
-fn calls(args: &cli::Args, assets: &rayorch_models::Assets, progress: &Arc<Progress>) -> Calls {
+fn calls(args: &cli::Args, assets: &rayorch_models::Assets) -> Calls {
     let onnx = OnnxConfig {
         intra_threads: args.threads,
         device: if args.cuda { Device::Cuda(0) } else { Device::Cpu },
@@ -131,12 +113,6 @@ fn calls(args: &cli::Args, assets: &rayorch_models::Assets, progress: &Arc<Progr
         dpi: args.dpi,
         max_pixels: args.max_pixels,
     };
-    let (p1, p2, p3, p4) = (
-        progress.clone(),
-        progress.clone(),
-        progress.clone(),
-        progress.clone(),
-    );
     let (a1, a2, a3) = (assets.clone(), assets.clone(), assets.clone());
     let det_cfg = DetectConfig {
         onnx: onnx.clone(),
@@ -147,55 +123,29 @@ fn calls(args: &cli::Args, assets: &rayorch_models::Assets, progress: &Arc<Progr
         ..RecognizeConfig::default()
     };
     Calls {
-        render: observed(
-            "render",
-            move || Ok(PdfRender::new(render_cfg.clone())),
-            Arc::new(move |_, out: &[Outcome<Vec<rayorch_models::PageImage>>]| {
-                let pages: usize = out
-                    .iter()
-                    .map(|o| if let Outcome::Ok(p) = o { p.len() } else { 0 })
-                    .sum();
-                p1.pages.inc_length(pages as u64);
-            }),
-        )
-        .replicas(args.render_replicas)
-        .batch_size(1),
-        detect: observed(
-            "detect",
-            move || Ok(TextDetect::new(TextDetector::from_assets(&a1, det_cfg.clone())?)),
-            Arc::new(move |_, out: &[Outcome<Vec<rayorch_models::TextLine>>]| {
-                let lines: usize = out
-                    .iter()
-                    .map(|o| if let Outcome::Ok(l) = o { l.len() } else { 0 })
-                    .sum();
-                p2.lines.inc_length(lines as u64);
-            }),
-        )
+        render: Call::new("render", move || Ok(PdfRender::new(render_cfg.clone())))
+            .replicas(args.render_replicas)
+            .batch_size(1),
+        detect: Call::new("detect", move || {
+            Ok(TextDetect::new(TextDetector::from_assets(&a1, det_cfg.clone())?))
+        })
         .replicas(args.detect_replicas)
         .batch_size(args.detect_batch),
-        recognize: observed(
-            "recognize",
-            move || {
-                Ok(TextRecognize::new(LineRecognizer::from_assets(
-                    &a2,
-                    rec_cfg.clone(),
-                )?))
-            },
-            Arc::new(move |n, _: &[Outcome<LineText>]| p3.lines.inc(n as u64)),
-        )
+        recognize: Call::new("recognize", move || {
+            Ok(TextRecognize::new(LineRecognizer::from_assets(
+                &a2,
+                rec_cfg.clone(),
+            )?))
+        })
         .replicas(args.recognize_replicas)
         .batch_size(args.recognize_batch),
         page_text: Call::map("page_text", |lines: Vec<LineText>| page_text(&lines)),
-        embed: observed(
-            "embed",
-            move || {
-                Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
-                    &a3,
-                    &EmbedConfig::default(),
-                )?))
-            },
-            Arc::new(move |n, _: &[Outcome<Vec<f32>>]| p4.pages.inc(n as u64)),
-        )
+        embed: Call::new("embed", move || {
+            Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
+                &a3,
+                &EmbedConfig::default(),
+            )?))
+        })
         .replicas(args.embed_replicas)
         .batch_size(args.embed_batch),
         name: Call::map("name", |f: PdfFile| f.name.to_string()),
@@ -245,16 +195,24 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
     let dim = embedding_dim(&assets.embed_dir)?;
 
     let progress = Arc::new(Progress::new(files.len() as u64, !args.no_progress));
-    let c = calls(&args, &assets, &progress);
+    let c = calls(&args, &assets);
     let (plan, out) = build_plan(&c)?;
     let names: Arc<Vec<String>> = Arc::new(files.iter().map(|f| f.display().to_string()).collect());
     let mut outputs = outputs::Outputs::create(&args.out, out, names, dim, progress.clone(), expected)?;
 
-    ctrlc::set_handler(|| match STOP.fetch_add(1, Ordering::SeqCst) {
+    let runner = Runner::new(&plan)
+        .window(args.window)
+        .observe(Bars(progress.clone()));
+    let stop = runner.cancel_handle();
+    ctrlc::set_handler(move || match STOP.fetch_add(1, Ordering::SeqCst) {
         0 => {
+            stop.stop_admitting();
             eprintln!("\nCtrl-C: no new documents; finishing those in flight (Ctrl-C again to abandon them)")
         }
-        1 => eprintln!("\nCtrl-C: abandoning in-flight work; closing the outputs"),
+        1 => {
+            stop.cancel();
+            eprintln!("\nCtrl-C: abandoning in-flight work; closing the outputs")
+        }
         _ => std::process::exit(130),
     })?;
 
@@ -268,9 +226,8 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
     let source = files
         .iter()
         .enumerate()
-        .map(|(i, p)| (i as u64, PdfFile::from_path(p)))
-        .take_while(|_| STOP.load(Ordering::SeqCst) == 0);
-    let summary = Runner::new(&plan).window(args.window).run(source, &mut outputs)?;
+        .map(|(i, p)| (i as u64, PdfFile::from_path(p)));
+    let summary = runner.run(source, &mut outputs)?;
     progress.finish();
 
     let interrupted = STOP.load(Ordering::SeqCst) > 0;
@@ -283,6 +240,7 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
         "pages_written": outputs.pages,
         "pages_per_s": pages_per_s,
         "first_outcome_s": summary.first_root_s,
+        "first_present_s": summary.first_present_s,
         "first_written_s": outputs.written_at.first(),
         "written_at_s": outputs.written_at,
         "first_text_document_s": outputs.written_at_pages.iter().find(|(_, p)| *p > 0).map(|(t, _)| *t),

@@ -1,8 +1,9 @@
 //! Progress bars per Domain: documents, pages, lines.
 //!
-//! Totals grow as the job discovers work: a document's pages are known once
-//! it is rendered, a page's lines once it is detected. The stage wrappers in
-//! `main.rs` report found/done counts; the sink reports documents.
+//! Totals grow as the job discovers work: pages and lines are counted as they
+//! reach their first Call. The runner's observer (`Bars` in `main.rs`) moves
+//! the page and line bars from its per-Domain counts; the sink moves the
+//! document bar.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 

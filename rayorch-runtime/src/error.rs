@@ -128,6 +128,19 @@ pub enum RunError {
         /// The factory's error.
         cause: String,
     },
+    // Executor errors (the threaded Runner).
+    /// A Call's replica factory returned an error or panicked.
+    #[error(
+        "Call `{call}` (stage `{stage}`): the replica factory failed: {cause}; fix what the factory loads (model files, device, credentials): the run stopped before this Call could run"
+    )]
+    ReplicaFactory {
+        /// The Call whose factory failed.
+        call: String,
+        /// The stage type.
+        stage: &'static str,
+        /// The factory's error or panic text.
+        cause: String,
+    },
     /// The async runtime could not start.
     #[error("could not start the async runtime: {0}")]
     Runtime(String),

@@ -1,4 +1,9 @@
-//! Run metrics: what a run did, per Call and overall.
+//! Run metrics: what a run did, per Call, per Domain and overall.
+//!
+//! Invariant: every root the source yielded is counted exactly once in
+//! `present + dropped + failed + suppressed`, which equals `roots`; roots the
+//! engine never admitted (duplicate keys) and live roots abandoned by a
+//! cancellation are among `failed`, and counted again on their own.
 
 use std::time::Duration;
 
@@ -49,16 +54,40 @@ pub struct CallMetrics {
     pub window_end_s: Option<f64>,
 }
 
+/// Entity counts of one Domain, as the executor sees them.
+///
+/// Root Domain: exact, from root outcomes (`published` counts every root the
+/// source yielded, `done` the present and dropped ones). Child Domain: from
+/// the engine's per-Call counters of the Domain's Calls: `published` counts
+/// Entities that reached the Domain's first Call (first dispatches),
+/// `done` Grains the Domain's last Call committed present, `failed` Grains
+/// ended Failed in any of its Calls, `suppressed` Grains a barrier sealed.
+/// A child Domain without Calls stays at zero.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct DomainCounts {
+    /// The Domain's name.
+    pub domain: &'static str,
+    /// Entities published (see above).
+    pub published: u64,
+    /// Entities done.
+    pub done: u64,
+    /// Entities failed.
+    pub failed: u64,
+    /// Entities suppressed.
+    pub suppressed: u64,
+}
+
 /// What a whole run did.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct RunSummary {
-    /// Roots admitted.
+    /// Roots the source yielded and the sink saw (admitted, plus rejected
+    /// duplicates).
     pub roots: u64,
     /// Roots whose outputs are all present.
     pub present: u64,
     /// Roots dropped.
     pub dropped: u64,
-    /// Roots failed.
+    /// Roots failed, duplicates and roots abandoned by a cancellation included.
     pub failed: u64,
     /// Roots suppressed.
     pub suppressed: u64,
@@ -66,10 +95,24 @@ pub struct RunSummary {
     pub wall_s: f64,
     /// Time until the first root was handed to the sink.
     pub first_root_s: Option<f64>,
+    /// Time until the first root whose outputs are all present reached the sink.
+    pub first_present_s: Option<f64>,
+    /// Roots whose key was already given to this run: each went to the sink
+    /// failed, naming the key; the run went on.
+    pub duplicate_keys: u64,
+    /// The run was cancelled through its [`CancelHandle`](crate::exec::control::CancelHandle).
+    pub cancelled: bool,
+    /// Live roots a cancellation abandoned (each went to the sink failed).
+    pub abandoned: u64,
+    /// Times the driver woke up (an event, a deadline, a source item, a
+    /// control request): a run's control-plane cost; it never spins.
+    pub driver_wakeups: u64,
     /// Reports for batches no longer in flight (stale or duplicate).
     pub rejected_reports: u64,
     /// Per-Call figures, in plan order.
     pub calls: Vec<CallMetrics>,
+    /// Per-Domain counts, parents before children.
+    pub domains: Vec<DomainCounts>,
 }
 
 impl RunSummary {

@@ -1,9 +1,15 @@
 //! Executors and everything around a run: the [`Stage`](stage::Stage) contract,
-//! the threaded [`Runner`](runner::Runner), the seeded [`sim`] executor, sinks
-//! and metrics.
+//! the threaded [`Runner`](runner::Runner) (its driver, replicas and run
+//! control), the seeded [`sim`] executor, sinks and metrics.
 
+pub mod control;
+mod driver;
 pub mod metrics;
+mod replica;
 pub mod runner;
 pub mod sim;
 pub mod sink;
 pub mod stage;
+
+pub use control::{BatchDispatched, BatchFinished, CancelHandle, Observer};
+pub use metrics::DomainCounts;
