@@ -28,15 +28,17 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
+use std::sync::Once;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rayorch::sim::{self, SimConfig};
 use rayorch::sink::Callback;
 use rayorch::{
-    Call, Cause, ChildOf, DescendantOf, Domain, Item, Outcome, Output, Plan, Port, Recovery, Reservation,
-    RootOutcome, Runner, Stage, broadcast, domain, expand, expand_aligned, filter, reduce, reduce_aligned,
-    reduce_members,
+    Call, Cause, ChildOf, Data, DescendantOf, Domain, Inputs, Item, Outcome, Output, Plan, Port, Recovery,
+    Reservation, RootOutcome, RunError, Runner, StageKind, StageResult, broadcast, domain, expand,
+    expand_aligned, filter, reduce, reduce_aligned, reduce_members,
 };
 
 domain!(L0);
@@ -65,6 +67,53 @@ enum Fail {
     },
 }
 
+/// How a Call recovers from a whole-attempt failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rec {
+    RetryBatch,
+    RetryTail,
+    Isolate,
+    Abort,
+}
+
+/// How a poisoned batch fails: the attempt's error text, as the engine
+/// records it, differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum How {
+    /// The stage returns `Err` for the whole batch.
+    Err,
+    /// The stage panics (an async stage: inside its future).
+    Panic,
+    /// An async stage panics in the synchronous part of `run`, before it
+    /// returns its future.
+    PanicEarly,
+}
+
+/// A physical failure: every attempt whose batch holds a record whose judged
+/// value is `r` modulo `m` fails as a whole. Only on `Isolate` Calls (which
+/// bisect down to the record and fail it alone) and `Abort` Calls (which end
+/// the run); a retrying Call would fail its innocent batch-mates too, and
+/// which ones depends on the schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Poison {
+    m: i64,
+    r: i64,
+    how: How,
+}
+
+/// Where a Call's stage runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exec {
+    Blocking,
+    /// An `AsyncStage` whose future sleeps `(base * (len + 1)) % 3000` µs of
+    /// tokio time per batch of `len` records (and yields once when `base` is
+    /// odd), with up to `concurrency` batches in flight per replica.
+    Async {
+        base: u32,
+        concurrency: usize,
+    },
+}
+
 /// One Call's user code and configuration. `p` and `q` parameterize the
 /// function; what they mean depends on how the Call is used (see `Fx::arith`,
 /// `keep`, `list`, `hash`).
@@ -76,8 +125,9 @@ struct Fx {
     fail: Fail,
     res: Reservation,
     batch: usize,
-    /// `RetryTail` instead of `RetryBatch`.
-    tail: bool,
+    rec: Rec,
+    poison: Option<Poison>,
+    exec: Exec,
     /// The Call's own pool size (the random sim schedules draw their own).
     replicas: usize,
 }
@@ -88,16 +138,33 @@ enum Res<T> {
     Ok(T),
     Record(String),
     Group(String),
+    /// The record poisons its whole batch; the text is the stage's error
+    /// (or panic) message.
+    Poison(String),
 }
 
 impl Fx {
     fn judge<T>(&self, k: i64, ok: T) -> Res<T> {
+        if let Some(Poison { m, r, .. }) = self.poison
+            && k.rem_euclid(m) == r
+        {
+            return Res::Poison(format!("c{} is poisoned by {k}", self.id));
+        }
         match self.fail {
             Fail::Record { m, r } if k.rem_euclid(m) == r => Res::Record(format!("c{} rejects {k}", self.id)),
             Fail::Group { m, r } if k.rem_euclid(m) == r => {
                 Res::Group(format!("c{} dooms its group at {k}", self.id))
             }
             _ => Res::Ok(ok),
+        }
+    }
+
+    /// The cause the engine records for an attempt failed by `poison`: the
+    /// executors' text for a panic, else the stage's error text.
+    fn attempt_error(&self, poison: &str) -> String {
+        match self.poison.map(|p| p.how) {
+            Some(How::Panic | How::PanicEarly) => format!("stage panicked: {poison}"),
+            _ => poison.to_string(),
         }
     }
 
@@ -189,6 +256,20 @@ struct Program {
     ops: Vec<Op>,
 }
 
+impl Program {
+    /// Every Call's user code and configuration.
+    fn fxs(&self) -> impl Iterator<Item = &Fx> {
+        self.ops.iter().flat_map(|op| {
+            let (a, b): (Option<&Fx>, Option<&Fx>) = match op {
+                Op::Map { f, .. } | Op::Filter { f, .. } | Op::Binary { f, .. } => (Some(f), None),
+                Op::Broadcast { .. } => (None, None),
+                Op::Expand { fa, b, .. } | Op::Reduce { fa, b, .. } => (Some(fa), b.as_ref().map(|(_, f)| f)),
+            };
+            a.into_iter().chain(b)
+        })
+    }
+}
+
 impl fmt::Display for Fx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "c{}[p={} q={}", self.id, self.p, self.q)?;
@@ -197,12 +278,18 @@ impl fmt::Display for Fx {
             Fail::Record { m, r } => write!(f, " record-fails k%{m}=={r}")?,
             Fail::Group { m, r } => write!(f, " GROUP-fails k%{m}=={r}")?,
         }
-        let retry = if self.tail { "tail" } else { "batch" };
         write!(
             f,
-            " {:?} B{} R{} retry-{retry}]",
-            self.res, self.batch, self.replicas
-        )
+            " {:?} B{} R{} {:?}",
+            self.res, self.batch, self.replicas, self.rec
+        )?;
+        if let Some(Poison { m, r, how }) = self.poison {
+            write!(f, " POISON({how:?}) k%{m}=={r}")?;
+        }
+        if let Exec::Async { base, concurrency } = self.exec {
+            write!(f, " async(base {base}us, x{concurrency})")?;
+        }
+        write!(f, "]")
     }
 }
 
@@ -310,6 +397,10 @@ struct RawFx {
     r: u8,
     res: u8,
     batch: u8,
+    /// Recovery policy and poison.
+    rec: u8,
+    /// Blocking or async, and how a poisoned batch fails.
+    exec: u16,
 }
 
 #[derive(Clone, Debug)]
@@ -333,8 +424,10 @@ fn raw_fx() -> impl Strategy<Value = RawFx> {
         any::<u8>(),
         any::<u8>(),
         any::<u8>(),
+        any::<u8>(),
+        any::<u16>(),
     )
-        .prop_map(|(p, q, fail, m, r, res, batch)| RawFx {
+        .prop_map(|(p, q, fail, m, r, res, batch, rec, exec)| RawFx {
             p,
             q,
             fail,
@@ -342,6 +435,8 @@ fn raw_fx() -> impl Strategy<Value = RawFx> {
             r,
             res,
             batch,
+            rec,
+            exec,
         })
 }
 
@@ -368,12 +463,38 @@ fn raw_op() -> impl Strategy<Value = RawOp> {
         })
 }
 
-/// A program with 1–3 expansion levels. With `group`, some Calls return
-/// `GroupFailure` instead of `RecordFailure`, and at least one Call below the
-/// root does.
-fn program(group: bool) -> impl Strategy<Value = Program> {
+/// Which constructs a program may use beyond the always-on ones (blocking
+/// and async stages, retrying and isolating Calls, poisoned records).
+#[derive(Clone, Copy, Debug, Default)]
+struct Gen {
+    /// Some Calls return `GroupFailure` instead of `RecordFailure`, and at
+    /// least one Call below the root does.
+    group: bool,
+    /// Some Calls are `Recovery::Abort`, most of them with poisoned records.
+    abort: bool,
+    /// A poisoned async stage may panic (inside its future, or before
+    /// returning it) instead of returning `Err`.
+    async_panics: bool,
+    /// An Isolate Call with poisoned records may batch Grains of several
+    /// parents. When it does not (it is `ParentBound` and below the root),
+    /// the Grains of a failed batch go stale together or not at all, which
+    /// keeps the properties clear of an engine bug that
+    /// `isolate_never_fails_a_record_that_did_not_fail_alone` pins.
+    isolate_mixes_parents: bool,
+}
+
+/// Everything the simulated executor runs.
+const SIM: Gen = Gen {
+    group: false,
+    abort: false,
+    async_panics: true,
+    isolate_mixes_parents: false,
+};
+
+/// A program with 1–3 expansion levels.
+fn program(mix: Gen) -> impl Strategy<Value = Program> {
     (1..=3usize, prop::collection::vec(raw_op(), 3..=20), any::<u16>())
-        .prop_map(move |(depth, raws, g)| Decoder::decode(depth, &raws, group, g))
+        .prop_map(move |(depth, raws, g)| Decoder::decode(depth, &raws, mix, g))
 }
 
 #[derive(Clone, Copy)]
@@ -385,7 +506,7 @@ enum FxKind {
 }
 
 struct Decoder {
-    group: bool,
+    mix: Gen,
     depth: usize,
     entered: usize,
     /// Per level: whether each Port has a consumer yet (liveness: every Port
@@ -396,9 +517,9 @@ struct Decoder {
 }
 
 impl Decoder {
-    fn decode(depth: usize, raws: &[RawOp], group: bool, g: u16) -> Program {
+    fn decode(depth: usize, raws: &[RawOp], mix: Gen, g: u16) -> Program {
         let mut d = Decoder {
-            group,
+            mix,
             depth,
             entered: 0,
             used: vec![vec![false], vec![], vec![], vec![]],
@@ -412,10 +533,13 @@ impl Decoder {
             let src = d.used[d.entered].len() - 1;
             d.expand(src, None, &RawFx::plain(), None);
         }
-        if group {
+        if mix.group {
             d.force_group(g);
         }
         d.close();
+        if !mix.isolate_mixes_parents {
+            d.unpoison_isolated_roots();
+        }
         Program { ops: d.ops }
     }
 
@@ -435,21 +559,58 @@ impl Decoder {
         let r = i64::from(raw.r) % m;
         let fail = match raw.fail % 10 {
             0..=5 => Fail::Never,
-            9 if self.group => Fail::Group { m, r },
+            9 if self.mix.group => Fail::Group { m, r },
             _ => Fail::Record { m, r },
+        };
+        let rec = match raw.rec % 8 {
+            0..=3 if raw.batch >= 128 => Rec::RetryTail,
+            0..=3 => Rec::RetryBatch,
+            6 | 7 if self.mix.abort => Rec::Abort,
+            _ => Rec::Isolate,
+        };
+        let exec = match raw.exec % 5 {
+            1 | 2 => Exec::Async {
+                base: u32::from(raw.exec / 5 % 1500),
+                concurrency: 1 + usize::from(raw.exec / 7500) % 3,
+            },
+            _ => Exec::Blocking,
+        };
+        let how = match (raw.rec / 8) % 3 {
+            1 if exec != Exec::Blocking && !self.mix.async_panics => How::Err,
+            1 => How::Panic,
+            2 if exec != Exec::Blocking && self.mix.async_panics => How::PanicEarly,
+            _ => How::Err,
+        };
+        // A poisoned value fires on about one judged record in `m`; an Abort
+        // Call's rarely, so that many Abort programs run to the end.
+        let poison = match rec {
+            Rec::Isolate if !(raw.rec / 24).is_multiple_of(3) => Some(11 + i64::from(raw.m / 16)),
+            Rec::Abort if !(raw.rec / 24).is_multiple_of(3) => Some(20 + i64::from(raw.m % 40)),
+            _ => None,
+        }
+        .map(|m| Poison {
+            m,
+            r: i64::from(raw.q / 3) % m,
+            how,
+        });
+        let res = match raw.res % 3 {
+            _ if rec == Rec::Isolate && poison.is_some() && !self.mix.isolate_mixes_parents => {
+                Reservation::ParentBound
+            }
+            0 => Reservation::Elastic,
+            1 => Reservation::ParentBound,
+            _ => Reservation::Unordered,
         };
         Fx {
             id,
             p,
             q,
             fail,
-            res: [
-                Reservation::Elastic,
-                Reservation::ParentBound,
-                Reservation::Unordered,
-            ][raw.res as usize % 3],
+            res,
             batch: 1 + raw.batch as usize % 16,
-            tail: raw.batch >= 128,
+            rec,
+            poison,
+            exec,
             replicas: 1 + (raw.res as usize / 3) % 3,
         }
     }
@@ -635,6 +796,31 @@ impl Decoder {
         }
     }
 
+    /// Root-level Calls batch Grains of several roots whatever their
+    /// reservation: drop the poison of their Isolate Calls (see
+    /// `Gen::isolate_mixes_parents`).
+    fn unpoison_isolated_roots(&mut self) {
+        let unpoison = |f: &mut Fx| {
+            if f.rec == Rec::Isolate {
+                f.poison = None;
+            }
+        };
+        for op in &mut self.ops {
+            match op {
+                Op::Map { lvl: 0, f, .. } | Op::Filter { lvl: 0, f, .. } | Op::Binary { lvl: 0, f, .. } => {
+                    unpoison(f)
+                }
+                Op::Expand { lvl: 1, fa, b, .. } | Op::Reduce { lvl: 0, fa, b, .. } => {
+                    unpoison(fa);
+                    if let Some((_, fb)) = b {
+                        unpoison(fb);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Reduce every Port without a consumer up to the root, where every Port
     /// is an output.
     fn close(&mut self) {
@@ -667,35 +853,123 @@ impl RawFx {
             r: 0,
             res: 0,
             batch: 7,
+            rec: 0,
+            exec: 0,
         }
     }
 }
 
 // ---- the typed interpretation: a Plan ----------------------------------------------
 
-fn outcome<T>(r: Res<T>) -> Outcome<T> {
-    match r {
-        Res::Ok(v) => Outcome::Ok(v),
-        Res::Record(c) => Outcome::RecordFailure(Cause::new(c)),
-        Res::Group(c) => Outcome::GroupFailure(Cause::new(c)),
+/// A batch's result: the first poisoned record fails the whole attempt
+/// (an `Err`, or a panic), else one outcome per record.
+fn finish<T>(fx: Fx, results: Vec<Res<T>>) -> StageResult<T> {
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        out.push(match r {
+            Res::Ok(v) => Outcome::Ok(v),
+            Res::Record(c) => Outcome::RecordFailure(Cause::new(c)),
+            Res::Group(c) => Outcome::GroupFailure(Cause::new(c)),
+            Res::Poison(why) => match fx.poison.map(|p| p.how) {
+                Some(How::Panic | How::PanicEarly) => std::panic::panic_any(why),
+                _ => return Err(why.into()),
+            },
+        });
+    }
+    Ok(out)
+}
+
+fn first_poison<T>(results: &[Res<T>]) -> Option<&str> {
+    results.iter().find_map(|r| match r {
+        Res::Poison(why) => Some(why.as_str()),
+        _ => None,
+    })
+}
+
+/// Is `s` exactly a poisoned record's message (`c7 is poisoned by 42`)?
+fn is_poison(s: &str) -> bool {
+    let number = |x: &str| x.trim_start_matches('-').parse::<u64>().is_ok();
+    s.strip_prefix('c')
+        .and_then(|s| s.split_once(" is poisoned by "))
+        .is_some_and(|(id, k)| number(id) && number(k))
+}
+
+/// Poisoned stages panic on purpose, thousands of times per run: keep their
+/// messages off stderr (any other panic still prints).
+fn quiet_poison_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let poison = info
+                .payload()
+                .downcast_ref::<String>()
+                .is_some_and(|s| is_poison(s));
+            if !poison {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// Apply `fx` running `f` per record to `inputs`, as a blocking or an async
+/// stage. Retrying Calls have a budget of 1000 attempts, so the injected
+/// crashes and timeouts (which hit retrying Calls only) never change an Item.
+fn apply_fx<D, Ins, I, O>(
+    fx: Fx,
+    f: impl Fn(I) -> Res<O> + Clone + Send + Sync + 'static,
+    inputs: Ins,
+) -> Port<D, O>
+where
+    D: Domain,
+    Ins: Inputs<D, Value = I>,
+    I: Send + 'static,
+    O: Data,
+{
+    let name = format!("c{}", fx.id);
+    match fx.exec {
+        Exec::Blocking => configure(
+            fx,
+            Call::batch(name, move |batch: Vec<I>| {
+                finish(fx, batch.into_iter().map(&f).collect())
+            }),
+        )
+        .apply(inputs),
+        // The stage judges the batch at once (a `PanicEarly` poison panics
+        // there, before the future exists); the future sleeps and yields on
+        // tokio's clock before it reports.
+        Exec::Async { base, concurrency } => configure(
+            fx,
+            common::async_call(&name, move |batch: Vec<I>| {
+                let pause = Duration::from_micros(u64::from(base) * (batch.len() as u64 + 1) % 3000);
+                let results: Vec<Res<O>> = batch.into_iter().map(&f).collect();
+                if fx.poison.is_some_and(|p| p.how == How::PanicEarly)
+                    && let Some(why) = first_poison(&results)
+                {
+                    std::panic::panic_any(why.to_string());
+                }
+                Box::pin(async move {
+                    tokio::time::sleep(pause).await;
+                    if base % 2 == 1 {
+                        tokio::task::yield_now().await;
+                    }
+                    finish(fx, results)
+                })
+            })
+            .concurrency(concurrency),
+        )
+        .apply(inputs),
     }
 }
 
-/// Every Call retries whole batches (immediately or after ready work), so
-/// the injected crashes and timeouts never change an Item: a budget of 1000
-/// is never spent at these fault rates. `Isolate` is left out on purpose: it
-/// rightly fails a record whose batch crashes twice.
-fn stage<I: Send + 'static, O: Send + 'static>(
-    fx: Fx,
-    f: impl Fn(I) -> Outcome<O> + Clone + Send + Sync + 'static,
-) -> Call<impl Stage<In = I, Out = O>> {
-    let recovery = if fx.tail {
-        Recovery::RetryTail(1000)
-    } else {
-        Recovery::RetryBatch(1000)
+fn configure<S: StageKind>(fx: Fx, call: Call<S>) -> Call<S> {
+    let recovery = match fx.rec {
+        Rec::RetryBatch => Recovery::RetryBatch(1000),
+        Rec::RetryTail => Recovery::RetryTail(1000),
+        Rec::Isolate => Recovery::Isolate,
+        Rec::Abort => Recovery::Abort,
     };
-    Call::per_record(format!("c{}", fx.id), f)
-        .recovery(recovery)
+    call.recovery(recovery)
         .reservation(fx.res)
         .batch_size(fx.batch)
         .replicas(fx.replicas)
@@ -736,12 +1010,12 @@ macro_rules! on_level {
 }
 
 fn map_op<D: Domain>(v: &mut Vec<Port<D, i64>>, src: usize, f: Fx) {
-    let out = stage(f, move |x: i64| outcome(f.arith(x))).apply(v[src]);
+    let out = apply_fx(f, move |x: i64| f.arith(x), v[src]);
     v.push(out);
 }
 
 fn filter_op<D: Domain>(v: &mut Vec<Port<D, i64>>, value: usize, mask_src: usize, f: Fx) {
-    let mask = stage(f, move |x: i64| outcome(f.keep(x))).apply(v[mask_src]);
+    let mask = apply_fx(f, move |x: i64| f.keep(x), v[mask_src]);
     let out = filter(v[value], mask);
     v.push(out);
 }
@@ -749,17 +1023,22 @@ fn filter_op<D: Domain>(v: &mut Vec<Port<D, i64>>, value: usize, mask_src: usize
 fn binary_op<D: Domain>(v: &mut Vec<Port<D, i64>>, a: usize, b: usize, oa: bool, ob: bool, f: Fx) {
     let (pa, pb) = (v[a], v[b]);
     let out = match (oa, ob) {
-        (false, false) => {
-            stage(f, move |(x, y): (i64, i64)| outcome(f.binary(Some(x), Some(y)))).apply((pa, pb))
-        }
-        (true, false) => stage(f, move |(x, y): (Option<i64>, i64)| outcome(f.binary(x, Some(y))))
-            .apply((pa.optional(), pb)),
-        (false, true) => stage(f, move |(x, y): (i64, Option<i64>)| outcome(f.binary(Some(x), y)))
-            .apply((pa, pb.optional())),
-        (true, true) => stage(f, move |(x, y): (Option<i64>, Option<i64>)| {
-            outcome(f.binary(x, y))
-        })
-        .apply((pa.optional(), pb.optional())),
+        (false, false) => apply_fx(f, move |(x, y): (i64, i64)| f.binary(Some(x), Some(y)), (pa, pb)),
+        (true, false) => apply_fx(
+            f,
+            move |(x, y): (Option<i64>, i64)| f.binary(x, Some(y)),
+            (pa.optional(), pb),
+        ),
+        (false, true) => apply_fx(
+            f,
+            move |(x, y): (i64, Option<i64>)| f.binary(Some(x), y),
+            (pa, pb.optional()),
+        ),
+        (true, true) => apply_fx(
+            f,
+            move |(x, y): (Option<i64>, Option<i64>)| f.binary(x, y),
+            (pa.optional(), pb.optional()),
+        ),
     };
     v.push(out);
 }
@@ -781,11 +1060,11 @@ fn expand_op<P: Domain, C: ChildOf<P>>(
     fa: Fx,
     b: Option<(usize, Fx)>,
 ) {
-    let la = stage(fa, move |x: i64| outcome(fa.list(x))).apply(parent[a]);
+    let la = apply_fx(fa, move |x: i64| fa.list(x), parent[a]);
     match b {
         None => child.push(expand(la)),
         Some((b, fb)) => {
-            let lb = stage(fb, move |x: i64| outcome(fb.list(x))).apply(parent[b]);
+            let lb = apply_fx(fb, move |x: i64| fb.list(x), parent[b]);
             let (x, y) = expand_aligned((la, lb));
             child.push(x);
             child.push(y);
@@ -801,7 +1080,7 @@ fn reduce_op<C: ChildOf<P>, P: Domain>(
     b: Option<(usize, Fx)>,
     members: Option<usize>,
 ) {
-    let hash = |f: Fx| stage(f, move |xs: Vec<i64>| outcome(f.hash(&xs)));
+    let hash = |f: Fx, xs: Port<P, Vec<i64>>| apply_fx(f, move |xs: Vec<i64>| f.hash(&xs), xs);
     let m = members.map(|m| child[m]);
     match b {
         None => {
@@ -809,12 +1088,12 @@ fn reduce_op<C: ChildOf<P>, P: Domain>(
                 None => reduce(child[a]),
                 Some(m) => reduce_members(child[a], m),
             };
-            parent.push(hash(fa).apply(gathered));
+            parent.push(hash(fa, gathered));
         }
         Some((b, fb)) => {
             let (va, vb) = reduce_aligned((child[a], child[b]), m);
-            parent.push(hash(fa).apply(va));
-            parent.push(hash(fb).apply(vb));
+            parent.push(hash(fa, va));
+            parent.push(hash(fb, vb));
         }
     }
 }
@@ -985,6 +1264,8 @@ enum Base<O> {
 struct Eval<'a> {
     levels: Vec<Level>,
     oracle: &'a mut Oracle,
+    /// The Abort Calls that ran a poisoned record: any of them ends the run.
+    aborts: BTreeSet<usize>,
 }
 
 impl Eval<'_> {
@@ -1005,6 +1286,7 @@ impl Eval<'_> {
     fn call<I: Clone, O: Clone>(
         &mut self,
         lvl: usize,
+        fx: Fx,
         rows: Vec<Vec<(R<I>, bool)>>,
         f: impl Fn(Vec<Option<I>>) -> Res<O>,
     ) -> Vec<R<O>> {
@@ -1025,7 +1307,11 @@ impl Eval<'_> {
                         _ => None,
                     })
                     .collect();
-                Base::Ran(f(args))
+                let res = f(args);
+                if matches!(res, Res::Poison(_)) && fx.rec == Rec::Abort {
+                    self.aborts.insert(fx.id);
+                }
+                Base::Ran(res)
             })
             .collect();
         // Siblings share a barrier; a root is its own group (it has no siblings).
@@ -1038,6 +1324,9 @@ impl Eval<'_> {
             Base::Decided(r) => r.clone(),
             Base::Ran(Res::Ok(v)) => R::Present(v.clone()),
             Base::Ran(Res::Record(c)) | Base::Ran(Res::Group(c)) => R::Failed(c.clone()),
+            // Isolate bisects down to the record and fails it alone, with the
+            // error of its last attempt (under Abort the run ends instead).
+            Base::Ran(Res::Poison(why)) => R::Failed(fx.attempt_error(why)),
         };
         let mut out: Vec<R<O>> = base.iter().map(plain).collect();
         for sibs in groups.values() {
@@ -1091,7 +1380,7 @@ impl Eval<'_> {
         match *op {
             Op::Map { lvl, src, f } => {
                 let rows = self.rows(lvl, &[(src, false)]);
-                let out = self.call(lvl, rows, |v| f.arith(v[0].unwrap()));
+                let out = self.call(lvl, f, rows, |v| f.arith(v[0].unwrap()));
                 self.push_port(lvl, out);
             }
             Op::Filter {
@@ -1101,7 +1390,7 @@ impl Eval<'_> {
                 f,
             } => {
                 let rows = self.rows(lvl, &[(mask_src, false)]);
-                let mask = self.call(lvl, rows, |v| f.keep(v[0].unwrap()));
+                let mask = self.call(lvl, f, rows, |v| f.keep(v[0].unwrap()));
                 let out = self.levels[lvl].ports[value]
                     .iter()
                     .zip(mask)
@@ -1123,7 +1412,7 @@ impl Eval<'_> {
                 f,
             } => {
                 let rows = self.rows(lvl, &[(a, opt_a), (b, opt_b)]);
-                let out = self.call(lvl, rows, |v| f.binary(v[0], v[1]));
+                let out = self.call(lvl, f, rows, |v| f.binary(v[0], v[1]));
                 self.push_port(lvl, out);
             }
             Op::Broadcast { lvl, from, src, .. } => {
@@ -1152,10 +1441,10 @@ impl Eval<'_> {
     fn expand(&mut self, lvl: usize, a: usize, fa: Fx, b: Option<(usize, Fx)>) {
         let up = lvl - 1;
         let rows = self.rows(up, &[(a, false)]);
-        let la = self.call(up, rows, |v| fa.list(v[0].unwrap()));
+        let la = self.call(up, fa, rows, |v| fa.list(v[0].unwrap()));
         let lb = b.map(|(b, fb)| {
             let rows = self.rows(up, &[(b, false)]);
-            self.call(up, rows, |v| fb.list(v[0].unwrap()))
+            self.call(up, fb, rows, |v| fb.list(v[0].unwrap()))
         });
         let mut parent = Vec::new();
         let mut xa = Vec::new();
@@ -1258,14 +1547,15 @@ impl Eval<'_> {
         let fxs: Vec<Fx> = std::iter::once(fa).chain(b.map(|(_, f)| f)).collect();
         for (g, f) in gathered.into_iter().zip(fxs) {
             let rows = g.into_iter().map(|r| vec![(r, false)]).collect();
-            let out = self.call(lvl, rows, |v| f.hash(v[0].as_ref().unwrap()));
+            let out = self.call(lvl, f, rows, |v| f.hash(v[0].as_ref().unwrap()));
             self.push_port(lvl, out);
         }
     }
 }
 
-/// The root's outputs under the GroupFailure resolution `oracle` picks.
-fn eval_root(prog: &Program, input: i64, oracle: &mut Oracle) -> Vec<R<i64>> {
+/// The root's outputs under the GroupFailure resolution `oracle` picks, and
+/// the Abort Calls that ran a poisoned record of it.
+fn eval_root(prog: &Program, input: i64, oracle: &mut Oracle) -> (Vec<R<i64>>, BTreeSet<usize>) {
     let mut ev = Eval {
         levels: vec![Level {
             parent: vec![usize::MAX],
@@ -1273,30 +1563,38 @@ fn eval_root(prog: &Program, input: i64, oracle: &mut Oracle) -> Vec<R<i64>> {
             kids: Vec::new(),
         }],
         oracle,
+        aborts: BTreeSet::new(),
     };
     for op in &prog.ops {
         ev.op(op);
     }
-    ev.levels[0].ports.iter().map(|p| p[0].clone()).collect()
+    let outs = ev.levels[0].ports.iter().map(|p| p[0].clone()).collect();
+    (outs, ev.aborts)
 }
+
+/// A root's allowed output vectors (`None`: too many to enumerate).
+type Allowed = Option<Vec<Vec<R<i64>>>>;
 
 /// Every root output vector the contract allows for one root, one per
 /// GroupFailure resolution (exactly one for programs without GroupFailures);
-/// `None` when there are more than `cap`.
-fn allowed_outputs(prog: &Program, input: i64, cap: usize) -> Option<Vec<Vec<R<i64>>>> {
+/// `None` when there are more than `cap`. Also the Abort Calls that ran a
+/// poisoned record of the root.
+fn allowed_outputs(prog: &Program, input: i64, cap: usize) -> (Allowed, BTreeSet<usize>) {
     let mut oracle = Oracle::default();
     let mut seen = HashSet::new();
     let mut all = Vec::new();
+    let mut aborts = BTreeSet::new();
     for _ in 0..cap {
-        let out = eval_root(prog, input, &mut oracle);
+        let (out, a) = eval_root(prog, input, &mut oracle);
+        aborts.extend(a);
         if seen.insert(out.clone()) {
             all.push(out);
         }
         if !oracle.advance() {
-            return Some(all);
+            return (Some(all), aborts);
         }
     }
-    None
+    (None, aborts)
 }
 
 // ---- the property -----------------------------------------------------------------------
@@ -1321,11 +1619,28 @@ fn schedules(seed: u64, random: usize) -> Vec<SimConfig> {
         .collect()
 }
 
-/// The reference's allowed outputs for every root (`None`: too many
-/// GroupFailure resolutions to enumerate; such roots, about one in 3,000 in
-/// the envelope property, are not compared).
-fn reference(prog: &Program, inputs: &[i64]) -> Vec<Option<Vec<Vec<R<i64>>>>> {
-    inputs.iter().map(|&x| allowed_outputs(prog, x, 4096)).collect()
+/// What the reference allows for a program over some roots.
+struct Expected {
+    /// Per root, its allowed output vectors (`None`: too many GroupFailure
+    /// resolutions to enumerate; such roots, about one in 3,000 in the
+    /// envelope property, are not compared).
+    allowed: Vec<Allowed>,
+    /// The names of the Abort Calls that run a poisoned record: when there is
+    /// one, the run must end with `RunError::Aborted` naming one of them.
+    aborts: BTreeSet<String>,
+}
+
+fn reference(prog: &Program, inputs: &[i64]) -> Expected {
+    let mut aborts = BTreeSet::new();
+    let allowed = inputs
+        .iter()
+        .map(|&x| {
+            let (allowed, a) = allowed_outputs(prog, x, 4096);
+            aborts.extend(a.into_iter().map(|id| format!("c{id}")));
+            allowed
+        })
+        .collect();
+    Expected { allowed, aborts }
 }
 
 /// Every root comes back exactly once and its outputs are one of the allowed
@@ -1333,7 +1648,7 @@ fn reference(prog: &Program, inputs: &[i64]) -> Vec<Option<Vec<Vec<R<i64>>>>> {
 fn compare(
     inputs: &[i64],
     outs: &[Output<i64>],
-    allowed: &[Option<Vec<Vec<R<i64>>>>],
+    allowed: &[Allowed],
     outcomes: &[RootOutcome],
     ctx: &dyn Fn() -> String,
 ) -> Result<(), TestCaseError> {
@@ -1378,35 +1693,126 @@ fn compare(
     Ok(())
 }
 
+/// A run's result against the reference: the typed abort error when an
+/// Abort Call runs a poisoned record, else every root exactly once with one
+/// of its allowed output vectors.
+fn expect(
+    inputs: &[i64],
+    outs: &[Output<i64>],
+    want: &Expected,
+    got: Result<Vec<RootOutcome>, RunError>,
+    ctx: &dyn Fn() -> String,
+) -> Result<(), TestCaseError> {
+    match got {
+        Err(RunError::Aborted { call, entity, cause }) if !want.aborts.is_empty() => {
+            prop_assert!(
+                want.aborts.contains(&call),
+                "aborted by `{call}` (on {entity}), but only {:?} run a poisoned record\n{}",
+                want.aborts,
+                ctx()
+            );
+            prop_assert!(
+                cause.contains(&format!("{call} is poisoned by ")),
+                "abort cause `{cause}` is not the poisoned attempt's error\n{}",
+                ctx()
+            );
+            Ok(())
+        }
+        Err(e) => Err(TestCaseError::fail(format!(
+            "run failed: {e}\nexpected {}\n{}",
+            match want.aborts.is_empty() {
+                true => "a complete run".to_string(),
+                false => format!("an abort by one of {:?}", want.aborts),
+            },
+            ctx()
+        ))),
+        // A poisoned Grain of an Abort Call can go stale before its attempt
+        // reports (a sibling's failure decided everything its root waited
+        // for); that report is refused like any stale one and the run goes
+        // on. The outputs are then the reference's, and no Grain of an Abort
+        // Call ended Failed (`check` asserts that from the engine's counters).
+        Ok(outcomes) => compare(inputs, outs, &want.allowed, &outcomes, ctx),
+    }
+}
+
 /// Run `prog` over `inputs` under the sequential schedule and `random` random
 /// ones starting at `seed`, and compare each run with the reference. Returns
 /// how many roots had more than one allowed output vector.
 fn check(prog: &Program, inputs: &[i64], seed: u64, random: usize) -> Result<usize, TestCaseError> {
+    quiet_poison_panics();
     let (plan, outs) = build(prog);
-    let allowed = reference(prog, inputs);
+    let want = reference(prog, inputs);
+    // Only Isolate ends a Grain Failed on attempt failures: retries never
+    // run out at these fault rates, and Abort ends the run instead.
+    let isolating: HashSet<String> = prog
+        .fxs()
+        .filter(|f| f.rec == Rec::Isolate)
+        .map(|f| format!("c{}", f.id))
+        .collect();
     for cfg in schedules(seed, random) {
         let ctx = || format!("program:\n{prog}\nroots: {inputs:?}\nschedule: {cfg:?}");
-        let run = sim::run(&plan, common::keyed(inputs.iter().copied()), &cfg)
-            .map_err(|e| TestCaseError::fail(format!("run failed: {e}\n{}", ctx())))?;
-        let s = &run.stats;
-        prop_assert!(
-            s.conflicts == 0 && s.invalid_transitions == 0,
-            "engine counters {s:?}\n{}",
-            ctx()
-        );
-        for (c, cs) in run.call_stats.iter().enumerate() {
+        let run = sim::run(&plan, common::keyed(inputs.iter().copied()), &cfg);
+        if let Ok(run) = &run {
+            let s = &run.stats;
             prop_assert!(
-                cs.exhausted == 0 && cs.contract_errors == 0,
-                "call #{c}: {cs:?}\n{}",
+                s.conflicts == 0 && s.invalid_transitions == 0,
+                "engine counters {s:?}\n{}",
                 ctx()
             );
+            for (spec, cs) in plan.calls().iter().zip(&run.call_stats) {
+                prop_assert!(
+                    cs.contract_errors == 0 && (cs.exhausted == 0 || isolating.contains(&*spec.name)),
+                    "call `{}`: {cs:?}\n{}",
+                    spec.name,
+                    ctx()
+                );
+            }
         }
-        compare(inputs, &outs, &allowed, &run.outcomes, &ctx)?;
+        expect(inputs, &outs, &want, run.map(|r| r.outcomes), &ctx)?;
     }
-    Ok(allowed
+    Ok(want
+        .allowed
         .iter()
         .filter(|a| a.as_ref().is_none_or(|a| a.len() > 1))
         .count())
+}
+
+/// One run of the production executor, `Runner::run_async` on a
+/// current-thread tokio runtime with paused time: blocking stages on their
+/// replica threads, async ones' sleeps on the paused clock.
+fn run_threaded(
+    plan: &Plan,
+    inputs: &[i64],
+    window: usize,
+    ctx: &dyn Fn() -> String,
+) -> Result<Result<Vec<RootOutcome>, RunError>, TestCaseError> {
+    let mut outcomes = Vec::new();
+    let runner = Runner::new(plan).window(window);
+    let run = runner.run_async(
+        inputs.iter().enumerate().map(|(k, &x)| (k as u64, x)),
+        Callback(|o: &RootOutcome| outcomes.push(o.clone())),
+    );
+    match common::paused_runtime().block_on(run) {
+        Ok(summary) => {
+            prop_assert_eq!(summary.roots, inputs.len() as u64, "{}", ctx());
+            Ok(Ok(outcomes))
+        }
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// Where the threaded Runner is checked: every construct, but async stages
+/// report a poisoned batch with `Err` only (see the ignored property below).
+fn runner_programs() -> impl Strategy<Value = Program> {
+    let plain = Gen {
+        async_panics: false,
+        ..SIM
+    };
+    prop_oneof![
+        program(plain),
+        program(Gen { group: true, ..plain }),
+        program(Gen { abort: true, ..plain }),
+    ]
 }
 
 fn cases(default: u32) -> u32 {
@@ -1431,10 +1837,11 @@ proptest! {
     #![proptest_config(config(1024))]
 
     /// §D: without GroupFailures, final Items (kind, value, cause) are the
-    /// reference's under every schedule, faults included.
+    /// reference's under every schedule, faults included, with blocking and
+    /// async stages, retrying and isolating Calls and poisoned records.
     #[test]
     fn same_final_items_under_every_schedule(
-        prog in program(false),
+        prog in program(SIM),
         inputs in prop::collection::vec(0..1000i64, 1..=30),
         seed in any::<u64>(),
     ) {
@@ -1458,7 +1865,7 @@ proptest! {
     /// reference exactly, and a reduce over the parent is Suppressed.
     #[test]
     fn group_failure_stays_in_its_envelope(
-        prog in program(true),
+        prog in program(Gen { group: true, ..SIM }),
         inputs in prop::collection::vec(0..1000i64, 1..=30),
         seed in any::<u64>(),
     ) {
@@ -1467,31 +1874,95 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(config(384))]
+
+    /// `Recovery::Abort` is fail-stop: when an Abort Call runs a poisoned
+    /// record (whichever schedule reaches it first) the run ends with
+    /// `RunError::Aborted` naming one such Call and the attempt's error, or
+    /// (when every such Grain went stale first) completes with the
+    /// reference's outputs; when none does, the outputs are the reference's.
+    #[test]
+    fn abort_ends_the_run_when_a_poisoned_record_reaches_it(
+        prog in program(Gen { abort: true, ..SIM }),
+        inputs in prop::collection::vec(0..1000i64, 1..=30),
+        seed in any::<u64>(),
+    ) {
+        check(&prog, &inputs, seed, 4)?;
+    }
+}
+
+proptest! {
     #![proptest_config(config(256))]
 
-    /// The same comparison through the production executor (replica threads,
-    /// real completion order), with each Call's own batch size and replica
-    /// count. Its schedule is not seeded, so a failure here may not replay:
-    /// the listing and roots are printed; rerun them under `sim` schedules.
+    /// The first property with poisoned Isolate Calls free to batch Grains
+    /// of several parents.
+    #[test]
+    #[ignore = "engine bug, reported: Isolate fails an innocent Grain left alone live in a failed batch (see isolate_never_fails_a_record_that_did_not_fail_alone)"]
+    fn isolate_across_parents_fails_only_poisoned_records(
+        prog in program(Gen { isolate_mixes_parents: true, ..SIM }),
+        inputs in prop::collection::vec(0..1000i64, 1..=30),
+        seed in any::<u64>(),
+    ) {
+        check(&prog, &inputs, seed, 8)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// The same comparisons through the production executor (replica
+    /// threads, real completion order, async stages on tokio with paused
+    /// time), with each Call's own batch size, replica count and async
+    /// concurrency. Its schedule is not seeded, so a failure here may not
+    /// replay: the listing and roots are printed; rerun them under `sim`.
     #[test]
     fn threaded_runner_agrees_with_the_reference(
-        prog in prop_oneof![program(false), program(true)],
+        prog in runner_programs(),
         inputs in prop::collection::vec(0..1000i64, 1..=30),
         window in 1..=16usize,
     ) {
+        quiet_poison_panics();
         let (plan, outs) = build(&prog);
-        let allowed = reference(&prog, &inputs);
-        let mut outcomes = Vec::new();
+        let want = reference(&prog, &inputs);
         let ctx = || format!("program:\n{prog}\nroots: {inputs:?}\nRunner window {window}");
-        let summary = Runner::new(&plan)
-            .window(window)
-            .run(
-                inputs.iter().enumerate().map(|(k, &x)| (k as u64, x)),
-                Callback(|o: &RootOutcome| outcomes.push(o.clone())),
-            )
-            .map_err(|e| TestCaseError::fail(format!("run failed: {e}\n{}", ctx())))?;
-        prop_assert_eq!(summary.roots, inputs.len() as u64, "{}", ctx());
-        compare(&inputs, &outs, &allowed, &outcomes, &ctx)?;
+        let got = run_threaded(&plan, &inputs, window, &ctx)?;
+        expect(&inputs, &outs, &want, got, &ctx)?;
+    }
+}
+
+proptest! {
+    // A hung case takes its full 60 s; shrinking it would take hours.
+    #![proptest_config(ProptestConfig { max_shrink_iters: 0, ..config(64) })]
+
+    /// The threaded Runner with async stages that panic, inside their future
+    /// or before returning it. A run that gives no answer within 60 s (it
+    /// hangs) fails the property instead of the test binary hanging.
+    #[test]
+    #[ignore = "Runner bug, fixed by the Runner rewrite (issue 9, Deliver 1): a panicking async attempt never reports, so the run waits forever"]
+    fn threaded_runner_survives_async_panics(
+        prog in program(SIM),
+        inputs in prop::collection::vec(0..1000i64, 1..=30),
+        window in 1..=16usize,
+    ) {
+        quiet_poison_panics();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (p, x) = (prog.clone(), inputs.clone());
+        std::thread::spawn(move || {
+            let (plan, outs) = build(&p);
+            let want = reference(&p, &x);
+            let ctx = || format!("program:\n{p}\nroots: {x:?}\nRunner window {window}");
+            let verdict = run_threaded(&plan, &x, window, &ctx)
+                .and_then(|got| expect(&x, &outs, &want, got, &ctx));
+            let _ = tx.send(verdict);
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(verdict) => verdict?,
+            Err(_) => {
+                return Err(TestCaseError::fail(format!(
+                    "the Runner gave no answer in 60 s\nprogram:\n{prog}\nroots: {inputs:?}\nRunner window {window}"
+                )));
+            }
+        }
     }
 }
 
@@ -1505,10 +1976,19 @@ fn generator_reaches_every_construct() {
 
     let mut runner = TestRunner::deterministic();
     let mut seen = BTreeSet::new();
-    for group in [false, true] {
-        let (mut roots, mut fired) = (0, 0);
+    let no_async_panics = Gen {
+        async_panics: false,
+        ..SIM
+    };
+    for mix in [
+        SIM,
+        Gen { group: true, ..SIM },
+        Gen { abort: true, ..SIM },
+        no_async_panics,
+    ] {
+        let (mut roots, mut fired, mut aborting) = (0, 0, 0);
         for _ in 0..300 {
-            let prog = program(group).new_tree(&mut runner).unwrap().current();
+            let prog = program(mix).new_tree(&mut runner).unwrap().current();
             for op in &prog.ops {
                 seen.insert(match op {
                     Op::Map { .. } => "map",
@@ -1525,32 +2005,75 @@ fn generator_reaches_every_construct() {
                     Op::Reduce { .. } => "reduce",
                 });
             }
+            for f in prog.fxs() {
+                seen.insert(match f.rec {
+                    Rec::RetryBatch => "RetryBatch",
+                    Rec::RetryTail => "RetryTail",
+                    Rec::Isolate => "Isolate",
+                    Rec::Abort => "Abort",
+                });
+                if let Exec::Async { concurrency, .. } = f.exec {
+                    seen.insert(if concurrency > 1 {
+                        "async, concurrent"
+                    } else {
+                        "async"
+                    });
+                }
+                let (what, async_panic) = match (f.poison.map(|p| p.how), f.exec) {
+                    (None, _) => continue,
+                    (Some(How::Err), _) => ("poison: Err", false),
+                    (Some(How::Panic), Exec::Blocking) => ("poison: blocking panic", false),
+                    (Some(How::Panic), Exec::Async { .. }) => ("poison: panic in the future", true),
+                    (Some(How::PanicEarly), _) => ("poison: panic before the future", true),
+                };
+                seen.insert(what);
+                assert!(
+                    mix.async_panics || !async_panic,
+                    "an async panic in a program for the threaded Runner:\n{prog}"
+                );
+            }
             let inputs = prop::collection::vec(0..1000i64, 1..=30)
                 .new_tree(&mut runner)
                 .unwrap()
                 .current();
+            aborting += usize::from(!reference(&prog, &inputs).aborts.is_empty());
             for x in inputs {
                 let mut oracle = Oracle::default();
                 roots += 1;
-                for r in eval_root(&prog, x, &mut oracle) {
+                let (outs, _) = eval_root(&prog, x, &mut oracle);
+                for r in outs {
                     seen.insert(match &r {
                         R::Present(_) => "Present",
                         R::Dropped => "Dropped",
+                        R::Failed(c) if c.contains(" is poisoned by ") => "Failed by its poisoned record",
                         R::Failed(_) => "Failed",
                         R::Suppressed(c) if c.contains(MISMATCH) => "cardinality mismatch",
+                        R::Suppressed(c) if c.iter().any(|c| c.contains(" is poisoned by ")) => {
+                            "Suppressed by a poisoned record"
+                        }
                         R::Suppressed(_) => "Suppressed",
                     });
                 }
                 fired += usize::from(!oracle.script.is_empty());
             }
         }
-        if group {
+        if mix.group {
             assert!(
                 fired * 10 >= roots,
                 "GroupFailures fired in only {fired} of {roots} roots"
             );
         } else {
             assert_eq!(fired, 0, "GroupFailures outside the envelope property");
+        }
+        if mix.abort {
+            // Both branches of the Abort property: runs that must abort, and
+            // runs of Abort programs that must complete.
+            assert!(
+                (30..=270).contains(&aborting),
+                "{aborting} of 300 Abort runs abort"
+            );
+        } else {
+            assert_eq!(aborting, 0, "aborts outside the Abort property");
         }
     }
     let all = [
@@ -1566,12 +2089,78 @@ fn generator_reaches_every_construct() {
         "reduce",
         "reduce_members",
         "reduce_aligned",
+        "RetryBatch",
+        "RetryTail",
+        "Isolate",
+        "Abort",
+        "async",
+        "async, concurrent",
+        "poison: Err",
+        "poison: blocking panic",
+        "poison: panic in the future",
+        "poison: panic before the future",
         "Present",
         "Dropped",
         "Failed",
+        "Failed by its poisoned record",
         "Suppressed",
+        "Suppressed by a poisoned record",
         "cardinality mismatch",
     ];
     let missing: Vec<_> = all.iter().filter(|k| !seen.contains(*k)).collect();
     assert!(missing.is_empty(), "never generated: {missing:?}");
+}
+
+/// The smallest schedule behind an `Isolate` failure the properties above
+/// found: a poisoned Grain shares a retried batch with an innocent one of
+/// another root; its root finishes while the batch is in flight (a poisoned
+/// sibling failed, so the root's reduce is decided), which leaves the
+/// innocent Grain the batch's only live one. Having failed twice, it is
+/// taken for the isolated poison and ends Failed with its batch-mate's error,
+/// although it never failed alone.
+#[test]
+#[ignore = "engine bug, reported: Isolate exhausts a Grain that is the only live one of a failed batch whose other Grains went stale; the randomized properties avoid the case (see `Gen::isolate_mixes_parents`)"]
+fn isolate_never_fails_a_record_that_did_not_fail_alone() {
+    let split = Call::map("split", |n: i64| if n == 0 { vec![-1, -2] } else { vec![n] });
+    let check = Call::batch("check", |batch: Vec<i64>| match batch.iter().find(|&&x| x < 0) {
+        Some(x) => Err(format!("poisoned by {x}").into()),
+        None => Ok(batch.into_iter().map(Outcome::Ok).collect()),
+    })
+    .recovery(Recovery::Isolate);
+    let (plan, out) = Plan::build(|b| {
+        let x = b.source::<L0, i64>();
+        b.output(reduce(check.apply(expand::<L1, _, _>(split.apply(x)))))
+    })
+    .unwrap();
+    let mut d = common::Driver::new(&plan);
+    let c = d.call("check");
+    d.admit(0, 0i64);
+    d.admit(1, 5i64);
+    d.settle(&[c]);
+    let (p1, p2, a) = (
+        common::path(0, &[0]),
+        common::path(0, &[1]),
+        common::path(1, &[0]),
+    );
+    d.step(c, 1).unwrap();
+    d.step(c, 2).unwrap();
+    let mut b3 = d.reserve(c, 1).unwrap();
+    let mut b4 = d.reserve(c, 2).unwrap();
+    assert_eq!(
+        d.dispatches(c),
+        vec![
+            vec![p1.clone()],
+            vec![p2.clone(), a.clone()],
+            vec![p1],
+            vec![p2, a]
+        ],
+        "the schedule this test is about"
+    );
+    let r3 = d.execute(&mut b3);
+    d.report(b3.id, r3);
+    assert!(d.outcome(0).get(out).cause().is_some(), "root 0 has finished");
+    let r4 = d.execute(&mut b4);
+    d.report(b4.id, r4);
+    d.settle(&[]);
+    assert_eq!(d.outcome(1).get(out), Item::Present(vec![5]));
 }

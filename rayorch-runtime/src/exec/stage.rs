@@ -202,12 +202,15 @@ pub trait ErasedCall: Send + Sync {
     /// Run a batch on an async instance made by a Call of the same pool.
     fn run_async(&self, stage: &StageBox, replica: usize, batch: BatchInputs) -> BoxFuture<AttemptResult>;
     /// A self-contained replica (an instance plus this node's glue), handy for
-    /// tests and simple executors; async stages are driven to completion on
-    /// the calling thread.
+    /// tests and simple executors. An async stage's batches run to completion
+    /// on a current-thread tokio runtime with paused time that the replica
+    /// owns, so `tokio::time::sleep` returns as soon as nothing else can run;
+    /// do not call [`Replica::run`] from inside another tokio runtime.
     fn spawn(&self) -> Result<Box<dyn Replica + '_>, BoxError> {
         Ok(Box::new(NodeReplica {
             stage: self.spawn_stage()?,
             call: self,
+            rt: None,
         }))
     }
 }
@@ -221,15 +224,46 @@ pub trait Replica: Send {
 struct NodeReplica<'a, C: ?Sized> {
     stage: StageBox,
     call: &'a C,
+    /// Made on the first async batch; blocking stages never need one.
+    rt: Option<tokio::runtime::Runtime>,
 }
 
 impl<C: ErasedCall + ?Sized> Replica for NodeReplica<'_, C> {
     fn run(&mut self, batch: BatchInputs) -> AttemptResult {
         match self.call.execution() {
             Execution::Blocking => self.call.run_blocking(&mut self.stage, 0, batch),
-            Execution::Async => block_on(self.call.run_async(&self.stage, 0, batch)),
+            Execution::Async => {
+                let rt = match self.rt.take() {
+                    Some(rt) => rt,
+                    None => paused_runtime().map_err(|e| AttemptError::Failed(e.to_string()))?,
+                };
+                let rt = self.rt.insert(rt);
+                rt.block_on(self.call.run_async(&self.stage, 0, batch))
+            }
         }
     }
+}
+
+/// A current-thread tokio runtime whose clock is paused: timers fire in
+/// deadline order the moment the runtime has nothing else to do, so async
+/// stages that sleep run deterministically and at full speed. For the seeded
+/// executor and test replicas; never for production runs, where time is real.
+///
+/// Errors when called from inside a tokio runtime: `block_on` on a second
+/// runtime there would panic.
+pub(crate) fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(
+            "async stages are driven on a runtime of their own: call this outside a tokio \
+                    runtime (from a plain thread, or `tokio::task::spawn_blocking`)"
+                .into(),
+        );
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("could not start a tokio runtime for async stages: {e}"))
 }
 
 pub(crate) type Assemble<In> = fn(&mut std::vec::IntoIter<Option<Value>>) -> Option<In>;
@@ -338,8 +372,13 @@ impl<S: AsyncStage> ErasedCall for AsyncCall<S> {
         let Async(s) = (self.0.factory)()?;
         Ok(Box::new(Arc::new(s)))
     }
-    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: BatchInputs) -> AttemptResult {
-        block_on(self.run_async(stage, replica, batch))
+    fn run_blocking(&self, _: &mut StageBox, _: usize, _: BatchInputs) -> AttemptResult {
+        // Blocking on a future here would need a runtime of its own on every
+        // replica thread; executors run async stages with `run_async`.
+        Err(AttemptError::Contract(format!(
+            "internal: async stage `{}` run as blocking",
+            type_name::<S>()
+        )))
     }
     fn run_async(&self, stage: &StageBox, replica: usize, batch: BatchInputs) -> BoxFuture<AttemptResult> {
         let Some(stage) = stage.downcast_ref::<Arc<S>>().cloned() else {
@@ -384,27 +423,6 @@ where
     type Out = O;
     fn run(&mut self, batch: Vec<I>, _cx: &StageContext) -> StageResult<O> {
         (self.f)(batch)
-    }
-}
-
-/// Drive a future to completion on this thread (for tests and the simple
-/// replica adapter; executors use the async runtime instead).
-pub fn block_on<F: Future>(fut: F) -> F::Output {
-    use std::task::{Context, Poll, Wake, Waker};
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        match fut.as_mut().poll(&mut cx) {
-            Poll::Ready(v) => return v,
-            Poll::Pending => std::thread::park(),
-        }
     }
 }
 
