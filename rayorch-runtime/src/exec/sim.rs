@@ -404,3 +404,96 @@ fn settle(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{AsyncStage, Call, Item, Outcome, Output, Recovery, StageContext, StageResult, domain};
+
+    domain!(Doc);
+
+    /// Sleeps on tokio's clock (an hour for a batch holding 7, on its first
+    /// attempt), yields, panics inside its future the first time a batch
+    /// holds 13, then doubles.
+    struct Slow {
+        sevens: Arc<AtomicUsize>,
+        thirteens: Arc<AtomicUsize>,
+    }
+
+    impl AsyncStage for Slow {
+        type In = u64;
+        type Out = u64;
+        async fn run(self: Arc<Self>, batch: Vec<u64>, _cx: StageContext) -> StageResult<u64> {
+            let mut pause = Duration::from_millis(batch.iter().sum::<u64>() % 50);
+            if batch.contains(&7) && self.sevens.fetch_add(1, Ordering::SeqCst) == 0 {
+                pause = Duration::from_secs(3600);
+            }
+            tokio::time::sleep(pause).await;
+            tokio::task::yield_now().await;
+            if batch.contains(&13) && self.thirteens.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("13 explodes once");
+            }
+            Ok(batch.into_iter().map(|x| Outcome::Ok(x * 2)).collect())
+        }
+    }
+
+    fn slow_plan() -> (Plan, Output<u64>) {
+        let sevens = Arc::new(AtomicUsize::new(0));
+        let thirteens = Arc::new(AtomicUsize::new(0));
+        let slow = Call::new_async("slow", move || {
+            Ok(Slow {
+                sevens: sevens.clone(),
+                thirteens: thirteens.clone(),
+            })
+        })
+        .batch_size(4)
+        .timeout(Duration::from_secs(60))
+        .recovery(Recovery::RetryBatch(100));
+        Plan::build(|b| {
+            let x = b.source::<Doc, u64>();
+            b.output(slow.apply(x))
+        })
+        .unwrap()
+    }
+
+    fn inputs() -> Vec<(u64, Value)> {
+        (0..20u64).map(|k| (k, Arc::new(k) as Value)).collect()
+    }
+
+    #[test]
+    fn async_stages_sleep_yield_time_out_and_panic_on_paused_time_deterministically() {
+        let cfgs = std::iter::once(SimConfig::sequential()).chain((0..12).map(SimConfig::random));
+        for cfg in cfgs {
+            let runs: Vec<Vec<(u64, Item<u64>)>> = (0..2)
+                .map(|_| {
+                    let (plan, out) = slow_plan();
+                    let run = run(&plan, inputs(), &cfg).unwrap();
+                    // The hour-long attempt timed out on tokio's clock, and
+                    // the panicking one failed; both were retried.
+                    assert!(run.call_stats[0].attempt_failures >= 2, "{cfg:?}");
+                    run.outcomes.iter().map(|o| (o.key, o.get(out))).collect()
+                })
+                .collect();
+            assert_eq!(runs[0], runs[1], "the same seed, the same run: {cfg:?}");
+            let mut got = runs[0].clone();
+            got.sort_by_key(|(k, _)| *k);
+            let want: Vec<(u64, Item<u64>)> = (0..20).map(|k| (k, Item::Present(k * 2))).collect();
+            assert_eq!(got, want, "{cfg:?}");
+        }
+    }
+
+    #[test]
+    fn inside_a_tokio_runtime_a_plan_with_async_calls_is_an_error_not_a_panic() {
+        let (plan, _) = slow_plan();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let got = rt.block_on(async { run(&plan, inputs(), &SimConfig::sequential()) });
+        assert!(
+            matches!(&got, Err(RunError::Runtime(m)) if m.contains("outside a tokio runtime")),
+            "{got:?}"
+        );
+    }
+}

@@ -433,3 +433,53 @@ pub fn panic_text(p: &Box<dyn Any + Send>) -> String {
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Call, Plan, domain};
+
+    domain!(Doc);
+
+    struct Sleepy;
+
+    impl AsyncStage for Sleepy {
+        type In = u32;
+        type Out = u32;
+        async fn run(self: Arc<Self>, batch: Vec<u32>, _cx: StageContext) -> StageResult<u32> {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            tokio::task::yield_now().await;
+            Ok(batch.into_iter().map(|x| Outcome::Ok(x + 1)).collect())
+        }
+    }
+
+    #[test]
+    fn a_spawned_replica_runs_an_async_stage_on_paused_tokio_time() {
+        let sleepy = Call::new_async("sleepy", || Ok(Sleepy));
+        let (plan, _) = Plan::build(|b| {
+            let x = b.source::<Doc, u32>();
+            b.output(sleepy.apply(x))
+        })
+        .unwrap();
+        let call = &plan.calls()[0].runtime;
+        let mut replica = call.spawn().unwrap();
+        let mut batch = BatchInputs::with_capacity(1, 2);
+        batch.push(Some(Arc::new(1u32)));
+        batch.push(Some(Arc::new(2u32)));
+        let out = replica.run(batch).unwrap();
+        let got: Vec<u32> = out
+            .into_iter()
+            .map(|o| match o {
+                Outcome::Ok(v) => *v[0].downcast_ref::<u32>().unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(got, vec![2, 3]);
+        // Run as blocking, an async stage is a contract error, not a hang.
+        let mut stage = call.spawn_stage().unwrap();
+        let err = call.run_blocking(&mut stage, 0, BatchInputs::with_capacity(1, 0));
+        assert!(matches!(err, Err(AttemptError::Contract(_))), "{err:?}");
+    }
+}
