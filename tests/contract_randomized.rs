@@ -28,7 +28,8 @@
 //!   (1 + 4) = 1,920 runs.
 //! - `threaded_runner_agrees_with_the_reference`: 256 programs (plain, with
 //!   GroupFailures, with Abort) × 1 run of the production `Runner`
-//!   (`run_async` on a current-thread runtime with paused time).
+//!   (`run_async` on a current-thread runtime with paused time, or one in
+//!   four through `Runner::run`).
 //!
 //! 14,976 (program × schedule) runs in about 5 s of CPU time on this 2-core
 //! machine (`/usr/bin/time -v` of the test binary: 4.7 s user, 6.6 s wall
@@ -505,21 +506,24 @@ proptest! {
     #![proptest_config(config(256))]
 
     /// The same comparisons through the production executor (replica
-    /// threads, real completion order, async stages on tokio with paused
-    /// time), with each Call's own batch size, replica count and async
-    /// concurrency. Its schedule is not seeded, so a failure here may not
-    /// replay: the listing and roots are printed; rerun them under `sim`.
+    /// threads, real completion order), with each Call's own batch size,
+    /// replica count and async concurrency: three runs in four on a
+    /// current-thread runtime with paused time, one in four through
+    /// `Runner::run` (multi-thread, real time: async sleeps of up to 3 ms).
+    /// Its schedule is not seeded, so a failure here may not replay: the
+    /// listing and roots are printed; rerun them under `sim`.
     #[test]
     fn threaded_runner_agrees_with_the_reference(
         prog in runner_programs(),
         inputs in prop::collection::vec(0..1000i64, 1..=30),
         window in 1..=16usize,
+        flavour in prop_oneof![3 => Just(Flavour::Paused), 1 => Just(Flavour::MultiThread)],
     ) {
         quiet_poison_panics();
         let (plan, outs) = build(&prog);
         let want = reference(&prog, &inputs);
-        let ctx = || format!("program:\n{prog}\nroots: {inputs:?}\nRunner window {window}");
-        let got = run_threaded(&plan, &inputs, window, &ctx)?;
+        let ctx = || format!("program:\n{prog}\nroots: {inputs:?}\nRunner window {window}, {flavour:?}");
+        let got = run_threaded(&plan, &inputs, window, flavour, &ctx)?;
         expect(&inputs, &outs, &want, got, &ctx)?;
     }
 }
@@ -545,7 +549,7 @@ proptest! {
             let (plan, outs) = build(&p);
             let want = reference(&p, &x);
             let ctx = || format!("program:\n{p}\nroots: {x:?}\nRunner window {window}");
-            let verdict = run_threaded(&plan, &x, window, &ctx)
+            let verdict = run_threaded(&plan, &x, window, Flavour::Paused, &ctx)
                 .and_then(|got| expect(&x, &outs, &want, got, &ctx));
             let _ = tx.send(verdict);
         });

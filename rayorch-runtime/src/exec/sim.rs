@@ -19,6 +19,11 @@
 //! [`Recovery::RetryTail`]); under `Isolate` or `Abort` a transient fault
 //! would rightly change the result. Duplicate reports hit every Call.
 //!
+//! Each replica slot runs one batch at a time, async ones included (a Call's
+//! `concurrency` is not modelled; the drawn replica counts give parallel
+//! attempts). A Call's `timeout` applies to async attempts, on the paused
+//! clock; a blocking stage cannot be preempted here.
+//!
 //! `run` must not be called from inside a tokio runtime when the plan has an
 //! async Call: it drives them on a runtime of its own.
 

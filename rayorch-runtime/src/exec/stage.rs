@@ -11,6 +11,11 @@
 //! whole batch, or a panic, is a *physical attempt failure* handled by the
 //! Call's recovery policy; a per-record outcome is a *logical* result.
 //!
+//! An async stage runs only as a future ([`ErasedCall::run_async`]) on the
+//! executor's tokio runtime; nothing here blocks on a future except the
+//! self-contained [`Replica`], which owns a current-thread runtime with a
+//! paused clock for that.
+//!
 //! Executors never see `S`: each Call node is wrapped in an [`ErasedCall`]
 //! that makes stage instances ([`StageBox`]) and runs erased batches on them.
 //! Two Calls applied from the same `Call` value have the same stage type, so
@@ -197,7 +202,9 @@ pub trait ErasedCall: Send + Sync {
     fn execution(&self) -> Execution;
     /// Initialise one stage instance (runs the factory).
     fn spawn_stage(&self) -> Result<StageBox, BoxError>;
-    /// Run a batch on a blocking instance made by a Call of the same pool.
+    /// Run a batch on a blocking instance made by a Call of the same pool
+    /// (an async Call answers with a contract error: executors run it with
+    /// [`ErasedCall::run_async`]).
     fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: BatchInputs) -> AttemptResult;
     /// Run a batch on an async instance made by a Call of the same pool.
     fn run_async(&self, stage: &StageBox, replica: usize, batch: BatchInputs) -> BoxFuture<AttemptResult>;

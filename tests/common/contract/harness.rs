@@ -185,22 +185,35 @@ pub(crate) fn check(
         .count())
 }
 
-/// One run of the production executor, `Runner::run_async` on a
-/// current-thread tokio runtime with paused time: blocking stages on their
-/// replica threads, async ones' sleeps on the paused clock.
+/// How the production executor is started.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Flavour {
+    /// `Runner::run_async` on a current-thread runtime with paused time:
+    /// async stages' sleeps cost no wall-clock time.
+    Paused,
+    /// `Runner::run`: its own multi-thread runtime and real time, so the
+    /// driver and async attempts also run in parallel.
+    MultiThread,
+}
+
+/// One run of the production executor: blocking stages on their replica
+/// threads, async ones on tokio.
 pub(crate) fn run_threaded(
     plan: &Plan,
     inputs: &[i64],
     window: usize,
+    flavour: Flavour,
     ctx: &dyn Fn() -> String,
 ) -> Result<Result<Vec<RootOutcome>, RunError>, TestCaseError> {
     let mut outcomes = Vec::new();
     let runner = Runner::new(plan).window(window);
-    let run = runner.run_async(
-        inputs.iter().enumerate().map(|(k, &x)| (k as u64, x)),
-        Callback(|o: &RootOutcome| outcomes.push(o.clone())),
-    );
-    match common::paused_runtime().block_on(run) {
+    let source = inputs.iter().enumerate().map(|(k, &x)| (k as u64, x));
+    let sink = Callback(|o: &RootOutcome| outcomes.push(o.clone()));
+    let result = match flavour {
+        Flavour::Paused => common::paused_runtime().block_on(runner.run_async(source, sink)),
+        Flavour::MultiThread => runner.run(source, sink),
+    };
+    match result {
         Ok(summary) => {
             prop_assert_eq!(summary.roots, inputs.len() as u64, "{}", ctx());
             Ok(Ok(outcomes))
