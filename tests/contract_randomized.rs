@@ -32,9 +32,9 @@
 //!   four through `Runner::run`).
 //!
 //! 14,976 (program × schedule) runs in about 5 s of CPU time on this 2-core
-//! machine (`/usr/bin/time -v` of the test binary: 4.7 s user, 6.6 s wall
-//! under load), plus the build. Two ignored properties document bugs found
-//! here (see their `ignore` reasons).
+//! machine (`/usr/bin/time -v` of the test binary: 4.7 s user, 5.3 s wall
+//! at load average 2.4), plus the build. Two ignored properties and one
+//! ignored example document bugs found here (see their `ignore` reasons).
 //! A failure prints the program listing, the roots, the schedule seed and its
 //! `SimConfig`; proptest shrinks the program and the roots first.
 
