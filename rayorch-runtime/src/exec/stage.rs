@@ -262,7 +262,7 @@ pub(crate) fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
     if tokio::runtime::Handle::try_current().is_ok() {
         return Err(
             "async stages are driven on a runtime of their own: call this outside a tokio \
-                    runtime (from a plain thread, or `tokio::task::spawn_blocking`)"
+                    runtime (from a plain `std::thread`, not from a task or its blocking pool)"
                 .into(),
         );
     }
