@@ -28,8 +28,7 @@ pub use error::{PlanError, PlanErrors, RunError};
 pub use exec::runner::Runner;
 pub use exec::stage::{
     Async, AsyncStage, AttemptError, AttemptResult, BatchFn, BatchInputs, BoxError, BoxFuture, ErasedCall,
-    ErasedOutcome, Execution, Replica, Stage, StageBox, StageContext, StageKind, StageResult, block_on,
-    panic_text,
+    ErasedOutcome, Execution, Replica, Stage, StageBox, StageContext, StageKind, StageResult, panic_text,
 };
 pub use metrics::{CallMetrics, RunSummary};
 pub use plan::build::PortRef;

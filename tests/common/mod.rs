@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayorch::sim::{self, SimConfig, SimRun};
 use rayorch::{
     AttemptError, AttemptResult, Batch, BatchId, Data, Engine, EngineConfig, EngineStats, EntityPath,
-    Execution, Item, Outcome, Output, Plan, ReportOutcome, RootOutcome, StageBox, Value, block_on,
+    Execution, Item, Outcome, Output, Plan, ReportOutcome, RootOutcome, StageBox, Value,
 };
 
 /// Inputs keyed by their position.
@@ -105,13 +105,27 @@ pub struct Dispatch {
     pub generations: Vec<u32>,
 }
 
-/// Drives an [`Engine`] by hand: one replica per Call, stages run inline, and
+/// A current-thread tokio runtime with a paused clock: an async stage's
+/// sleeps and timeouts resolve in deadline order at once, the same on every
+/// machine however loaded.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime starts")
+}
+
+/// Drives an [`Engine`] by hand: one replica per Call, stages run inline (an
+/// async stage's future to completion on a paused-time tokio runtime), and
 /// every dispatch is logged. Tests use it where the checklist fixes an exact
 /// interleaving that a seeded executor would only hit by chance.
 pub struct Driver {
     pub plan: Plan,
     pub eng: Engine,
     replicas: Vec<Option<StageBox>>,
+    /// Made on the first async batch.
+    rt: Option<tokio::runtime::Runtime>,
     pub log: Vec<Dispatch>,
     pub finished: Vec<RootOutcome>,
 }
@@ -128,6 +142,7 @@ impl Driver {
                 },
             ),
             replicas: plan.calls().iter().map(|_| None).collect(),
+            rt: None,
             log: Vec::new(),
             finished: Vec::new(),
         }
@@ -170,9 +185,12 @@ impl Driver {
             self.replicas[c] = Some(call.spawn_stage().expect("replica starts"));
         }
         let stage = self.replicas[c].as_mut().expect("spawned");
+        let rt = self.rt.get_or_insert_with(paused_runtime);
+        // A panic inside the future unwinds out of `block_on` like one in
+        // the synchronous part of `run`.
         let run = AssertUnwindSafe(|| match call.execution() {
             Execution::Blocking => call.run_blocking(stage, 0, inputs),
-            Execution::Async => block_on(call.run_async(stage, 0, inputs)),
+            Execution::Async => rt.block_on(call.run_async(stage, 0, inputs)),
         });
         match catch_unwind(run) {
             Ok(r) => r,
@@ -263,5 +281,77 @@ where
             &SimConfig::random(seed).without_faults(),
         );
         assert_eq!(got, expected, "seed {seed}");
+    }
+}
+
+/// An async stage made from a closure over a whole batch that returns the
+/// batch's future; whatever the closure does before returning the future is
+/// the synchronous part of `AsyncStage::run`.
+pub struct AsyncBatch<F, I, O> {
+    f: F,
+    _types: std::marker::PhantomData<fn(I) -> O>,
+}
+
+impl<F, I, O> rayorch::AsyncStage for AsyncBatch<F, I, O>
+where
+    F: Fn(Vec<I>) -> rayorch::BoxFuture<rayorch::StageResult<O>> + Send + Sync + 'static,
+    I: Send + 'static,
+    O: Send + 'static,
+{
+    type In = I;
+    type Out = O;
+    fn run(
+        self: Arc<Self>,
+        batch: Vec<I>,
+        _cx: rayorch::StageContext,
+    ) -> impl Future<Output = rayorch::StageResult<O>> + Send + 'static {
+        (self.f)(batch)
+    }
+}
+
+/// A Call over an [`AsyncBatch`] stage.
+pub fn async_call<F, I, O>(name: &str, f: F) -> rayorch::Call<rayorch::Async<AsyncBatch<F, I, O>>>
+where
+    F: Fn(Vec<I>) -> rayorch::BoxFuture<rayorch::StageResult<O>> + Clone + Send + Sync + 'static,
+    I: Send + 'static,
+    O: Send + 'static,
+{
+    rayorch::Call::new_async(name, move || {
+        Ok(AsyncBatch {
+            f: f.clone(),
+            _types: std::marker::PhantomData,
+        })
+    })
+}
+
+/// A count that threads can wait on: gates in tests open on events, not
+/// after delays.
+#[derive(Default)]
+pub struct Count {
+    n: std::sync::Mutex<usize>,
+    changed: std::sync::Condvar,
+}
+
+impl Count {
+    pub fn bump(&self) {
+        *self.n.lock().unwrap() += 1;
+        self.changed.notify_all();
+    }
+
+    pub fn get(&self) -> usize {
+        *self.n.lock().unwrap()
+    }
+
+    /// Wait until the count reaches `n`; returns the count when the wait
+    /// ended. The 60 s limit only turns a hang into a failed assertion (the
+    /// caller checks the count); nothing is asserted about durations.
+    pub fn wait_for(&self, n: usize) -> usize {
+        let guard = self.n.lock().unwrap();
+        let limit = std::time::Duration::from_secs(60);
+        *self
+            .changed
+            .wait_timeout_while(guard, limit, |k| *k < n)
+            .unwrap()
+            .0
     }
 }

@@ -6,15 +6,39 @@
 //! Call has, which in-flight batch completes next, whether an attempt crashes
 //! after running, whether a report arrives twice, and whether an attempt is
 //! "timed out" so that its real report arrives late and must be refused.
-//! Stages run synchronously at dispatch; their reports are delivered later,
-//! in random order. The same seed always yields the same run.
+//! Blocking stages run synchronously at dispatch; their reports are
+//! delivered later, in random order. Async stages start at dispatch as tasks
+//! on a current-thread tokio runtime whose clock is paused, and progress
+//! together whenever the executor waits for one of them: their sleeps,
+//! timeouts and `yield_now`s are real tokio timers and yields, resolved in
+//! deadline order without waiting on the wall clock. The same seed always
+//! yields the same run.
+//!
+//! Injected crashes and timeouts stand for transient faults that retries
+//! absorb, so they hit only Calls whose recovery retries ([`Recovery::RetryBatch`],
+//! [`Recovery::RetryTail`]); under `Isolate` or `Abort` a transient fault
+//! would rightly change the result. Duplicate reports hit every Call.
+//!
+//! Each replica slot runs one batch at a time, async ones included (a Call's
+//! `concurrency` is not modelled; the drawn replica counts give parallel
+//! attempts). A Call's `timeout` applies to async attempts, on the paused
+//! clock; a blocking stage cannot be preempted here.
+//!
+//! `run` must not be called from inside a tokio runtime when the plan has an
+//! async Call: it drives them on a runtime of its own.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+
 use crate::engine::{BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, RootOutcome};
 use crate::error::RunError;
-use crate::exec::stage::{AttemptError, AttemptResult, Replica, panic_text};
+use crate::exec::stage::{
+    AttemptError, AttemptResult, BoxFuture, Execution, StageBox, panic_text, paused_runtime,
+};
 use crate::plan::Plan;
+use crate::plan::call::Recovery;
 use crate::value::Value;
 
 /// How the simulated schedule is drawn.
@@ -31,10 +55,12 @@ pub struct SimConfig {
     /// Complete in-flight batches in random order (else oldest first), and
     /// interleave dispatches and completions at random.
     pub random_order: bool,
-    /// Probability that an attempt crashes after running its stage.
+    /// Probability that an attempt of a retrying Call crashes after running
+    /// its stage.
     pub crash_rate: f64,
-    /// Probability that an attempt is declared timed out and its real report
-    /// is delivered later (it must be refused by the commit gate).
+    /// Probability that an attempt of a retrying Call is declared timed out
+    /// and its real report is delivered later (it must be refused by the
+    /// commit gate).
     pub timeout_rate: f64,
     /// Probability that a report is delivered twice.
     pub duplicate_rate: f64,
@@ -62,7 +88,8 @@ impl SimConfig {
         }
     }
 
-    /// A fully random legal schedule for `seed`, with faults that retries absorb.
+    /// A fully random legal schedule for `seed`, with faults that retries
+    /// absorb (on the Calls that retry).
     pub fn random(seed: u64) -> SimConfig {
         let mut rng = Rng::new(seed);
         SimConfig {
@@ -79,9 +106,7 @@ impl SimConfig {
         }
     }
 
-    /// The same schedule without crashes, timeouts and duplicates: for plans
-    /// whose Calls keep the default `Isolate` recovery, which (rightly) fails a
-    /// record that crashes twice.
+    /// The same schedule without crashes, timeouts and duplicates.
     pub fn without_faults(mut self) -> SimConfig {
         self.crash_rate = 0.0;
         self.timeout_rate = 0.0;
@@ -144,11 +169,26 @@ impl Rng {
     }
 }
 
+/// An attempt's result: known at dispatch (blocking stages, and async ones
+/// that failed before returning a future), or an async task still running.
+enum Pending {
+    Ready(AttemptResult),
+    Task(JoinHandle<AttemptResult>),
+}
+
 struct InFlight {
     id: BatchId,
     call: usize,
     replica: usize,
-    result: AttemptResult,
+    result: Pending,
+    /// The injected crash: the attempt fails whatever its stage returns.
+    crashed: bool,
+}
+
+/// Per Call, its replica slots: a stage instance once one is made.
+struct Replicas {
+    stages: Vec<Vec<Option<StageBox>>>,
+    busy: Vec<Vec<bool>>,
 }
 
 /// Run `plan` over `inputs` (root key, value) under the schedule `cfg`.
@@ -166,6 +206,19 @@ pub fn run(
         },
     );
     let calls = plan.calls();
+    let rt = match calls.iter().any(|c| c.runtime.execution() == Execution::Async) {
+        true => Some(paused_runtime().map_err(RunError::Runtime)?),
+        false => None,
+    };
+    let retrying: Vec<bool> = calls
+        .iter()
+        .map(|c| {
+            matches!(
+                c.config.recovery,
+                Recovery::RetryBatch(_) | Recovery::RetryTail(_)
+            )
+        })
+        .collect();
     let replica_count: Vec<usize> = calls
         .iter()
         .map(|c| match cfg.max_replicas {
@@ -173,11 +226,13 @@ pub fn run(
             None => c.config.replicas,
         })
         .collect();
-    let mut replicas: Vec<Vec<Option<Box<dyn Replica>>>> = replica_count
-        .iter()
-        .map(|&n| (0..n).map(|_| None).collect())
-        .collect();
-    let mut busy: Vec<Vec<bool>> = replica_count.iter().map(|&n| vec![false; n]).collect();
+    let mut reps = Replicas {
+        stages: replica_count
+            .iter()
+            .map(|&n| (0..n).map(|_| None).collect())
+            .collect(),
+        busy: replica_count.iter().map(|&n| vec![false; n]).collect(),
+    };
     let mut rpcs: Vec<Vec<Vec<EntityPath>>> = vec![Vec::new(); calls.len()];
     let mut stage_runs = vec![0u64; calls.len()];
     let mut flight: Vec<InFlight> = Vec::new();
@@ -197,7 +252,7 @@ pub fn run(
             return Err(e.clone());
         }
         let dispatchable: Vec<usize> = (0..calls.len())
-            .filter(|&c| eng.may_have_ready(c) && busy[c].iter().any(|b| !b))
+            .filter(|&c| eng.may_have_ready(c) && reps.busy[c].iter().any(|b| !b))
             .collect();
         let complete =
             !flight.is_empty() && (dispatchable.is_empty() || (cfg.random_order && rng.chance(0.5)));
@@ -208,13 +263,14 @@ pub fn run(
                 0
             };
             let f = flight.remove(i);
-            busy[f.call][f.replica] = false;
-            if f.result.is_ok() && rng.chance(cfg.timeout_rate) {
+            reps.busy[f.call][f.replica] = false;
+            let result = settle(rt.as_ref(), &mut reps, f.call, f.replica, f.result, f.crashed);
+            if result.is_ok() && retrying[f.call] && rng.chance(cfg.timeout_rate) {
                 eng.report(f.id, Err(AttemptError::Failed("simulated timeout".into())));
-                late.push((f.id, f.result));
+                late.push((f.id, result));
             } else {
-                let dup = rng.chance(cfg.duplicate_rate).then(|| f.result.clone());
-                eng.report(f.id, f.result);
+                let dup = rng.chance(cfg.duplicate_rate).then(|| result.clone());
+                eng.report(f.id, result);
                 if let Some(d) = dup {
                     eng.report(f.id, d);
                 }
@@ -242,36 +298,49 @@ pub fn run(
             if cfg.record_rpcs {
                 rpcs[c].push(batch.grains.iter().filter_map(|g| eng.entity_path(g)).collect());
             }
-            let r = busy[c].iter().position(|b| !b).expect("a free replica");
-            if replicas[c][r].is_none() {
-                let rep = calls[c].runtime.spawn().map_err(|e| RunError::ReplicaInit {
-                    call: calls[c].name.to_string(),
-                    cause: e.to_string(),
-                })?;
-                replicas[c][r] = Some(rep);
+            let r = reps.busy[c].iter().position(|b| !b).expect("a free replica");
+            let call = &calls[c];
+            if reps.stages[c][r].is_none() {
+                let stage = match catch_unwind(AssertUnwindSafe(|| call.runtime.spawn_stage())) {
+                    Ok(made) => made.map_err(|e| e.to_string()),
+                    Err(p) => Err(format!("factory panicked: {}", panic_text(&p))),
+                };
+                reps.stages[c][r] = Some(stage.map_err(|cause| RunError::ReplicaInit {
+                    call: call.name.to_string(),
+                    cause,
+                })?);
             }
             stage_runs[c] += 1;
-            let rep = replicas[c][r].as_mut().expect("spawned");
-            let mut result = match catch_unwind(AssertUnwindSafe(|| rep.run(batch.inputs))) {
-                Ok(r) => r,
-                Err(p) => {
-                    replicas[c][r] = None; // a panicked replica is replaced
-                    Err(AttemptError::Failed(format!(
-                        "stage panicked: {}",
-                        panic_text(&p)
-                    )))
+            let stage = reps.stages[c][r].as_mut().expect("spawned");
+            let rt_ = rt.as_ref();
+            let run = AssertUnwindSafe(|| match call.runtime.execution() {
+                Execution::Blocking => Pending::Ready(call.runtime.run_blocking(stage, r, batch.inputs)),
+                Execution::Async => {
+                    let fut = call.runtime.run_async(stage, r, batch.inputs);
+                    let rt = rt_.expect("a plan with an async Call has a runtime");
+                    Pending::Task(rt.spawn(with_timeout(fut, call.config.timeout)))
                 }
-            };
-            if rng.chance(cfg.crash_rate) {
-                replicas[c][r] = None;
-                result = Err(AttemptError::Failed("simulated replica crash".into()));
+            });
+            let result = catch_unwind(run).unwrap_or_else(|p| {
+                // The stage panicked (a blocking one, or an async one before
+                // returning its future): its instance is replaced.
+                reps.stages[c][r] = None;
+                Pending::Ready(Err(AttemptError::Failed(format!(
+                    "stage panicked: {}",
+                    panic_text(&p)
+                ))))
+            });
+            let crashed = rng.chance(cfg.crash_rate) && retrying[c];
+            if crashed {
+                reps.stages[c][r] = None;
             }
-            busy[c][r] = true;
+            reps.busy[c][r] = true;
             flight.push(InFlight {
                 id: batch.id,
                 call: c,
                 replica: r,
                 result,
+                crashed,
             });
             continue;
         }
@@ -293,4 +362,143 @@ pub fn run(
         stats: eng.stats().clone(),
         call_stats: (0..calls.len()).map(|c| eng.call_stats(c).clone()).collect(),
     })
+}
+
+/// An async attempt under the Call's time limit, measured on the runtime's
+/// (paused) clock.
+async fn with_timeout(fut: BoxFuture<AttemptResult>, limit: Option<std::time::Duration>) -> AttemptResult {
+    match limit {
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .unwrap_or_else(|_| Err(AttemptError::Failed(format!("attempt timed out after {t:?}")))),
+        None => fut.await,
+    }
+}
+
+/// The final result of an attempt: waits for an async task (the other tasks
+/// progress meanwhile), turns a panic into an attempt failure that replaces
+/// the replica, and applies an injected crash.
+fn settle(
+    rt: Option<&Runtime>,
+    reps: &mut Replicas,
+    c: usize,
+    r: usize,
+    pending: Pending,
+    crashed: bool,
+) -> AttemptResult {
+    let result = match pending {
+        Pending::Ready(result) => result,
+        Pending::Task(task) if crashed => {
+            task.abort();
+            Ok(Vec::new())
+        }
+        Pending::Task(task) => {
+            let rt = rt.expect("async tasks run on the runtime");
+            rt.block_on(task).unwrap_or_else(|e| {
+                reps.stages[c][r] = None;
+                let why = match e.try_into_panic() {
+                    Ok(p) => format!("stage panicked: {}", panic_text(&p)),
+                    Err(e) => format!("attempt cancelled: {e}"),
+                };
+                Err(AttemptError::Failed(why))
+            })
+        }
+    };
+    if crashed {
+        return Err(AttemptError::Failed("simulated replica crash".into()));
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{AsyncStage, Call, Item, Outcome, Output, Recovery, StageContext, StageResult, domain};
+
+    domain!(Doc);
+
+    /// Sleeps on tokio's clock (an hour for a batch holding 7, on its first
+    /// attempt), yields, panics inside its future the first time a batch
+    /// holds 13, then doubles.
+    struct Slow {
+        sevens: Arc<AtomicUsize>,
+        thirteens: Arc<AtomicUsize>,
+    }
+
+    impl AsyncStage for Slow {
+        type In = u64;
+        type Out = u64;
+        async fn run(self: Arc<Self>, batch: Vec<u64>, _cx: StageContext) -> StageResult<u64> {
+            let mut pause = Duration::from_millis(batch.iter().sum::<u64>() % 50);
+            if batch.contains(&7) && self.sevens.fetch_add(1, Ordering::SeqCst) == 0 {
+                pause = Duration::from_secs(3600);
+            }
+            tokio::time::sleep(pause).await;
+            tokio::task::yield_now().await;
+            if batch.contains(&13) && self.thirteens.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("13 explodes once");
+            }
+            Ok(batch.into_iter().map(|x| Outcome::Ok(x * 2)).collect())
+        }
+    }
+
+    fn slow_plan() -> (Plan, Output<u64>) {
+        let sevens = Arc::new(AtomicUsize::new(0));
+        let thirteens = Arc::new(AtomicUsize::new(0));
+        let slow = Call::new_async("slow", move || {
+            Ok(Slow {
+                sevens: sevens.clone(),
+                thirteens: thirteens.clone(),
+            })
+        })
+        .batch_size(4)
+        .timeout(Duration::from_secs(60))
+        .recovery(Recovery::RetryBatch(100));
+        Plan::build(|b| {
+            let x = b.source::<Doc, u64>();
+            b.output(slow.apply(x))
+        })
+        .unwrap()
+    }
+
+    fn inputs() -> Vec<(u64, Value)> {
+        (0..20u64).map(|k| (k, Arc::new(k) as Value)).collect()
+    }
+
+    #[test]
+    fn async_stages_sleep_yield_time_out_and_panic_on_paused_time_deterministically() {
+        let cfgs = std::iter::once(SimConfig::sequential()).chain((0..12).map(SimConfig::random));
+        for cfg in cfgs {
+            let runs: Vec<Vec<(u64, Item<u64>)>> = (0..2)
+                .map(|_| {
+                    let (plan, out) = slow_plan();
+                    let run = run(&plan, inputs(), &cfg).unwrap();
+                    // The hour-long attempt timed out on tokio's clock, and
+                    // the panicking one failed; both were retried.
+                    assert!(run.call_stats[0].attempt_failures >= 2, "{cfg:?}");
+                    run.outcomes.iter().map(|o| (o.key, o.get(out))).collect()
+                })
+                .collect();
+            assert_eq!(runs[0], runs[1], "the same seed, the same run: {cfg:?}");
+            let mut got = runs[0].clone();
+            got.sort_by_key(|(k, _)| *k);
+            let want: Vec<(u64, Item<u64>)> = (0..20).map(|k| (k, Item::Present(k * 2))).collect();
+            assert_eq!(got, want, "{cfg:?}");
+        }
+    }
+
+    #[test]
+    fn inside_a_tokio_runtime_a_plan_with_async_calls_is_an_error_not_a_panic() {
+        let (plan, _) = slow_plan();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let got = rt.block_on(async { run(&plan, inputs(), &SimConfig::sequential()) });
+        assert!(
+            matches!(&got, Err(RunError::Runtime(m)) if m.contains("outside a tokio runtime")),
+            "{got:?}"
+        );
+    }
 }

@@ -11,6 +11,11 @@
 //! whole batch, or a panic, is a *physical attempt failure* handled by the
 //! Call's recovery policy; a per-record outcome is a *logical* result.
 //!
+//! An async stage runs only as a future ([`ErasedCall::run_async`]) on the
+//! executor's tokio runtime; nothing here blocks on a future except the
+//! self-contained [`Replica`], which owns a current-thread runtime with a
+//! paused clock for that.
+//!
 //! Executors never see `S`: each Call node is wrapped in an [`ErasedCall`]
 //! that makes stage instances ([`StageBox`]) and runs erased batches on them.
 //! Two Calls applied from the same `Call` value have the same stage type, so
@@ -197,17 +202,22 @@ pub trait ErasedCall: Send + Sync {
     fn execution(&self) -> Execution;
     /// Initialise one stage instance (runs the factory).
     fn spawn_stage(&self) -> Result<StageBox, BoxError>;
-    /// Run a batch on a blocking instance made by a Call of the same pool.
+    /// Run a batch on a blocking instance made by a Call of the same pool
+    /// (an async Call answers with a contract error: executors run it with
+    /// [`ErasedCall::run_async`]).
     fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: BatchInputs) -> AttemptResult;
     /// Run a batch on an async instance made by a Call of the same pool.
     fn run_async(&self, stage: &StageBox, replica: usize, batch: BatchInputs) -> BoxFuture<AttemptResult>;
     /// A self-contained replica (an instance plus this node's glue), handy for
-    /// tests and simple executors; async stages are driven to completion on
-    /// the calling thread.
+    /// tests and simple executors. An async stage's batches run to completion
+    /// on a current-thread tokio runtime with paused time that the replica
+    /// owns, so `tokio::time::sleep` returns as soon as nothing else can run;
+    /// do not call [`Replica::run`] from inside another tokio runtime.
     fn spawn(&self) -> Result<Box<dyn Replica + '_>, BoxError> {
         Ok(Box::new(NodeReplica {
             stage: self.spawn_stage()?,
             call: self,
+            rt: None,
         }))
     }
 }
@@ -221,15 +231,46 @@ pub trait Replica: Send {
 struct NodeReplica<'a, C: ?Sized> {
     stage: StageBox,
     call: &'a C,
+    /// Made on the first async batch; blocking stages never need one.
+    rt: Option<tokio::runtime::Runtime>,
 }
 
 impl<C: ErasedCall + ?Sized> Replica for NodeReplica<'_, C> {
     fn run(&mut self, batch: BatchInputs) -> AttemptResult {
         match self.call.execution() {
             Execution::Blocking => self.call.run_blocking(&mut self.stage, 0, batch),
-            Execution::Async => block_on(self.call.run_async(&self.stage, 0, batch)),
+            Execution::Async => {
+                let rt = match self.rt.take() {
+                    Some(rt) => rt,
+                    None => paused_runtime().map_err(|e| AttemptError::Failed(e.to_string()))?,
+                };
+                let rt = self.rt.insert(rt);
+                rt.block_on(self.call.run_async(&self.stage, 0, batch))
+            }
         }
     }
+}
+
+/// A current-thread tokio runtime whose clock is paused: timers fire in
+/// deadline order the moment the runtime has nothing else to do, so async
+/// stages that sleep run deterministically and at full speed. For the seeded
+/// executor and test replicas; never for production runs, where time is real.
+///
+/// Errors when called from inside a tokio runtime: `block_on` on a second
+/// runtime there would panic.
+pub(crate) fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(
+            "async stages are driven on a runtime of their own: call this outside a tokio \
+                    runtime (from a plain `std::thread`, not from a task or its blocking pool)"
+                .into(),
+        );
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("could not start a tokio runtime for async stages: {e}"))
 }
 
 pub(crate) type Assemble<In> = fn(&mut std::vec::IntoIter<Option<Value>>) -> Option<In>;
@@ -338,8 +379,13 @@ impl<S: AsyncStage> ErasedCall for AsyncCall<S> {
         let Async(s) = (self.0.factory)()?;
         Ok(Box::new(Arc::new(s)))
     }
-    fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: BatchInputs) -> AttemptResult {
-        block_on(self.run_async(stage, replica, batch))
+    fn run_blocking(&self, _: &mut StageBox, _: usize, _: BatchInputs) -> AttemptResult {
+        // Blocking on a future here would need a runtime of its own on every
+        // replica thread; executors run async stages with `run_async`.
+        Err(AttemptError::Contract(format!(
+            "internal: async stage `{}` run as blocking",
+            type_name::<S>()
+        )))
     }
     fn run_async(&self, stage: &StageBox, replica: usize, batch: BatchInputs) -> BoxFuture<AttemptResult> {
         let Some(stage) = stage.downcast_ref::<Arc<S>>().cloned() else {
@@ -387,31 +433,60 @@ where
     }
 }
 
-/// Drive a future to completion on this thread (for tests and the simple
-/// replica adapter; executors use the async runtime instead).
-pub fn block_on<F: Future>(fut: F) -> F::Output {
-    use std::task::{Context, Poll, Wake, Waker};
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        match fut.as_mut().poll(&mut cx) {
-            Poll::Ready(v) => return v,
-            Poll::Pending => std::thread::park(),
-        }
-    }
-}
-
 /// The text of a panic payload (a stage's panic becomes an attempt failure).
 pub fn panic_text(p: &Box<dyn Any + Send>) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Call, Plan, domain};
+
+    domain!(Doc);
+
+    struct Sleepy;
+
+    impl AsyncStage for Sleepy {
+        type In = u32;
+        type Out = u32;
+        async fn run(self: Arc<Self>, batch: Vec<u32>, _cx: StageContext) -> StageResult<u32> {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            tokio::task::yield_now().await;
+            Ok(batch.into_iter().map(|x| Outcome::Ok(x + 1)).collect())
+        }
+    }
+
+    #[test]
+    fn a_spawned_replica_runs_an_async_stage_on_paused_tokio_time() {
+        let sleepy = Call::new_async("sleepy", || Ok(Sleepy));
+        let (plan, _) = Plan::build(|b| {
+            let x = b.source::<Doc, u32>();
+            b.output(sleepy.apply(x))
+        })
+        .unwrap();
+        let call = &plan.calls()[0].runtime;
+        let mut replica = call.spawn().unwrap();
+        let mut batch = BatchInputs::with_capacity(1, 2);
+        batch.push(Some(Arc::new(1u32)));
+        batch.push(Some(Arc::new(2u32)));
+        let out = replica.run(batch).unwrap();
+        let got: Vec<u32> = out
+            .into_iter()
+            .map(|o| match o {
+                Outcome::Ok(v) => *v[0].downcast_ref::<u32>().unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(got, vec![2, 3]);
+        // Run as blocking, an async stage is a contract error, not a hang.
+        let mut stage = call.spawn_stage().unwrap();
+        let err = call.run_blocking(&mut stage, 0, BatchInputs::with_capacity(1, 0));
+        assert!(matches!(err, Err(AttemptError::Contract(_))), "{err:?}");
+    }
 }
