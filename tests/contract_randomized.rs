@@ -492,7 +492,6 @@ proptest! {
     /// The first property with poisoned Isolate Calls free to batch Grains
     /// of several parents.
     #[test]
-    #[ignore = "engine bug, reported: Isolate fails an innocent Grain left alone live in a failed batch (see isolate_never_fails_a_record_that_did_not_fail_alone)"]
     fn isolate_across_parents_fails_only_poisoned_records(
         prog in program(Gen { isolate_mixes_parents: true, ..SIM }),
         inputs in prop::collection::vec(0..1000i64, 1..=30),
@@ -536,7 +535,6 @@ proptest! {
     /// or before returning it. A run that gives no answer within 60 s (it
     /// hangs) fails the property instead of the test binary hanging.
     #[test]
-    #[ignore = "Runner bug, fixed by the Runner rewrite (issue 9, Deliver 1): a panicking async attempt never reports, so the run waits forever"]
     fn threaded_runner_survives_async_panics(
         prog in program(SIM),
         inputs in prop::collection::vec(0..1000i64, 1..=30),
@@ -569,10 +567,9 @@ proptest! {
 /// another root; its root finishes while the batch is in flight (a poisoned
 /// sibling failed, so the root's reduce is decided), which leaves the
 /// innocent Grain the batch's only live one. Having failed twice, it is
-/// taken for the isolated poison and ends Failed with its batch-mate's error,
-/// although it never failed alone.
+/// taken for the isolated poison and ended Failed with its batch-mate's error,
+/// although it never failed alone (fixed: isolation counts the physical batch).
 #[test]
-#[ignore = "engine bug, reported: Isolate exhausts a Grain that is the only live one of a failed batch whose other Grains went stale; the randomized properties avoid the case (see `Gen::isolate_mixes_parents`)"]
 fn isolate_never_fails_a_record_that_did_not_fail_alone() {
     let split = Call::map("split", |n: i64| if n == 0 { vec![-1, -2] } else { vec![n] });
     let check = Call::batch("check", |batch: Vec<i64>| match batch.iter().find(|&&x| x < 0) {

@@ -280,7 +280,6 @@ fn an_async_attempt_past_its_timeout_is_retried() {
 }
 
 #[test]
-#[ignore = "Runner bug, fixed by the Runner rewrite (issue 9, Deliver 1): a panic inside an async stage's future never reports its batch"]
 fn an_async_stage_panicking_inside_its_future_gives_the_clean_output() {
     let ocr = async_ocr(|| Box::pin(async { panic!("the first future explodes") }));
     let (plan, out) = async_pages_plan(ocr);
@@ -290,7 +289,6 @@ fn an_async_stage_panicking_inside_its_future_gives_the_clean_output() {
 }
 
 #[test]
-#[ignore = "Runner bug, fixed by the Runner rewrite (issue 9, Deliver 1): a panic in the synchronous part of an async stage's run never reports its batch"]
 fn an_async_stage_panicking_before_its_future_gives_the_clean_output() {
     let ocr = async_ocr(|| panic!("the first run explodes before its future"));
     let (plan, out) = async_pages_plan(ocr);

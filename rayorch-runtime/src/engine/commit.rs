@@ -75,7 +75,7 @@ impl Core {
             }
             Err(AttemptError::Failed(msg)) => {
                 self.calls.stats[c].attempt_failures += 1;
-                let requeued = self.recover(plan, c, &live, &msg);
+                let requeued = self.recover(plan, c, &live, rec.grains.len(), &msg);
                 ReportOutcome::Retried { requeued }
             }
         }
@@ -186,7 +186,10 @@ impl Core {
     }
 
     /// Apply the Call's recovery policy to the live Grains of a failed attempt.
-    fn recover(&mut self, plan: &PlanInner, c: usize, live: &[u32], msg: &str) -> usize {
+    /// `batch` is the size of the physical batch that failed, stale Grains
+    /// included: a Grain is isolated as the poison only when it failed alone,
+    /// not when its batch-mates went stale and left it the only live one.
+    fn recover(&mut self, plan: &PlanInner, c: usize, live: &[u32], batch: usize, msg: &str) -> usize {
         if live.is_empty() {
             return 0;
         }
@@ -209,9 +212,9 @@ impl Core {
         let recovery = plan.calls[c].config.recovery;
         // Whether the values moved into this attempt is decided by the same
         // rule at reservation; a Grain that cannot be retried is exhausted.
-        // (`live` is never larger than the batch reserved, so a Grain whose
-        // values moved is never judged retryable here.)
-        let n = live.len();
+        // (`batch` is the size reserved, so a Grain whose values moved is
+        // never judged retryable here.)
+        let n = batch;
         let (retry, spent): (Vec<u32>, Vec<u32>) = live
             .iter()
             .partition(|&&e| retry_possible(recovery, self.calls.grains[c][e as usize].failures, n));

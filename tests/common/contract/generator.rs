@@ -94,10 +94,11 @@ pub(crate) struct Gen {
     /// returning it) instead of returning `Err`.
     pub(crate) async_panics: bool,
     /// An Isolate Call with poisoned records may batch Grains of several
-    /// parents. When it does not (it is `ParentBound` and below the root),
-    /// the Grains of a failed batch go stale together or not at all, which
-    /// keeps the properties clear of an engine bug that
-    /// `isolate_never_fails_a_record_that_did_not_fail_alone` pins.
+    /// parents, so batch-mates of a failed batch can go stale separately and
+    /// leave an innocent Grain the only live one (the engine must retry it,
+    /// not take it for the poison: `isolate_never_fails_a_record_that_did_not_fail_alone`).
+    /// When false, such Calls are `ParentBound` below the root and unpoisoned
+    /// at the root.
     pub(crate) isolate_mixes_parents: bool,
 }
 
@@ -106,7 +107,7 @@ pub(crate) const SIM: Gen = Gen {
     group: false,
     abort: false,
     async_panics: true,
-    isolate_mixes_parents: false,
+    isolate_mixes_parents: true,
 };
 
 /// A program with 1–3 expansion levels.
