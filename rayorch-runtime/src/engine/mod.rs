@@ -288,6 +288,7 @@ impl Engine {
                             .seed
                             .wrapping_add(i as u64)
                             .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                        p.calls[i].config.reservation,
                     )
                 })
                 .collect(),
@@ -847,7 +848,11 @@ impl Engine {
                     epoch: self.doms[call.domain].ents[e as usize].epoch,
                     generation: g.generation,
                 };
-                self.queues[c].push(entry);
+                let parent = plan.domains[call.domain].parent.map(|pd| {
+                    let p = self.doms[call.domain].ents[e as usize].parent;
+                    (p, self.doms[pd].ents[p as usize].epoch)
+                });
+                self.queues[c].push(entry, parent);
             }
         }
     }
