@@ -156,7 +156,7 @@ fn the_preference_holds_at_every_level() {
 fn aging_bounds_how_long_a_big_parent_waits() {
     // A 40-page document first, then 100 documents of 4 pages that each fill
     // a batch alone. Shortest-first alone would finish the big one last;
-    // aging serves it once the dispatch clock passes its key (8 × 40 Grains).
+    // aging serves it once the dispatch clock passes its key (2 × 40 Grains).
     let mut docs = vec![40u32];
     docs.extend(std::iter::repeat_n(4, 100));
     let (plan, out) = two_level(Reservation::NearestCompletion, 4);

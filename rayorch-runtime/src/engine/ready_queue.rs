@@ -42,8 +42,12 @@ pub(crate) struct Entry {
 
 /// Aging weight of `NearestCompletion`: one queued Grain of a parent counts
 /// as this many Grains of dispatch-clock age. Larger favours small parents
-/// more (lower mean completion), smaller bounds a big parent's wait tighter.
-const AGING: u64 = 8;
+/// more, smaller bounds a big parent's wait tighter. Measured on mineru-1000
+/// (BENCHMARKS.md, "Reservation policies"): when every parent publishes at
+/// once, 1, 2 and 8 give the same mean (-45% against FIFO: the parents share
+/// one birth time, so only the queued counts differ); under a 64-root window
+/// 8 raised p99 latency by a third against FIFO, 2 keeps it within 5%.
+const AGING: u64 = 2;
 
 /// The queued Grains of one parent (nearest-completion policy).
 #[derive(Default)]
