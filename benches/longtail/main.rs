@@ -10,7 +10,8 @@
 //! Workloads are generated in the repository (`workload.rs`): `mineru-N`
 //! (seed 7: `mineru-200`, `mineru-1000`, `mineru-3689` are the reference
 //! files), `failure-N` (the 99 largest poisoned), `small-after-big` (a
-//! 1,200-page document then a 5-page one, all pages published at once), or a
+//! 1,200-page document then a 5-page one, all pages published at once, in
+//! that order: render costs 0 on one replica), or a
 //! path to any `multigrain-workload/v1` file. `--render-s-per-page 0` makes
 //! every document publish all its pages at once. `--emit FILE` writes the
 //! generated workload and exits.
@@ -49,6 +50,9 @@ fn workload(name: &str) -> (Workload, Option<String>) {
             name,
         );
         w.pipeline.render_s_per_page = 0.0;
+        // One render replica: the big document publishes its pages first,
+        // every run (two replicas would race the two renders).
+        w.pipeline.render_workers = 1;
         w.docs = vec![
             sim::WorkDoc {
                 doc_id: 0,
