@@ -218,5 +218,14 @@ fn main() {
             (last.1 as f64 / first.1 as f64 - 1.0) * 100.0
         );
     }
-    println!("peak RSS (VmHWM): {:.1} MiB", rss_kib("VmHWM:") as f64 / 1024.0);
+    // Linux refreshes VmHWM lazily (on unmap, not when the allocator returns
+    // pages), so it can read below an earlier VmRSS sample: report the larger.
+    let hwm = rss_kib("VmHWM:");
+    let sampled = f.rss_at.iter().map(|x| x.1).max().unwrap_or(0);
+    println!(
+        "peak RSS: {:.1} MiB (max of VmHWM {:.1} MiB and the largest VmRSS sample {:.1} MiB)",
+        hwm.max(sampled) as f64 / 1024.0,
+        hwm as f64 / 1024.0,
+        sampled as f64 / 1024.0
+    );
 }
