@@ -37,7 +37,13 @@ fn small(fail_largest: usize) -> Workload {
 fn every_arm_is_correct_on_a_small_workload() {
     for fail in [0, 2] {
         let w = small(fail);
-        for arm in [Arm::DocStream, Arm::Regroup, Arm::Unordered, Arm::Full] {
+        for arm in [
+            Arm::DocStream,
+            Arm::Regroup,
+            Arm::Unordered,
+            Arm::Full,
+            Arm::Nearest,
+        ] {
             let r = sim::run(&w, &w.pipeline, arm, 4);
             assert!(
                 r.correct,

@@ -1,6 +1,7 @@
-//! The simulated long-tail document pipeline of `../shared/workloads/README.md`,
-//! run through the real runtime (and, for the regroup baseline, through a flat
-//! engine written here). Shared by `benches/longtail` and `tests/longtail_small.rs`.
+//! The simulated long-tail document pipeline (the `multigrain-workload/v1`
+//! cost model; workloads from `workload.rs` or a file), run through the real
+//! runtime (and, for the regroup baseline, through a flat engine written
+//! here). Shared by `benches/longtail` and `tests/longtail_small.rs`.
 //!
 //! Costs are sleeps, so CPU cores are not the limit and only scheduling matters:
 //! render(doc) = render_s_per_page × pages on R replicas; ocr(batch of n pages,
@@ -9,6 +10,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -50,7 +52,11 @@ pub struct Workload {
 impl Workload {
     pub fn load(path: &str) -> Workload {
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not multigrain-workload/v1: {e}"))
+        Workload::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, what: &str) -> Workload {
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{what} is not multigrain-workload/v1: {e}"))
     }
 
     /// Ids of the `fail_largest` largest documents (ties by id).
@@ -76,6 +82,8 @@ pub enum Arm {
     Unordered,
     /// (d) rayorch: cross-parent rebatching from a FIFO Ready Queue.
     Full,
+    /// (e) rayorch: cross-parent rebatching, parents nearest completion first.
+    Nearest,
 }
 
 impl Arm {
@@ -85,6 +93,7 @@ impl Arm {
             "regroup" | "b" => Arm::Regroup,
             "unordered" | "c" => Arm::Unordered,
             "full" | "d" => Arm::Full,
+            "nearest" | "e" => Arm::Nearest,
             _ => return None,
         })
     }
@@ -95,12 +104,14 @@ impl Arm {
             Arm::Regroup => "regroup",
             Arm::Unordered => "unordered",
             Arm::Full => "full",
+            Arm::Nearest => "nearest",
         }
     }
 }
 
 #[derive(Clone, Debug)]
 pub struct DocIn {
+    idx: usize,
     id: u64,
     pages: u32,
     poisoned: bool,
@@ -144,6 +155,11 @@ pub struct Report {
     pub ocr_batches: u64,
     pub ocr_batch_mean: f64,
     pub ocr_mixed_parent_batches: u64,
+    /// Per document (workload order): admitted, pages published (render
+    /// done), and handed out (healthy documents only), seconds from start.
+    pub admit_s: Vec<f64>,
+    pub expanded_s: Vec<f64>,
+    pub done_at: Vec<Option<f64>>,
     pub stages: [(&'static str, Window); 4],
     pub doc_done_s: Vec<f64>,
     pub correct: bool,
@@ -152,13 +168,80 @@ pub struct Report {
     pub lb_s: f64,
 }
 
+/// First / mean / nearest-rank percentiles / last of a set of durations.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Dist {
+    pub n: usize,
+    pub first: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub last: f64,
+}
+
+impl Dist {
+    pub fn of(mut v: Vec<f64>) -> Option<Dist> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Some(Dist {
+            n: v.len(),
+            first: v[0],
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: rank(0.5),
+            p90: rank(0.9),
+            p99: rank(0.99),
+            last: v[v.len() - 1],
+        })
+    }
+
+    pub fn to_json(d: Option<Dist>) -> serde_json::Value {
+        match d {
+            Some(d) => serde_json::json!({"n": d.n, "first": d.first, "mean": d.mean, "p50": d.p50,
+                "p90": d.p90, "p99": d.p99, "last": d.last}),
+            None => serde_json::Value::Null,
+        }
+    }
+}
+
 impl Report {
+    /// Completion times from the start of the run, healthy documents.
+    pub fn completion(&self) -> Option<Dist> {
+        Dist::of(self.done_at.iter().flatten().copied().collect())
+    }
+
+    /// From a document's admission to its outcome (what a streaming user waits).
+    pub fn latency(&self) -> Option<Dist> {
+        Dist::of(self.since(&self.admit_s))
+    }
+
+    /// From the moment a document's pages were all published to its outcome.
+    pub fn after_publish(&self) -> Option<Dist> {
+        Dist::of(self.since(&self.expanded_s))
+    }
+
+    fn since(&self, from: &[f64]) -> Vec<f64> {
+        self.done_at
+            .iter()
+            .zip(from)
+            .filter_map(|(d, f)| d.map(|d| d - f))
+            .collect()
+    }
+
     pub fn to_json(&self, costs: &Costs, window: usize) -> serde_json::Value {
-        let mut done = self.doc_done_s.clone();
-        done.sort_by(f64::total_cmp);
-        let q = |f: f64| {
-            done.get(((done.len() as f64 - 1.0) * f).round() as usize)
-                .copied()
+        // Small workloads (the small-after-big case) list every document.
+        let per_doc: serde_json::Value = if self.docs <= 8 {
+            (0..self.docs)
+                .map(|i| {
+                    serde_json::json!({"doc": i, "admit_s": self.admit_s.get(i), "published_s": self.expanded_s.get(i),
+                        "done_s": self.done_at.get(i).copied().flatten()})
+                })
+                .collect()
+        } else {
+            serde_json::Value::Null
         };
         let stages: serde_json::Map<String, serde_json::Value> = self
             .stages
@@ -181,7 +264,11 @@ impl Report {
             "ocr_batch_mean": self.ocr_batch_mean,
             "ocr_mixed_parent_batches": self.ocr_mixed_parent_batches,
             "stages": stages,
-            "doc_done_s": {"first": q(0.0), "p50": q(0.5), "p90": q(0.9), "last": q(1.0)},
+            "completion_s": Dist::to_json(self.completion()),
+            "latency_s": Dist::to_json(self.latency()),
+            "after_publish_s": Dist::to_json(self.after_publish()),
+            "per_doc": per_doc,
+            "batch_time_s": costs.ocr_a + costs.ocr_b * costs.batch as f64,
             "correct": self.correct,
             "failure": {
                 "trigger_calls": self.trigger_calls,
@@ -276,8 +363,12 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
     let udf_pages = Arc::new(AtomicU64::new(0));
     let triggers = Arc::new(AtomicU64::new(0));
     let rps = c.render_s_per_page;
+    let start = Instant::now();
+    let expanded = Arc::new(Mutex::new(vec![0.0; w.docs.len()]));
+    let ex = expanded.clone();
     let render = Call::map("render", move |d: DocIn| {
         std::thread::sleep(secs(rps * f64::from(d.pages)));
+        ex.lock().unwrap()[d.idx] = start.elapsed().as_secs_f64();
         (0..d.pages)
             .map(|page| PageIn {
                 doc: d.id,
@@ -313,6 +404,7 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
     .reservation(match arm {
         Arm::DocStream => Reservation::ParentBound,
         Arm::Unordered => Reservation::Unordered,
+        Arm::Nearest => Reservation::NearestCompletion,
         _ => Reservation::Elastic,
     });
     let assemble = Call::map("assemble", |(d, pages): (DocIn, Vec<PageOut>)| {
@@ -335,16 +427,21 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
         bld.output(upload.apply(assemble.apply((doc, texts))))
     })
     .expect("valid plan");
-    let start = Instant::now();
     let mut done = Vec::new();
+    let mut done_at = vec![None; w.docs.len()];
+    let admit = Mutex::new(vec![0.0; w.docs.len()]);
+    let index: HashMap<u64, usize> = w.docs.iter().enumerate().map(|(i, d)| (d.doc_id, i)).collect();
     let mut correct = true;
     let summary = Runner::new(&plan)
         .window(window)
         .run(
-            w.docs.iter().zip(poisoned).map(|(d, &p)| {
+            w.docs.iter().zip(poisoned).enumerate().map(|(idx, (d, &p))| {
+                // The runner pulls a root exactly when it admits it.
+                admit.lock().unwrap()[idx] = start.elapsed().as_secs_f64();
                 (
                     d.doc_id,
                     DocIn {
+                        idx,
                         id: d.doc_id,
                         pages: d.pages,
                         poisoned: p,
@@ -356,7 +453,9 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
                 match o.get(out) {
                     Item::Present(id) => {
                         correct &= !p && id == o.key;
-                        done.push(start.elapsed().as_secs_f64());
+                        let t = start.elapsed().as_secs_f64();
+                        done.push(t);
+                        done_at[index[&o.key]] = Some(t);
                     }
                     Item::Suppressed(_) => correct &= p,
                     _ => correct = false,
@@ -380,6 +479,9 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
             ("upload", window_of(&summary, "upload")),
         ],
         doc_done_s: done,
+        admit_s: admit.into_inner().unwrap(),
+        expanded_s: expanded.lock().unwrap().clone(),
+        done_at,
         correct,
         siblings_not_dispatched: ocr_m.suppressed_before_dispatch,
         ..Report::default()
@@ -409,11 +511,15 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
     let next_doc = Arc::new(AtomicU64::new(0));
     let results = Arc::new(Mutex::new(Vec::<(PageOut, bool)>::new()));
     let stats = Arc::new(Mutex::new(Vec::<(f64, f64, usize, &'static str)>::new()));
+    let mixed = Arc::new(AtomicU64::new(0));
+    let expanded = Arc::new(Mutex::new(vec![0.0; w.docs.len()]));
     let docs: Arc<Vec<DocIn>> = Arc::new(
         w.docs
             .iter()
             .zip(poisoned)
-            .map(|(d, &p)| DocIn {
+            .enumerate()
+            .map(|(idx, (d, &p))| DocIn {
+                idx,
                 id: d.doc_id,
                 pages: d.pages,
                 poisoned: p,
@@ -422,18 +528,22 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
     );
     std::thread::scope(|s| {
         for _ in 0..c.render_workers {
-            let (queue, next_doc, docs, stats) =
-                (queue.clone(), next_doc.clone(), docs.clone(), stats.clone());
+            let (queue, next_doc, docs, stats, expanded) = (
+                queue.clone(),
+                next_doc.clone(),
+                docs.clone(),
+                stats.clone(),
+                expanded.clone(),
+            );
             s.spawn(move || {
                 loop {
                     let i = next_doc.fetch_add(1, Ordering::SeqCst) as usize;
                     let Some(d) = docs.get(i) else { break };
                     let t0 = start.elapsed().as_secs_f64();
                     std::thread::sleep(secs(c.render_s_per_page * f64::from(d.pages)));
-                    stats
-                        .lock()
-                        .unwrap()
-                        .push((t0, start.elapsed().as_secs_f64(), 1, "render"));
+                    let t1 = start.elapsed().as_secs_f64();
+                    stats.lock().unwrap().push((t0, t1, 1, "render"));
+                    expanded.lock().unwrap()[d.idx] = t1;
                     let (m, cv) = &*queue;
                     let mut q = m.lock().unwrap();
                     q.pages.extend((0..d.pages).map(|page| PageIn {
@@ -447,7 +557,13 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
             });
         }
         for _ in 0..c.workers {
-            let (queue, results, stats, docs) = (queue.clone(), results.clone(), stats.clone(), docs.clone());
+            let (queue, results, stats, docs, mixed) = (
+                queue.clone(),
+                results.clone(),
+                stats.clone(),
+                docs.clone(),
+                mixed.clone(),
+            );
             s.spawn(move || {
                 loop {
                     let batch: Vec<PageIn> = {
@@ -462,6 +578,10 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
                         let n = q.pages.len().min(c.batch);
                         q.pages.drain(..n).collect()
                     };
+                    let first = batch[0].doc;
+                    if batch.iter().any(|p| p.doc != first) {
+                        mixed.fetch_add(1, Ordering::Relaxed);
+                    }
                     let t0 = start.elapsed().as_secs_f64();
                     std::thread::sleep(secs(c.ocr_a + c.ocr_b * batch.len() as f64));
                     stats
@@ -486,6 +606,7 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
     // The global barrier has passed: group by parent and sort by ordinal.
     let mut all = std::mem::take(&mut *results.lock().unwrap());
     let udf = all.len() as u64;
+    let total_pages: u64 = docs.iter().map(|d| u64::from(d.pages)).sum();
     let trig = all.iter().filter(|(_, f)| *f).count() as u64;
     all.sort_by_key(|(p, _)| (p.doc, p.page));
     let mut groups: Vec<(u64, Vec<(PageOut, bool)>)> = Vec::new();
@@ -511,18 +632,20 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
     correct &= healthy.len() == docs.iter().filter(|d| !d.poisoned).count();
     let t_asm_end = start.elapsed().as_secs_f64();
     let done = Arc::new(Mutex::new(Vec::new()));
+    let done_at = Arc::new(Mutex::new(vec![None; w.docs.len()]));
+    let index: HashMap<u64, usize> = w.docs.iter().enumerate().map(|(i, d)| (d.doc_id, i)).collect();
     let next = Arc::new(AtomicU64::new(0));
     let t_up = start.elapsed().as_secs_f64();
     std::thread::scope(|s| {
         for _ in 0..c.upload_workers {
-            let (done, next, healthy) = (done.clone(), next.clone(), &healthy);
+            let (done, done_at, next, healthy, index) =
+                (done.clone(), done_at.clone(), next.clone(), &healthy, &index);
             s.spawn(move || {
-                while healthy
-                    .get(next.fetch_add(1, Ordering::SeqCst) as usize)
-                    .is_some()
-                {
+                while let Some(d) = healthy.get(next.fetch_add(1, Ordering::SeqCst) as usize) {
                     std::thread::sleep(secs(c.upload_s));
-                    done.lock().unwrap().push(start.elapsed().as_secs_f64());
+                    let t = start.elapsed().as_secs_f64();
+                    done.lock().unwrap().push(t);
+                    done_at.lock().unwrap()[index[d]] = Some(t);
                 }
             });
         }
@@ -546,7 +669,7 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
         trigger_calls: trig,
         ocr_batches: ocr.calls,
         ocr_batch_mean: udf as f64 / ocr.calls.max(1) as f64,
-        ocr_mixed_parent_batches: 0,
+        ocr_mixed_parent_batches: mixed.load(Ordering::Relaxed),
         stages: [
             ("render", window("render")),
             ("ocr", ocr),
@@ -570,8 +693,13 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
             ),
         ],
         doc_done_s: done,
+        // A flat engine takes every document at once: no admission window.
+        admit_s: vec![0.0; w.docs.len()],
+        expanded_s: expanded.lock().unwrap().clone(),
+        done_at: done_at.lock().unwrap().clone(),
         correct,
-        siblings_not_dispatched: 0,
+        // Measured, not assumed: pages the UDF never saw.
+        siblings_not_dispatched: total_pages - udf,
         ..Report::default()
     }
 }

@@ -10,19 +10,28 @@
 //! overlap and recognition batches mix lines of many pages and documents.
 //! Both produce the same text (checked).
 //!
+//! Reported per thread count: the loop's and the pipeline's pages/s, the
+//! pipeline over the loop (runtime overhead; the median of the per-round
+//! ratios, rounds alternate so load from other processes hits both alike),
+//! recognition batch fill, and recognition batches that mix documents and
+//! that mix pages, counted by the stage itself from each batch's lines.
+//!
 //! `cargo bench -p rayorch-models --bench doc_ocr` (env `BENCH_THREADS`,
 //! default `1,2`; `BENCH_REPEAT` copies of the corpus, default 1;
-//! `BENCH_ROUNDS` alternating rounds, best of each side, default 3).
+//! `BENCH_ROUNDS` alternating rounds, default 3). One JSON line per thread
+//! count carries every round and `/proc/loadavg` before and after.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use rayorch::prelude::*;
 use rayorch::sink::Callback;
-use rayorch::{RootOutcome, Runner};
+use rayorch::{RootOutcome, Runner, Stage, StageContext, StageResult};
 use rayorch_models::pdfgen::{SampleKind, samples};
 use rayorch_models::{
     DetectConfig, LineRecognizer, LineText, OnnxConfig, PdfFile, PdfRender, RecognizeConfig, RenderConfig,
-    TextDetect, TextDetector, TextRecognize, page_text, render_document,
+    TextDetect, TextDetector, TextLine, TextRecognize, page_text, render_document,
 };
 
 domain!(Pdf);
@@ -109,11 +118,46 @@ fn sequential(
     (pages, t.elapsed().as_secs_f64(), texts)
 }
 
+/// Recognition batches as the stage saw them.
+#[derive(Clone, Copy, Debug, Default)]
+struct RecBatches {
+    batches: u64,
+    lines: u64,
+    mixed_documents: u64,
+    mixed_pages: u64,
+}
+
+/// `TextRecognize` that also counts, from its batch's own lines, how many
+/// batches mix documents (the engine's `mixed_parent_batches` counts batches
+/// mixing parents, which for Lines are pages).
+struct CountingRecognize {
+    inner: TextRecognize,
+    counts: Arc<Mutex<RecBatches>>,
+}
+
+impl Stage for CountingRecognize {
+    type In = TextLine;
+    type Out = LineText;
+
+    fn run(&mut self, batch: Vec<TextLine>, cx: &StageContext) -> StageResult<LineText> {
+        let docs: HashSet<&str> = batch.iter().map(|l| &*l.doc).collect();
+        let pages: HashSet<(&str, usize)> = batch.iter().map(|l| (&*l.doc, l.page)).collect();
+        {
+            let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+            c.batches += 1;
+            c.lines += batch.len() as u64;
+            c.mixed_documents += u64::from(docs.len() > 1);
+            c.mixed_pages += u64::from(pages.len() > 1);
+        }
+        self.inner.run(batch, cx)
+    }
+}
+
 fn pipeline(
     files: &[PdfFile],
     threads: usize,
     a: &rayorch_models::Assets,
-) -> (usize, f64, Vec<Vec<String>>, rayorch::RunSummary) {
+) -> (usize, f64, Vec<Vec<String>>, rayorch::RunSummary, RecBatches) {
     let (dc, rc) = configs(threads);
     let (a1, a2) = (a.clone(), a.clone());
     let render = Call::new("render", || Ok(PdfRender::new(RenderConfig::default()))).batch_size(1);
@@ -121,8 +165,13 @@ fn pipeline(
         Ok(TextDetect::new(TextDetector::from_assets(&a1, dc.clone())?))
     })
     .batch_size(4);
+    let counts = Arc::new(Mutex::new(RecBatches::default()));
+    let c2 = counts.clone();
     let recognize = Call::new("recognize", move || {
-        Ok(TextRecognize::new(LineRecognizer::from_assets(&a2, rc.clone())?))
+        Ok(CountingRecognize {
+            inner: TextRecognize::new(LineRecognizer::from_assets(&a2, rc.clone())?),
+            counts: c2.clone(),
+        })
     })
     .batch_size(48);
     let join = Call::map("page_text", |l: Vec<LineText>| page_text(&l));
@@ -146,7 +195,19 @@ fn pipeline(
         .expect("the run completes");
     let secs = t.elapsed().as_secs_f64();
     let pages = texts.iter().map(Vec::len).sum();
-    (pages, secs, texts, summary)
+    let counts = *counts.lock().unwrap_or_else(|p| p.into_inner());
+    (pages, secs, texts, summary, counts)
+}
+
+fn loadavg() -> Option<String> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn main() {
@@ -166,36 +227,57 @@ fn main() {
         .unwrap_or(3);
     let files = corpus(repeat);
     println!(
-        "document OCR: {} documents, render + detect + recognize, one replica per Call; best of {rounds} alternating rounds",
+        "document OCR: {} documents, render + detect + recognize, one replica per Call; median of {rounds} alternating rounds",
         files.len()
     );
     println!(
-        "{:>8} {:>7} {:>12} {:>12} {:>7} {:>11} {:>10}",
-        "threads", "pages", "loop pg/s", "pipe pg/s", "ratio", "rec fill", "rec mixed"
+        "{:>8} {:>7} {:>12} {:>12} {:>7} {:>9} {:>14} {:>14}",
+        "threads", "pages", "loop pg/s", "pipe pg/s", "ratio", "rec fill", "rec mixed doc", "rec mixed page"
     );
     for t in threads {
         // Warm up (page cache, ORT kernels) before timing.
         let _ = sequential(&files[..1], t, &assets);
-        let (mut best_loop, mut best_pipe) = (f64::MAX, f64::MAX);
-        let (mut pages, mut fill, mut mixed) = (0, 0.0, 0);
+        let load_start = loadavg();
+        let (mut loop_s, mut pipe_s, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut pages, mut fill, mut engine_mixed, mut counts) = (0, 0.0, 0, RecBatches::default());
         // Alternate the two so load from other processes hits both alike.
-        for _ in 0..rounds {
+        for _ in 0..rounds.max(1) {
             let (lp, ls, lt) = sequential(&files, t, &assets);
-            let (pp, ps, pt, summary) = pipeline(&files, t, &assets);
+            let (pp, ps, pt, summary, c) = pipeline(&files, t, &assets);
             assert_eq!(lp, pp, "both sides see the same pages");
             assert_eq!(lt, pt, "both sides read the same text");
             let rec = summary.call("recognize").expect("recognize ran");
-            (pages, fill, mixed) = (lp, rec.fill, rec.mixed_parent_batches);
-            best_loop = best_loop.min(ls);
-            best_pipe = best_pipe.min(ps);
+            (pages, fill, engine_mixed, counts) = (lp, rec.fill, rec.mixed_parent_batches, c);
+            assert_eq!(c.batches, rec.rpcs, "the stage saw every recognition batch once");
+            loop_s.push(ls);
+            pipe_s.push(ps);
+            ratios.push(ls / ps);
         }
-        println!(
-            "{t:>8} {pages:>7} {:>12.2} {:>12.2} {:>7.2} {:>10.0}% {:>10}",
-            pages as f64 / best_loop,
-            pages as f64 / best_pipe,
-            best_loop / best_pipe,
-            fill * 100.0,
-            mixed
+        let load_end = loadavg();
+        let (ml, mp, mr) = (
+            median(loop_s.clone()),
+            median(pipe_s.clone()),
+            median(ratios.clone()),
         );
+        println!(
+            "{t:>8} {pages:>7} {:>12.2} {:>12.2} {:>7.2} {:>8.0}% {:>14} {:>14}",
+            pages as f64 / ml,
+            pages as f64 / mp,
+            mr,
+            fill * 100.0,
+            format!("{} of {}", counts.mixed_documents, counts.batches),
+            format!("{} of {}", counts.mixed_pages, counts.batches),
+        );
+        let line = serde_json::json!({
+            "threads": t, "pages": pages, "rounds": ratios.len(),
+            "loop_s": loop_s, "pipe_s": pipe_s, "ratio_per_round": ratios, "median_ratio": mr,
+            "loop_pages_per_s": pages as f64 / ml, "pipe_pages_per_s": pages as f64 / mp,
+            "rec_fill": fill, "rec_batches": counts.batches, "rec_lines": counts.lines,
+            "rec_mixed_document_batches": counts.mixed_documents,
+            "rec_mixed_page_batches": counts.mixed_pages,
+            "engine_mixed_parent_batches": engine_mixed,
+            "loadavg_start": load_start, "loadavg_end": load_end,
+        });
+        println!("{line}");
     }
 }

@@ -64,7 +64,12 @@ impl Calls {
             grains: (0..n).map(|_| Vec::new()).collect(),
             barriers: (0..n).map(|_| Vec::new()).collect(),
             queues: (0..n)
-                .map(|i| CallQueues::new(seed.wrapping_add(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+                .map(|i| {
+                    CallQueues::new(
+                        seed.wrapping_add(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                        plan.calls[i].config.reservation,
+                    )
+                })
                 .collect(),
             batches: Vec::new(),
             batch_free: Vec::new(),
@@ -210,7 +215,13 @@ impl Core {
                     epoch: self.lineage.doms[call.domain].ents[e as usize].epoch,
                     generation: self.calls.grains[c][e as usize].generation,
                 };
-                self.calls.queues[c].push(entry);
+                // The parent (slot, epoch) lets a completion-aware policy
+                // group a parent's queued Grains; root-Domain Calls have none.
+                let parent = plan.domains[call.domain].parent.map(|pd| {
+                    let p = self.lineage.doms[call.domain].ents[e as usize].parent;
+                    (p, self.lineage.doms[pd].ents[p as usize].epoch)
+                });
+                self.calls.queues[c].push(entry, parent);
             }
         }
     }

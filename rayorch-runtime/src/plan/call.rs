@@ -21,6 +21,15 @@ pub enum Reservation {
     ParentBound,
     /// Up to B Grains from arbitrary queue positions (ablation baseline only).
     Unordered,
+    /// Up to B Grains, any parents, preferring parents nearest completion:
+    /// the parent with the fewest Grains queued at this Call goes first
+    /// (shortest-remaining-first), aged by how long its Grains have waited so
+    /// a big parent is never starved. Batches stay full; a small parent
+    /// admitted right after a big one that published all its children at
+    /// once is not held behind them. O(B log P) per batch for P parents with
+    /// queued Grains. A Call over the root Domain has a single parent, so
+    /// there it reserves exactly as `Elastic`.
+    NearestCompletion,
 }
 
 /// What happens when a whole attempt fails (an `Err` or a panic).

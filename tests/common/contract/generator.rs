@@ -212,13 +212,14 @@ impl Decoder {
             r: i64::from(raw.q / 3) % m,
             how,
         });
-        let res = match raw.res % 3 {
+        let res = match raw.res % 4 {
             _ if rec == Rec::Isolate && poison.is_some() && !self.mix.isolate_mixes_parents => {
                 Reservation::ParentBound
             }
             0 => Reservation::Elastic,
             1 => Reservation::ParentBound,
-            _ => Reservation::Unordered,
+            2 => Reservation::Unordered,
+            _ => Reservation::NearestCompletion,
         };
         Fx {
             id,
