@@ -3,7 +3,64 @@
 //! A pipeline changes its unit of work (a PDF becomes pages, a page becomes
 //! lines); model stages batch children of many parents, and every result
 //! returns to its own parent, in declared order, as soon as that parent is
-//! complete. See the crate README for a quick start.
+//! complete.
+//!
+//! # Writing a pipeline
+//! - Declare the levels with `#[derive(Domain)]` (`#[domain(parent = Pdf)]`
+//!   for a child level); the Domain graph is checked by rustc.
+//! - Write the model code as a [`Stage`] (blocking, e.g. candle or ONNX
+//!   Runtime: one call per batch, one [`Outcome`] per input) or an
+//!   [`AsyncStage`] (I/O, HTTP model servers), or wrap a closure with
+//!   [`Call::map`].
+//! - Configure each use of a stage as a [`Call`] (batch size, replicas,
+//!   [`Recovery`], [`Reservation`], timeout) and put the Calls in a struct.
+//! - Describe the graph in a `#[pipeline] impl` block's `forward` fn with
+//!   [`expand!`], [`reduce!`], [`filter!`], [`broadcast!`]; `build_plan()`
+//!   (from [`Pipeline`]) gives the [`Plan`] and typed [`Output`] handles.
+//! - Run it with a [`Runner`] (window, observer, [`CancelHandle`]) over an
+//!   iterator or a stream of `(key, value)` roots; each finished root reaches
+//!   a [`sink`] at once as a [`RootOutcome`]; [`RunSummary`] says how it went.
+//! - Test it deterministically with [`sim`], the seeded executor.
+//!
+//! `use rayorch::prelude::*;` brings the names above. Executor authors find
+//! the synchronous engine and the stage-erasure types in [`spi`].
+//!
+//! # Example
+//! ```
+//! use rayorch::prelude::*;
+//!
+//! #[derive(Domain)]
+//! struct Doc;
+//! #[derive(Domain)]
+//! #[domain(parent = Doc)]
+//! struct Page;
+//!
+//! struct Lengths {
+//!     split: FnCall<String, Vec<String>>,
+//!     len: FnCall<String, usize>,
+//! }
+//!
+//! #[pipeline]
+//! impl Lengths {
+//!     fn forward(&self, docs: Port<Doc, String>) -> Port<Doc, Vec<usize>> {
+//!         let page = expand!(self.split(docs) => Page);
+//!         reduce!(self.len(page))
+//!     }
+//! }
+//!
+//! let p = Lengths {
+//!     split: Call::map("split", |d: String| d.split('|').map(String::from).collect()),
+//!     len: Call::map("len", |p: String| p.len()).batch_size(8),
+//! };
+//! let (plan, out) = p.build_plan().unwrap();
+//! let mut got = Vec::new();
+//! rayorch::Runner::new(&plan)
+//!     .run([(0, "ab|c".to_string())], rayorch::sink::Callback(|o: &rayorch::RootOutcome| {
+//!         got.push(o.get(out).present().unwrap());
+//!     }))
+//!     .unwrap();
+//! assert_eq!(got, vec![vec![2, 1]]);
+//! ```
 
 pub use rayorch_macros::{Domain, pipeline};
 pub use rayorch_runtime::*;

@@ -15,6 +15,11 @@ use crate::plan::Output;
 use crate::value::{Data, Item};
 
 /// Receives root outcomes as they complete.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a rayorch Sink",
+    label = "a Runner delivers each finished root here",
+    note = "pass a `rayorch::sink::Callback(|root: &rayorch::RootOutcome| ...)`, a `ChannelSink`, a `JsonlSink`, a `FailuresSink`, a tuple of sinks, or implement `Sink` for your writer"
+)]
 pub trait Sink: Send {
     /// One finished root.
     fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError>;
