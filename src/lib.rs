@@ -14,9 +14,10 @@ pub mod prelude {
     // pseudo-macro of the same name.
     pub use crate::{broadcast, expand, expand_aligned, filter, reduce, reduce_aligned, split};
     pub use rayorch_macros::{Domain, pipeline};
+    pub use rayorch_runtime::sink::Callback;
     pub use rayorch_runtime::{
-        Call, Cause, Domain, FnCall, Item, Outcome, Pipeline, Plan, Port, Recovery, Reservation, Stage,
-        StageResult, domain, reduce_members,
+        Async, AsyncStage, Call, Cause, Domain, FnCall, Item, Outcome, Pipeline, Plan, Port, Recovery,
+        Reservation, RootOutcome, Runner, Stage, StageContext, StageResult, domain, reduce_members,
     };
 }
 

@@ -47,10 +47,11 @@ fn generate(p: &Pipeline<'_>) -> TokenStream {
     let mut item = p.original.clone();
     let block = Rewrite::body(&p.forward.body);
     for it in &mut item.items {
-        if let ImplItem::Fn(f) = it
-            && f.sig.ident == p.forward.original.sig.ident
-        {
+        let ImplItem::Fn(f) = it else { continue };
+        if f.sig.ident == p.forward.original.sig.ident {
             f.block = block.clone();
+        } else if let Some((_, body)) = p.helpers.iter().find(|(h, _)| h.sig.ident == f.sig.ident) {
+            f.block = Rewrite::body(body);
         }
     }
     let build = build_plan(&p.forward.sig);

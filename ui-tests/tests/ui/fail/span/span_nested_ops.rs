@@ -15,6 +15,10 @@ struct Page;
 #[domain(parent = Page)]
 struct Line;
 
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Word;
+
 struct P {
     pages: MapCall<String, Vec<String>>,
     lines: MapCall<String, Vec<String>>,
@@ -30,7 +34,7 @@ impl P {
         // The stage takes `String`, the Port carries `Vec<String>`: the caret
         // is on the argument of the inner Call.
         let page = expand!(self.pages(pdfs) => Page);
-        let per_page = reduce!(self.ocr(expand!(self.lines(self.ocr(self.lines(page))) => Line)));
+        let per_page = reduce!(self.ocr(expand!(self.lines(self.ocr(self.lines(page))) => Word)));
         let _ = wrong;
         self.pair(pdfs, reduce!(per_page))
     }
