@@ -185,3 +185,29 @@ fn late_mistakes_are_macro_errors() {
     assert!(errs[1].contains("Port is dropped"), "{errs:?}");
     assert!(errs[2].contains("`unused` is never used"), "{errs:?}");
 }
+
+#[test]
+fn helper_methods_are_rewritten() {
+    let out = expand::pipeline(
+        TokenStream::new(),
+        quote! {
+            impl Twice {
+                fn forward(&self, docs: Port<Doc, String>) -> Port<Doc, String> {
+                    let a = self.gather(self.first(docs));
+                    let b = self.gather(self.first(docs));
+                    self.join(a, b)
+                }
+                fn first(&self, docs: Port<Doc, String>) -> Port<Page, String> {
+                    expand!(self.split(docs) => Page)
+                }
+                fn gather(&self, page: Port<Page, String>) -> Port<Doc, Vec<String>> {
+                    reduce!(page)
+                }
+            }
+        },
+    )
+    .expect("no errors")
+    .to_string();
+    assert!(!out.contains("expand !") && !out.contains("reduce !"), "{out}");
+    assert!(out.contains("check :: expansion"), "{out}");
+}

@@ -173,6 +173,7 @@ impl<S: StageKind> Call<S> {
     }
 
     /// Apply the Call to its input Port(s): one Grain per Entity of their Domain.
+    #[track_caller]
     pub fn apply<D, I>(&self, inputs: I) -> Port<D, S::Out>
     where
         D: Domain,
@@ -184,6 +185,7 @@ impl<S: StageKind> Call<S> {
     }
 
     /// Apply a Call whose stage returns a tuple: one Port per tuple field.
+    #[track_caller]
     pub fn apply_split<D, I>(&self, inputs: I) -> <S::Out as OutputSet>::Ports<D>
     where
         D: Domain,
@@ -194,6 +196,7 @@ impl<S: StageKind> Call<S> {
         <S::Out as OutputSet>::ports::<D>(&ids)
     }
 
+    #[track_caller]
     fn node<D: Domain, I: Inputs<D, Value = S::In>, O: OutputSet>(
         &self,
         inputs: I,

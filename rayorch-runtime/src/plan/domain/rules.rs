@@ -28,7 +28,9 @@
 //!   reported a second time, at the binding.
 //!
 //! Nothing here adds behaviour: with the bounds satisfied every function is the
-//! builder call it wraps.
+//! builder call it wraps. Every function is `#[track_caller]`, down to the
+//! builder: a node records where the user wrote its operation (the macro
+//! spans each call at the user's token), and a plan error names that line.
 
 #![expect(
     clippy::type_complexity,
@@ -39,7 +41,7 @@ use std::marker::PhantomData;
 
 use crate::exec::stage::StageKind;
 use crate::plan::call::Call;
-use crate::plan::domain::{DescendantOf, Domain, NoParent};
+use crate::plan::domain::{Domain, NoParent};
 use crate::plan::port::{Inputs, Optional, OutputSet, Port};
 use crate::value::Data;
 
@@ -53,6 +55,7 @@ macro_rules! same_domain_trait {
         $(#[$meta])*
         pub trait $name<D> {
             /// Identity: `Self` is `D`.
+            #[track_caller]
             fn cast<T>(p: Port<Self, T>) -> Port<D, T>
             where
                 Self: Sized;
@@ -60,6 +63,7 @@ macro_rules! same_domain_trait {
 
         #[diagnostic::do_not_recommend]
         impl<D: Domain> $name<D> for D {
+            #[track_caller]
             fn cast<T>(p: Port<D, T>) -> Port<D, T> {
                 p
             }
@@ -81,6 +85,7 @@ pub trait CallField {
     /// The pass-through type of [`call_field`].
     type Same<X>;
     /// Identity.
+    #[track_caller]
     fn same<X>(x: X) -> Self::Same<X>;
 }
 
@@ -88,6 +93,7 @@ pub trait CallField {
 impl<S: StageKind> CallField for Call<S> {
     type Stage = S;
     type Same<X> = X;
+    #[track_caller]
     fn same<X>(x: X) -> X {
         x
     }
@@ -97,6 +103,7 @@ impl<S: StageKind> CallField for Call<S> {
 pub type StageIn<C> = <<C as CallField>::Stage as StageKind>::In;
 
 /// `self.field` in `self.field(...)`: the field must be a `Call<_>`.
+#[track_caller]
 pub fn call_field<C: CallField>(field: &C) -> C::Same<&C> {
     C::same(field)
 }
@@ -113,6 +120,7 @@ pub trait CallInput: Sized {
     /// The same input, typed in Domain `D`.
     type In<D>;
     /// Identity.
+    #[track_caller]
     fn same(self) -> Self::In<Self::Domain>;
 }
 
@@ -120,6 +128,7 @@ pub trait CallInput: Sized {
 impl<Dp, T> CallInput for Port<Dp, T> {
     type Domain = Dp;
     type In<D> = Port<D, T>;
+    #[track_caller]
     fn same(self) -> Port<Dp, T> {
         self
     }
@@ -129,6 +138,7 @@ impl<Dp, T> CallInput for Port<Dp, T> {
 impl<Dp, T> CallInput for Optional<Dp, T> {
     type Domain = Dp;
     type In<D> = Optional<D, T>;
+    #[track_caller]
     fn same(self) -> Optional<Dp, T> {
         self
     }
@@ -145,17 +155,21 @@ pub trait SameCallDomain<D> {
     /// result (in no Domain) reports nothing further.
     type Target;
     /// Identity: a later input, in `Target`.
+    #[track_caller]
     fn later<P: CallInput<Domain = Self>>(p: P) -> P::In<Self::Target>;
     /// Identity: the first input, in `Target`.
+    #[track_caller]
     fn first<P: CallInput<Domain = D>>(p: P) -> P::In<Self::Target>;
 }
 
 #[diagnostic::do_not_recommend]
 impl<D: Domain> SameCallDomain<D> for D {
     type Target = D;
+    #[track_caller]
     fn later<P: CallInput<Domain = D>>(p: P) -> P::In<D> {
         p.same()
     }
+    #[track_caller]
     fn first<P: CallInput<Domain = D>>(p: P) -> P::In<D> {
         p.same()
     }
@@ -165,6 +179,7 @@ impl<D: Domain> SameCallDomain<D> for D {
 type CallDomain<A, B> = <<B as CallInput>::Domain as SameCallDomain<<A as CallInput>::Domain>>::Target;
 
 /// `self.call(a, b)`: the inputs as one tuple, typed in the Call's Domain.
+#[track_caller]
 pub fn inputs2<A, B>(a: A, b: B) -> (A::In<CallDomain<A, B>>, B::In<CallDomain<A, B>>)
 where
     A: CallInput,
@@ -182,6 +197,7 @@ where
 // result may then be checked once more downstream.
 
 /// `self.call(a, b, c)`; see [`inputs2`].
+#[track_caller]
 pub fn inputs3<A, B, C>(
     a: A,
     b: B,
@@ -206,6 +222,7 @@ where
 }
 
 /// `self.call(a, b, c, d)`; see [`inputs2`].
+#[track_caller]
 pub fn inputs4<A, B, C, E>(
     a: A,
     b: B,
@@ -243,18 +260,21 @@ pub trait StageTakes<In> {
     /// The pass-through type of [`stage_input`].
     type Same<X>;
     /// Identity.
+    #[track_caller]
     fn same<X>(x: X) -> Self::Same<X>;
 }
 
 #[diagnostic::do_not_recommend]
 impl<T> StageTakes<T> for T {
     type Same<X> = X;
+    #[track_caller]
     fn same<X>(x: X) -> X {
         x
     }
 }
 
 /// The value the Call's inputs carry must be the stage's input type.
+#[track_caller]
 pub fn stage_input<C, D, I>(_field: &C, inputs: I) -> <I::Value as StageTakes<StageIn<C>>>::Same<I>
 where
     C: CallField,
@@ -275,12 +295,14 @@ pub trait StageAccepts<V> {
     /// The pass-through type of [`stage_inputs`].
     type Same<X>;
     /// Identity.
+    #[track_caller]
     fn same<X>(x: X) -> Self::Same<X>;
 }
 
 #[diagnostic::do_not_recommend]
 impl<T> StageAccepts<T> for T {
     type Same<X> = X;
+    #[track_caller]
     fn same<X>(x: X) -> X {
         x
     }
@@ -288,6 +310,7 @@ impl<T> StageAccepts<T> for T {
 
 /// [`stage_input`] for a Call with several inputs: reported at the field,
 /// since no single input is the wrong one.
+#[track_caller]
 pub fn stage_inputs<C, D, I>(_field: &C, inputs: I) -> <StageIn<C> as StageAccepts<I::Value>>::Same<I>
 where
     C: CallField,
@@ -299,6 +322,7 @@ where
 }
 
 /// `self.call(a)` / `self.call(a, b)`: apply a Call.
+#[track_caller]
 pub fn apply<S, D, I>(call: &Call<S>, inputs: I) -> Port<D, S::Out>
 where
     S: StageKind,
@@ -323,6 +347,7 @@ impl<A: Data, B: Data> SplitOutput for (A, B) {}
 impl<A: Data, B: Data, C: Data> SplitOutput for (A, B, C) {}
 
 /// `split!(self.call(a))`: apply a Call whose stage returns a tuple.
+#[track_caller]
 pub fn apply_split<S, D, I>(call: &Call<S>, inputs: I) -> <S::Out as OutputSet>::Ports<D>
 where
     S: StageKind,
@@ -348,6 +373,7 @@ pub trait ExpandList: Data {
     /// `IntoIterator` first and report it with the standard library's text.
     type List: IntoIterator<Item = Self::Item> + Data;
     /// Identity.
+    #[track_caller]
     fn list<P>(x: Port<P, Self>) -> Port<P, Self::List>;
 }
 
@@ -359,6 +385,7 @@ where
 {
     type Item = I::Item;
     type List = I;
+    #[track_caller]
     fn list<P>(x: Port<P, I>) -> Port<P, I> {
         x
     }
@@ -374,8 +401,10 @@ pub trait ExpandFrom<C, P> {
     /// `C`; an error type when `C` is not a child of `P`.
     type Child;
     /// The typed builder's `expand`.
+    #[track_caller]
     fn expand<I: ExpandList>(x: Port<P, I>) -> Port<Self::Child, I::Item>;
     /// The typed builder's `expand_aligned`.
+    #[track_caller]
     fn expand_aligned<A: ExpandList, B: ExpandList>(
         a: Port<P, A>,
         b: Port<P, B>,
@@ -385,9 +414,11 @@ pub trait ExpandFrom<C, P> {
 #[diagnostic::do_not_recommend]
 impl<C: Domain<Parent = P>, P: Domain> ExpandFrom<C, P> for P {
     type Child = C;
+    #[track_caller]
     fn expand<I: ExpandList>(x: Port<P, I>) -> Port<C, I::Item> {
         crate::plan::port::expand::<C, P, I::List>(I::list(x))
     }
+    #[track_caller]
     fn expand_aligned<A: ExpandList, B: ExpandList>(
         a: Port<P, A>,
         b: Port<P, B>,
@@ -406,6 +437,7 @@ pub type ChildOf<C, P> = <<C as Domain>::Parent as ExpandFrom<C, P>>::Child;
 pub struct Expansion<P>(PhantomData<fn() -> P>);
 
 /// The Domain of `expand!`'s input.
+#[track_caller]
 pub fn expansion<P, I>(_input: &Port<P, I>) -> Expansion<P> {
     Expansion(PhantomData)
 }
@@ -416,6 +448,7 @@ pub fn expansion<P, I>(_input: &Port<P, I>) -> Expansion<P> {
 // non-list into "method exists but its trait bounds were not satisfied".
 impl<P> Expansion<P> {
     /// `expand!(x => C)`.
+    #[track_caller]
     pub fn into_child<C, I, T>(self, _child: PhantomData<C>, x: Port<P, I>) -> Port<ChildOf<C, P>, T>
     where
         I: ExpandList<Item = T>,
@@ -426,6 +459,7 @@ impl<P> Expansion<P> {
     }
 
     /// `expand_aligned!((a, b) => C)`.
+    #[track_caller]
     pub fn into_children<C, Pb, A, B, Ta, Tb>(
         self,
         _child: PhantomData<C>,
@@ -465,10 +499,13 @@ pub trait ReduceInto<C> {
     /// The parent Domain (`Self`).
     type Parent;
     /// The typed builder's `reduce`.
+    #[track_caller]
     fn reduce<T: Data>(x: Port<C, T>) -> Port<Self::Parent, Vec<T>>;
     /// The typed builder's `reduce_members`.
+    #[track_caller]
     fn reduce_members<T: Data, M>(x: Port<C, T>, members: Port<C, M>) -> Port<Self::Parent, Vec<T>>;
     /// The typed builder's `reduce_aligned`.
+    #[track_caller]
     fn reduce_aligned<A: Data, B: Data, M>(
         x: (Port<C, A>, Port<C, B>),
         members: Option<Port<C, M>>,
@@ -478,12 +515,15 @@ pub trait ReduceInto<C> {
 #[diagnostic::do_not_recommend]
 impl<C: Domain<Parent = P>, P: Domain> ReduceInto<C> for P {
     type Parent = P;
+    #[track_caller]
     fn reduce<T: Data>(x: Port<C, T>) -> Port<P, Vec<T>> {
         crate::plan::port::reduce(x)
     }
+    #[track_caller]
     fn reduce_members<T: Data, M>(x: Port<C, T>, members: Port<C, M>) -> Port<P, Vec<T>> {
         crate::plan::port::reduce_members(x, members)
     }
+    #[track_caller]
     fn reduce_aligned<A: Data, B: Data, M>(
         x: (Port<C, A>, Port<C, B>),
         members: Option<Port<C, M>>,
@@ -508,12 +548,15 @@ pub trait RootHasNoParent {
 #[diagnostic::do_not_recommend]
 impl<C: RootHasNoParent> ReduceInto<C> for NoParent {
     type Parent = C::Parent;
+    #[track_caller]
     fn reduce<T: Data>(_: Port<C, T>) -> Port<Self::Parent, Vec<T>> {
         unreachable!("no type implements RootHasNoParent")
     }
+    #[track_caller]
     fn reduce_members<T: Data, M>(_: Port<C, T>, _: Port<C, M>) -> Port<Self::Parent, Vec<T>> {
         unreachable!("no type implements RootHasNoParent")
     }
+    #[track_caller]
     fn reduce_aligned<A: Data, B: Data, M>(
         _: (Port<C, A>, Port<C, B>),
         _: Option<Port<C, M>>,
@@ -526,6 +569,7 @@ impl<C: RootHasNoParent> ReduceInto<C> for NoParent {
 pub type ParentOf<C> = <<C as Domain>::Parent as ReduceInto<C>>::Parent;
 
 /// `reduce!(x)`.
+#[track_caller]
 pub fn reduce<C, T>(x: Port<C, T>) -> Port<ParentOf<C>, Vec<T>>
 where
     C: Domain,
@@ -546,6 +590,7 @@ same_domain_trait! {
 }
 
 /// `reduce!(x, members = m)`.
+#[track_caller]
 pub fn reduce_members<C, T, Cm, M>(x: Port<C, T>, members: Port<Cm, M>) -> Port<ParentOf<C>, Vec<T>>
 where
     C: Domain,
@@ -557,6 +602,7 @@ where
 }
 
 /// `reduce_aligned!((a, b))`.
+#[track_caller]
 pub fn reduce_aligned<C, Cb, A, B>(
     a: Port<C, A>,
     b: Port<Cb, B>,
@@ -572,6 +618,7 @@ where
 }
 
 /// `reduce_aligned!((a, b), members = m)`.
+#[track_caller]
 pub fn reduce_aligned_members<C, Cb, Cm, A, B, M>(
     a: Port<C, A>,
     b: Port<Cb, B>,
@@ -588,70 +635,6 @@ where
     <C::Parent as ReduceInto<C>>::reduce_aligned((a, Cb::cast(b)), Some(Cm::cast(members)))
 }
 
-// === filter! and broadcast! ===
-
-same_domain_trait! {
-    /// A `filter!` mask in the filtered Port's Domain `D`.
-    #[diagnostic::on_unimplemented(
-        message = "the `filter!` mask is in Domain `{Self}`, but the filtered Port is in `{D}`",
-        label = "a `{Self}` Port",
-        note = "compute the mask in `{D}`: bring an ancestor mask down with `broadcast!(mask, like = x)`, or apply the mask's Call to a `{D}` Port"
-    )]
-    MaskDomain
-}
-
-/// What a `filter!` mask carries.
-#[diagnostic::on_unimplemented(
-    message = "`filter!` needs a mask of `bool`, but this Port carries `{Self}`",
-    label = "carries `{Self}`, not `bool`",
-    note = "turn the value into a `bool` with a Call first (e.g. `Call::map(\"keep\", |x: T| ...)`): `true` keeps the Entity, `false` drops it"
-)]
-pub trait MaskValue: Sized {
-    /// Identity on `bool`.
-    fn mask<D>(p: Port<D, Self>) -> Port<D, bool>;
-}
-
-#[diagnostic::do_not_recommend]
-impl MaskValue for bool {
-    fn mask<D>(p: Port<D, bool>) -> Port<D, bool> {
-        p
-    }
-}
-
-/// `filter!(x, mask)`.
-pub fn filter<D, T, Dm, M>(x: Port<D, T>, mask: Port<Dm, M>) -> Port<D, T>
-where
-    D: Domain,
-    T: Data,
-    Dm: MaskDomain<D>,
-    M: MaskValue,
-{
-    crate::plan::port::filter(x, M::mask(Dm::cast(mask)))
-}
-
-/// `Self` (the broadcast value's Domain) is an ancestor of `D`.
-#[diagnostic::on_unimplemented(
-    message = "`broadcast!` copies a value down from an ancestor Domain, but `{Self}` is not an ancestor of `{D}`",
-    label = "a `{Self}` Port",
-    note = "broadcast a Port of a Domain above `{D}` (its parent, grandparent, ...); to bring values of child Entities up, use `reduce!`"
-)]
-pub trait BroadcastFrom<D, I>: Sized {
-    /// The typed builder's `broadcast`.
-    fn broadcast<T: Data, U>(x: Port<Self, T>, like: Port<D, U>) -> Port<D, T>;
-}
-
-#[diagnostic::do_not_recommend]
-impl<A: Domain, D: DescendantOf<A, I>, I> BroadcastFrom<D, I> for A {
-    fn broadcast<T: Data, U>(x: Port<A, T>, like: Port<D, U>) -> Port<D, T> {
-        crate::plan::port::broadcast(x, like)
-    }
-}
-
-/// `broadcast!(x, like = y)`.
-pub fn broadcast<A, D, T, U, I>(x: Port<A, T>, like: Port<D, U>) -> Port<D, T>
-where
-    A: BroadcastFrom<D, I>,
-    T: Data,
-{
-    A::broadcast(x, like)
-}
+// `filter!` and `broadcast!`: after `same_domain_trait!`, which they use.
+mod filter_broadcast;
+pub use filter_broadcast::*;

@@ -16,17 +16,20 @@ use crate::value::Data;
 )]
 pub trait OutputRoot<D> {
     /// The builder's `output`.
+    #[track_caller]
     fn output<T: Data>(b: &mut PlanBuilder, p: Port<D, T>) -> Output<T>;
 }
 
 #[diagnostic::do_not_recommend]
 impl<D: Domain<Parent = NoParent>> OutputRoot<D> for NoParent {
+    #[track_caller]
     fn output<T: Data>(b: &mut PlanBuilder, p: Port<D, T>) -> Output<T> {
         b.output(p)
     }
 }
 
 /// Declare one of `forward`'s results as a plan output.
+#[track_caller]
 pub fn output<D: Domain, T: Data>(b: &mut PlanBuilder, p: Port<D, T>) -> Output<T>
 where
     D::Parent: OutputRoot<D>,
@@ -42,22 +45,27 @@ where
 )]
 pub trait SourceRoot<D> {
     /// The builder's `source`.
+    #[track_caller]
     fn source<T: Data>(b: &mut PlanBuilder) -> Port<D, T>;
     /// The builder's `sources`.
+    #[track_caller]
     fn sources<T: OutputSet + Data>(b: &mut PlanBuilder) -> T::Ports<D>;
 }
 
 #[diagnostic::do_not_recommend]
 impl<D: Domain<Parent = NoParent>> SourceRoot<D> for NoParent {
+    #[track_caller]
     fn source<T: Data>(b: &mut PlanBuilder) -> Port<D, T> {
         b.source::<D, T>()
     }
+    #[track_caller]
     fn sources<T: OutputSet + Data>(b: &mut PlanBuilder) -> T::Ports<D> {
         b.sources::<D, T>()
     }
 }
 
 /// `forward`'s single source parameter.
+#[track_caller]
 pub fn source<D: Domain, T: Data>(b: &mut PlanBuilder) -> Port<D, T>
 where
     D::Parent: SourceRoot<D>,
@@ -66,6 +74,7 @@ where
 }
 
 /// `forward`'s source parameters, declared as one tuple-valued source.
+#[track_caller]
 pub fn sources<D: Domain, T: OutputSet + Data>(b: &mut PlanBuilder) -> T::Ports<D>
 where
     D::Parent: SourceRoot<D>,
