@@ -40,7 +40,10 @@ pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
     };
     let errors = cx.check().err().map(syn::Error::into_compile_error);
     let out = quote! {
+        // Not listed under "the following other types implement trait
+        // `Domain`" when a non-Domain is used as one: that list is noise.
         #[automatically_derived]
+        #[diagnostic::do_not_recommend]
         impl #impl_generics ::rayorch::__private::Domain for #ident #ty_generics #where_clause {
             type Parent = #parent;
             const NAME: &'static str = #name;

@@ -10,36 +10,6 @@ const INTERNAL: &[&str] = &["__private", "rayorch::check", "rayorch_runtime::", 
 /// The issue's budget: median at most 12 lines, none over 30.
 const MEDIAN_MAX: usize = 12;
 const ONE_MAX: usize = 30;
-/// Cases still over `ONE_MAX`, each with why (issue 10, left open). The test
-/// fails on any other case over the budget, and on a listed one that is no
-/// longer over it, so this list only shrinks.
-const OVER_BUDGET: &[(&str, &str)] = &[
-    (
-        "advice/expand_into_std_type",
-        "rustc adds a second `not a Domain` error at the derive",
-    ),
-    (
-        "advice/parent_is_std_type",
-        "the cycle check also fails when the parent is no Domain",
-    ),
-    (
-        "cycle/domain_macro_cycle",
-        "one error per Domain of the three-Domain cycle",
-    ),
-    (
-        "derive/domain_parent_not_domain",
-        "the cycle check also fails when the parent is no Domain",
-    ),
-    (
-        "types/builder_mixed_domains",
-        "the builder API reports the Inputs bound twice",
-    ),
-    (
-        "types/source_in_child_domain",
-        "the source check and `forward`'s own signature both report",
-    ),
-];
-
 /// At least this many compile-fail cases, each with its `.stderr`.
 const CASES_MIN: usize = 45;
 
@@ -92,18 +62,8 @@ fn short_errors() {
         .map(|(p, text)| (text.lines().count(), p.display().to_string()))
         .collect();
     assert!(!lines.is_empty());
-    let listed = |p: &str| {
-        OVER_BUDGET
-            .iter()
-            .any(|(case, _)| p.contains(&format!("{case}.stderr")))
-    };
-    let long: Vec<_> = lines.iter().filter(|(n, p)| *n > ONE_MAX && !listed(p)).collect();
+    let long: Vec<_> = lines.iter().filter(|(n, _)| *n > ONE_MAX).collect();
     assert!(long.is_empty(), "over {ONE_MAX} lines: {long:?}");
-    let fixed: Vec<_> = lines.iter().filter(|(n, p)| *n <= ONE_MAX && listed(p)).collect();
-    assert!(
-        fixed.is_empty(),
-        "now within budget, drop from OVER_BUDGET: {fixed:?}"
-    );
     lines.sort();
     let median = lines[lines.len() / 2].0;
     assert!(median <= MEDIAN_MAX, "median .stderr is {median} lines");

@@ -183,6 +183,7 @@ macro_rules! domain {
         $(#[$m])*
         #[derive(Debug, Clone, Copy)]
         $vis struct $name;
+        #[diagnostic::do_not_recommend]
         impl $crate::Domain for $name {
             type Parent = $crate::NoParent;
             const NAME: &'static str = stringify!($name);
@@ -192,6 +193,7 @@ macro_rules! domain {
         $(#[$m])*
         #[derive(Debug, Clone, Copy)]
         $vis struct $name;
+        #[diagnostic::do_not_recommend]
         impl $crate::Domain for $name {
             type Parent = $parent;
             const NAME: &'static str = stringify!($name);

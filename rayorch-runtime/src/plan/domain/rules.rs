@@ -39,11 +39,12 @@
 
 use std::marker::PhantomData;
 
+use crate::exec::stage::Assemble;
 use crate::exec::stage::StageKind;
 use crate::plan::call::Call;
 use crate::plan::domain::{Domain, NoParent};
 use crate::plan::port::{Inputs, Optional, OutputSet, Port};
-use crate::value::Data;
+use crate::value::{Data, Value};
 
 mod roots;
 pub use roots::*;
@@ -257,32 +258,48 @@ where
     note = "give the Call a Port of `{In}`: several inputs arrive as one tuple in argument order and an `.optional()` input as `Option<T>`; `expand!` turns a list into child values, `reduce!` gathers children into a `Vec`"
 )]
 pub trait StageTakes<In> {
-    /// The pass-through type of [`stage_input`].
-    type Same<X>;
     /// Identity.
     #[track_caller]
-    fn same<X>(x: X) -> Self::Same<X>;
+    fn take(self) -> In;
 }
 
 #[diagnostic::do_not_recommend]
 impl<T> StageTakes<T> for T {
-    type Same<X> = X;
     #[track_caller]
-    fn same<X>(x: X) -> X {
-        x
+    fn take(self) -> T {
+        self
     }
 }
 
-/// The value the Call's inputs carry must be the stage's input type.
+/// A Call's inputs whose values its stage takes, with the function that
+/// reads them as the stage's input. Returned by [`stage_input`] and
+/// [`stage_inputs`] whether or not their check passed: a concrete type, so
+/// that [`apply`] adds no second error about the same values.
+pub struct Checked<I, In> {
+    inputs: I,
+    assemble: Assemble<In>,
+}
+
+fn assemble_taken<D, I: Inputs<D>, In>(g: &mut std::vec::IntoIter<Option<Value>>) -> Option<In>
+where
+    I::Value: StageTakes<In>,
+{
+    I::assemble(g).map(StageTakes::take)
+}
+
+/// `self.call(x)`: `x`'s value is the stage's input type; reported at `x`.
 #[track_caller]
-pub fn stage_input<C, D, I>(_field: &C, inputs: I) -> <I::Value as StageTakes<StageIn<C>>>::Same<I>
+pub fn stage_input<C, D, I>(_field: &C, inputs: I) -> Checked<I, StageIn<C>>
 where
     C: CallField,
     D: Domain,
     I: Inputs<D>,
     I::Value: StageTakes<StageIn<C>>,
 {
-    <I::Value as StageTakes<StageIn<C>>>::same(inputs)
+    Checked {
+        inputs,
+        assemble: assemble_taken::<D, I, StageIn<C>>,
+    }
 }
 
 /// [`StageTakes`] seen from the stage: `Self` is the stage's input type.
@@ -291,46 +308,68 @@ where
     label = "takes `{Self}`",
     note = "give the Call Ports whose values form `{Self}`, one Port per tuple field in order (an `.optional()` input arrives as `Option<T>`), or change the stage's input type"
 )]
-pub trait StageAccepts<V> {
-    /// The pass-through type of [`stage_inputs`].
-    type Same<X>;
+pub trait StageAccepts<V>: Sized {
     /// Identity.
     #[track_caller]
-    fn same<X>(x: X) -> Self::Same<X>;
+    fn accept(v: V) -> Self;
 }
 
 #[diagnostic::do_not_recommend]
 impl<T> StageAccepts<T> for T {
-    type Same<X> = X;
     #[track_caller]
-    fn same<X>(x: X) -> X {
-        x
+    fn accept(v: T) -> T {
+        v
     }
 }
 
-/// [`stage_input`] for a Call with several inputs: reported at the field,
-/// since no single input is the wrong one.
+/// A second impl of [`StageAccepts`] for every type, never usable: with two
+/// candidates rustc waits until the inputs' value type is known and then
+/// reports the trait's message, where one candidate would make it equate the
+/// two types early and report a bare projection mismatch.
+#[doc(hidden)]
+pub struct Undecided<T>(std::convert::Infallible, PhantomData<T>);
+
+#[diagnostic::do_not_recommend]
+impl<T> StageAccepts<Undecided<T>> for T {
+    #[track_caller]
+    fn accept(v: Undecided<T>) -> T {
+        match v.0 {}
+    }
+}
+
+fn assemble_accepted<D, I: Inputs<D>, In>(g: &mut std::vec::IntoIter<Option<Value>>) -> Option<In>
+where
+    In: StageAccepts<I::Value>,
+{
+    I::assemble(g).map(In::accept)
+}
+
+/// `self.call(a, b)`: the inputs' values form the stage's input type;
+/// reported at the Call's field, since no single input is the wrong one.
 #[track_caller]
-pub fn stage_inputs<C, D, I>(_field: &C, inputs: I) -> <StageIn<C> as StageAccepts<I::Value>>::Same<I>
+pub fn stage_inputs<C, D, I>(_field: &C, inputs: I) -> Checked<I, StageIn<C>>
 where
     C: CallField,
     D: Domain,
     I: Inputs<D>,
     StageIn<C>: StageAccepts<I::Value>,
 {
-    <StageIn<C> as StageAccepts<I::Value>>::same(inputs)
+    Checked {
+        inputs,
+        assemble: assemble_accepted::<D, I, StageIn<C>>,
+    }
 }
 
 /// `self.call(a)` / `self.call(a, b)`: apply a Call.
 #[track_caller]
-pub fn apply<S, D, I>(call: &Call<S>, inputs: I) -> Port<D, S::Out>
+pub fn apply<S, D, I>(call: &Call<S>, inputs: Checked<I, S::In>) -> Port<D, S::Out>
 where
     S: StageKind,
     S::Out: Data,
     D: Domain,
-    I: Inputs<D, Value = S::In>,
+    I: Inputs<D>,
 {
-    call.apply(inputs)
+    call.apply_assembled(inputs.inputs, inputs.assemble)
 }
 
 /// A stage output that `split!` can turn into one Port per field.
@@ -348,14 +387,14 @@ impl<A: Data, B: Data, C: Data> SplitOutput for (A, B, C) {}
 
 /// `split!(self.call(a))`: apply a Call whose stage returns a tuple.
 #[track_caller]
-pub fn apply_split<S, D, I>(call: &Call<S>, inputs: I) -> <S::Out as OutputSet>::Ports<D>
+pub fn apply_split<S, D, I>(call: &Call<S>, inputs: Checked<I, S::In>) -> <S::Out as OutputSet>::Ports<D>
 where
     S: StageKind,
     S::Out: SplitOutput,
     D: Domain,
-    I: Inputs<D, Value = S::In>,
+    I: Inputs<D>,
 {
-    call.apply_split(inputs)
+    call.apply_split_assembled(inputs.inputs, inputs.assemble)
 }
 
 // === expand! ===

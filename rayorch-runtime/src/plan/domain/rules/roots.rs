@@ -1,5 +1,7 @@
 //! The rules for a pipeline's sources and outputs (root-Domain Ports) and
-//! for `#[domain(parent = P)]`; see [`super`].
+//! for `#[domain(parent = P)]`; see [`super`]. `#[pipeline]` calls
+//! `<Parent as SourceRoot<D>>::source` by its trait path: rustc then reports
+//! a child-Domain source without a note pointing into this file.
 
 use crate::plan::domain::{Domain, NoParent};
 use crate::plan::port::{OutputSet, Port};
@@ -28,15 +30,6 @@ impl<D: Domain<Parent = NoParent>> OutputRoot<D> for NoParent {
     }
 }
 
-/// Declare one of `forward`'s results as a plan output.
-#[track_caller]
-pub fn output<D: Domain, T: Data>(b: &mut PlanBuilder, p: Port<D, T>) -> Output<T>
-where
-    D::Parent: OutputRoot<D>,
-{
-    <D::Parent as OutputRoot<D>>::output(b, p)
-}
-
 /// `Self` (the source Domain's parent) is `NoParent`: sources are root Ports.
 #[diagnostic::on_unimplemented(
     message = "`forward` takes a source Port in `{D}`, a child Domain of `{Self}`",
@@ -62,24 +55,6 @@ impl<D: Domain<Parent = NoParent>> SourceRoot<D> for NoParent {
     fn sources<T: OutputSet + Data>(b: &mut PlanBuilder) -> T::Ports<D> {
         b.sources::<D, T>()
     }
-}
-
-/// `forward`'s single source parameter.
-#[track_caller]
-pub fn source<D: Domain, T: Data>(b: &mut PlanBuilder) -> Port<D, T>
-where
-    D::Parent: SourceRoot<D>,
-{
-    <D::Parent as SourceRoot<D>>::source(b)
-}
-
-/// `forward`'s source parameters, declared as one tuple-valued source.
-#[track_caller]
-pub fn sources<D: Domain, T: OutputSet + Data>(b: &mut PlanBuilder) -> T::Ports<D>
-where
-    D::Parent: SourceRoot<D>,
-{
-    <D::Parent as SourceRoot<D>>::sources::<T>(b)
 }
 
 // === #[derive(Domain)] ===

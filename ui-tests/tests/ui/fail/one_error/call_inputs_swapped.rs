@@ -1,5 +1,4 @@
-//! A two-input Call whose inputs are swapped (stage takes `(String, Vec<String>)`).
-//! Today two errors (the stage input check and the Call's own bound); see the report of issue 10.
+//! A two-input Call whose inputs are swapped: one error, at the Call.
 
 use rayorch::prelude::*;
 use ui_tests::MapCall;

@@ -1,5 +1,4 @@
-//! The builder API (no `#[pipeline]`): a Call applied to Ports of two Domains.
-//! Today two errors (the stage input check and the Call's own bound); see the report of issue 10.
+//! The builder API (no `#[pipeline]`): a Call applied to Ports of two Domains is one error.
 
 use rayorch::prelude::*;
 use ui_tests::MapCall;
