@@ -59,7 +59,7 @@ impl<'a> Pipeline<'a> {
     /// `None` only when there is no usable `forward` (already reported).
     pub(crate) fn from_syn(cx: &Ctxt, attr: &TokenStream, item: &'a ItemImpl) -> Option<Pipeline<'a>> {
         options(cx, attr);
-        if let Some((_, path, _)) = &item.trait_ {
+        if let Some((path, _)) = &item.trait_ {
             cx.error_spanned_by(
                 path,
                 "`#[pipeline]` goes on an inherent impl block: write `#[pipeline] impl MyPipeline { fn forward(&self, ...) -> ... }`",
@@ -180,7 +180,7 @@ impl<'a> Signature<'a> {
         if let Some(t) = &sig.constness {
             fail(t, "`forward` cannot be `const`: remove `const`");
         }
-        if let Some(t) = &sig.unsafety {
+        if let syn::Safety::Unsafe(t) = &sig.safety {
             fail(t, "`forward` cannot be `unsafe`: remove `unsafe`");
         }
         if !sig.generics.params.is_empty() {
@@ -191,7 +191,7 @@ impl<'a> Signature<'a> {
         }
         match sig.inputs.first() {
             Some(FnArg::Receiver(r))
-                if r.reference.is_some() && r.mutability.is_none() && r.colon_token.is_none() => {}
+                if matches!(r.kind, syn::ReceiverKind::Reference(_, _, None)) && r.mutability.is_none() => {}
             Some(FnArg::Receiver(r)) => fail(r, "`forward` takes `&self`: write `fn forward(&self, ...)`"),
             _ => fail(
                 &sig.ident,

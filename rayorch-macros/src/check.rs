@@ -337,8 +337,8 @@ impl Walk<'_> {
                 for arm in &m.arms {
                     self.scopes.push(HashMap::new());
                     self.shadow(&arm.pat);
-                    if let Some((_, guard)) = &arm.guard {
-                        self.expr(guard);
+                    if let Pat::Guard(g) = &arm.pat {
+                        self.expr(&g.guard);
                     }
                     self.expr(&arm.body);
                     self.scopes.pop();
