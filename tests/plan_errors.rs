@@ -266,3 +266,27 @@ fn builder_operations_name_their_line() {
         "{text}"
     );
 }
+
+/// Failure texts name a stage by the name its author gave it: `BatchFn` for
+/// a closure Call (not its ~300-character boxed type), the struct's own name
+/// for a `Stage`, without its module path or generic arguments.
+#[test]
+fn stage_names_are_the_users_names() {
+    struct Upper<T>(std::marker::PhantomData<T>);
+    impl<T: Send + 'static> Stage for Upper<T> {
+        type In = String;
+        type Out = String;
+        fn run(&mut self, batch: Vec<String>, _: &rayorch::StageContext) -> StageResult<String> {
+            Ok(batch.into_iter().map(|s| Outcome::Ok(s.to_uppercase())).collect())
+        }
+    }
+    let len = Call::map("len", |s: String| s.len());
+    let upper = Call::new("upper", || Ok(Upper::<Vec<u8>>(std::marker::PhantomData)));
+    let (plan, _) = Plan::build(|b| {
+        let docs = b.source::<Doc, String>();
+        b.output(len.apply(upper.apply(docs)))
+    })
+    .expect("a valid plan");
+    let names: Vec<&str> = plan.calls().iter().map(|c| c.runtime.stage_name()).collect();
+    assert_eq!(names, ["Upper", "BatchFn"]);
+}
