@@ -49,6 +49,13 @@ use proc_macro::TokenStream;
 /// `impl rayorch::Pipeline` (`build_plan`). `self.m(..)` calls a method when
 /// `m` is defined in the same impl block; elsewhere write `Self::m(self, ..)`.
 ///
+/// Helper methods of the same impl block that take `&self` and take or
+/// return a Port are rewritten like `forward`: `self.call(x)`, `expand!` and
+/// `reduce!` work in them, and rustc checks their Domains. The cross-operation
+/// checks (an `expand!` never reduced, an unused Port, ...) follow `forward`
+/// only; what they cannot see there is a `PlanError` from `build_plan()` that
+/// names the line of each operation involved.
+///
 /// `#[pipeline(crate = ray)]` names rayorch where the dependency is renamed
 /// (`ray = { package = "rayorch", .. }`); `expand!` and the other operations
 /// may then also be written `ray::expand!`.
