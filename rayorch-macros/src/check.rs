@@ -169,6 +169,22 @@ impl Walk<'_> {
         flow
     }
 
+    /// A macro other than the operations (`vec![a, b]`, `dbg!(x)`): its
+    /// tokens are not parsed, so any name in them counts as read.
+    fn read_tokens(&mut self, tokens: &proc_macro2::TokenStream) {
+        for t in tokens.clone() {
+            match t {
+                proc_macro2::TokenTree::Ident(id) => {
+                    if let Some((_, used)) = self.lets.iter_mut().rev().find(|(l, _)| *l == id) {
+                        *used = true;
+                    }
+                }
+                proc_macro2::TokenTree::Group(g) => self.read_tokens(&g.stream()),
+                _ => {}
+            }
+        }
+    }
+
     /// Every `let` of an operation's Port is read later: a Port nobody
     /// reads is a node the plan cannot connect to an output.
     fn unused_lets(&self) {
@@ -208,7 +224,11 @@ impl Walk<'_> {
                     self.expr(e);
                     Flow::Other
                 }
-                Stmt::Item(_) | Stmt::Macro(_) => Flow::Other,
+                Stmt::Macro(m) => {
+                    self.read_tokens(&m.mac.tokens);
+                    Flow::Other
+                }
+                Stmt::Item(_) => Flow::Other,
             };
         }
         self.scopes.pop();
@@ -315,6 +335,10 @@ impl Walk<'_> {
             Expr::Binary(b) if matches!(b.op, BinOp::And(_) | BinOp::Or(_)) => {
                 self.condition(&b.left);
                 self.condition(&b.right);
+                Flow::Other
+            }
+            Expr::Macro(m) => {
+                self.read_tokens(&m.mac.tokens);
                 Flow::Other
             }
             Expr::Closure(c) => {

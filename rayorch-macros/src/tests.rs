@@ -211,3 +211,13 @@ fn helper_methods_are_rewritten() {
     assert!(!out.contains("expand !") && !out.contains("reduce !"), "{out}");
     assert!(out.contains("check :: expansion"), "{out}");
 }
+
+#[test]
+fn a_port_read_inside_another_macro_is_used() {
+    let errs = errors(forward(quote! {
+        let text = self.ocr(pdfs);
+        let all = vec![text];
+        self.join(pdfs, all)
+    }));
+    assert!(errs.is_empty(), "{errs:?}");
+}
