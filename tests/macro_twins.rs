@@ -1,4 +1,5 @@
-//! Macro-written twins of CONFORMANCE.md §B cases B1, B6 and B7.
+//! Macro-written twins of CONFORMANCE.md §B cases B1, B6 and B7 (B1 also with
+//! its operations in helper methods).
 //!
 //! Each case is written twice, with `#[pipeline]` and with the builder API,
 //! in the same operation order, so both plans have the same shape: under the
@@ -145,6 +146,68 @@ fn b01_twin() {
             .map(|o| o.get(out))
             .collect();
         assert_eq!(got, expected, "{cfg:?}");
+    }
+}
+
+// === B1 again, with operations in helper methods ===
+
+/// B1's Calls, with `forward` split into helper methods of the `#[pipeline]`
+/// impl: the helpers' `expand!`, `broadcast!`, `filter!` and `reduce!` are
+/// rewritten like `forward`'s, so the plan is B1's builder plan exactly.
+struct B1Helpers {
+    text: MapCall<(String, usize), String>,
+    threshold: MapCall<(String, usize), usize>,
+    chunker: MapCall<String, Vec<String>>,
+    long_enough: MapCall<(String, usize), bool>,
+    pair: MapCall<(String, Vec<String>), (String, Vec<String>)>,
+}
+
+#[pipeline]
+impl B1Helpers {
+    fn forward(&self, docs: Port<Doc, (String, usize)>) -> Port<Doc, (String, Vec<String>)> {
+        let d = self.text(docs);
+        let t = self.threshold(docs);
+        let chunk = self.chunks(d);
+        let kept = self.long_chunks(chunk, t);
+        self.pair(d, kept)
+    }
+
+    fn chunks(&self, d: Port<Doc, String>) -> Port<Chunk, String> {
+        expand!(self.chunker(d) => Chunk)
+    }
+
+    fn long_chunks(&self, chunk: Port<Chunk, String>, t: Port<Doc, usize>) -> Port<Doc, Vec<String>> {
+        let t_c = broadcast!(t, like = chunk);
+        let mask = self.long_enough(chunk, t_c);
+        reduce!(filter!(chunk, mask))
+    }
+}
+
+#[test]
+fn b01_twin_with_helper_methods() {
+    let b1 = B1::new();
+    let (by_builder, _) = b1.builder_plan();
+    let p = B1Helpers {
+        text: b1.text.clone(),
+        threshold: b1.threshold.clone(),
+        chunker: b1.chunker.clone(),
+        long_enough: b1.long_enough.clone(),
+        pair: b1.pair.clone(),
+    };
+    let (by_macro, out) = p.build_plan().unwrap();
+    let inputs = vec![("abcde".to_string(), 2usize), ("xy".to_string(), 2)];
+    let configs =
+        std::iter::once(SimConfig::sequential()).chain(SEEDS.map(|s| SimConfig::random(s).without_faults()));
+    for cfg in configs {
+        let got: Vec<_> = twin_runs(&by_macro, &by_builder, &inputs, &cfg)
+            .iter()
+            .map(|o| o.get(out))
+            .collect();
+        assert_eq!(
+            got[0],
+            Item::Present(("abcde".to_string(), vec!["ab".to_string(), "cd".to_string()])),
+            "{cfg:?}"
+        );
     }
 }
 

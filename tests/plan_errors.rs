@@ -189,3 +189,104 @@ fn errors_are_collected_not_raised() {
     assert_eq!(inner, Err(PlanErrors(vec![PlanError::NestedBuild])));
     assert_eq!(outer.outputs(), 1);
 }
+
+/// The line of this file that holds `marker` (1-based), as rustc counts it.
+fn line_of(marker: &str) -> usize {
+    let source = include_str!("plan_errors.rs");
+    let found = source
+        .lines()
+        .position(|l| l.contains(marker) && !l.contains("line_of("));
+    found.expect("marker in this file") + 1
+}
+
+/// A mistake `#[pipeline]` cannot see (two `expand!` into one Domain, in two
+/// helper methods): the `PlanError` names the line of each `expand!`.
+#[test]
+fn second_expansion_names_the_user_lines() {
+    struct Twice {
+        split: FnCall<String, Vec<String>>,
+        join: FnCall<(Vec<String>, Vec<String>), String>,
+    }
+    #[pipeline]
+    impl Twice {
+        fn forward(&self, docs: Port<Doc, String>) -> Port<Doc, String> {
+            let a = self.gather(self.first(docs));
+            let b = self.gather(self.second(docs));
+            self.join(a, b)
+        }
+        fn first(&self, docs: Port<Doc, String>) -> Port<Page, String> {
+            expand!(self.split(docs) => Page) // FIRST EXPANSION
+        }
+        fn second(&self, docs: Port<Doc, String>) -> Port<Page, String> {
+            expand!(self.split(docs) => Page) // SECOND EXPANSION
+        }
+        fn gather(&self, page: Port<Page, String>) -> Port<Doc, Vec<String>> {
+            reduce!(page)
+        }
+    }
+    let p = Twice {
+        split: Call::map("split", |s: String| vec![s]),
+        join: Call::map("join", |(a, b): (Vec<String>, Vec<String>)| {
+            a.concat() + &b.concat()
+        }),
+    };
+    let errors = rejected(p.build_plan());
+    let (first, second) = errors
+        .iter()
+        .find_map(|e| match e {
+            PlanError::SecondExpansion { first, second, .. } => Some((first.clone(), second.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no SecondExpansion in {errors:?}"));
+    let at = |marker| format!("tests/plan_errors.rs:{}:", line_of(marker));
+    assert!(first.contains(&at("FIRST EXPANSION")), "{first}");
+    assert!(second.contains(&at("SECOND EXPANSION")), "{second}");
+    assert!(text(&errors).contains(&at("SECOND EXPANSION")));
+}
+
+/// The builder API names the line too.
+#[test]
+fn builder_operations_name_their_line() {
+    let split = Call::map("split", |s: String| vec![s]);
+    let errors = rejected(Plan::build(|b| {
+        let docs = b.source::<Doc, String>();
+        let lists = split.apply(docs);
+        let page: Port<Page, String> = rayorch::expand(lists); // BUILDER EXPAND
+        let again: Port<Page, String> = rayorch::expand(lists); // BUILDER AGAIN
+        let _ = (page, again);
+        b.output(docs)
+    }));
+    let text = text(&errors);
+    assert!(
+        text.contains(&format!("plan_errors.rs:{}:", line_of("BUILDER EXPAND"))),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("plan_errors.rs:{}:", line_of("BUILDER AGAIN"))),
+        "{text}"
+    );
+}
+
+/// Failure texts name a stage by the name its author gave it: `BatchFn` for
+/// a closure Call (not its ~300-character boxed type), the struct's own name
+/// for a `Stage`, without its module path or generic arguments.
+#[test]
+fn stage_names_are_the_users_names() {
+    struct Upper<T>(std::marker::PhantomData<T>);
+    impl<T: Send + 'static> Stage for Upper<T> {
+        type In = String;
+        type Out = String;
+        fn run(&mut self, batch: Vec<String>, _: &rayorch::StageContext) -> StageResult<String> {
+            Ok(batch.into_iter().map(|s| Outcome::Ok(s.to_uppercase())).collect())
+        }
+    }
+    let len = Call::map("len", |s: String| s.len());
+    let upper = Call::new("upper", || Ok(Upper::<Vec<u8>>(std::marker::PhantomData)));
+    let (plan, _) = Plan::build(|b| {
+        let docs = b.source::<Doc, String>();
+        b.output(len.apply(upper.apply(docs)))
+    })
+    .expect("a valid plan");
+    let names: Vec<&str> = plan.calls().iter().map(|c| c.runtime.stage_name()).collect();
+    assert_eq!(names, ["Upper", "BatchFn"]);
+}

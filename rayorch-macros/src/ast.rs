@@ -23,6 +23,10 @@ const MAX_SOURCES: usize = 3;
 pub(crate) struct Pipeline<'a> {
     pub(crate) original: &'a ItemImpl,
     pub(crate) forward: Forward<'a>,
+    /// The other methods that take or return a Port: their operations are
+    /// rewritten as `forward`'s are (rustc checks them; the structural walk
+    /// covers `forward` only).
+    pub(crate) helpers: Vec<(&'a ImplItemFn, Body)>,
 }
 
 pub(crate) struct Forward<'a> {
@@ -54,10 +58,8 @@ pub(crate) struct PortType<'a> {
 impl<'a> Pipeline<'a> {
     /// `None` only when there is no usable `forward` (already reported).
     pub(crate) fn from_syn(cx: &Ctxt, attr: &TokenStream, item: &'a ItemImpl) -> Option<Pipeline<'a>> {
-        if !attr.is_empty() {
-            cx.error_spanned_by(attr, "`#[pipeline]` takes no options: write `#[pipeline]`");
-        }
-        if let Some((_, path, _)) = &item.trait_ {
+        options(cx, attr);
+        if let Some((path, _)) = &item.trait_ {
             cx.error_spanned_by(
                 path,
                 "`#[pipeline]` goes on an inherent impl block: write `#[pipeline] impl MyPipeline { fn forward(&self, ...) -> ... }`",
@@ -79,12 +81,80 @@ impl<'a> Pipeline<'a> {
                 _ => None,
             })
             .collect::<HashSet<_>>();
-        let body = Body::from_syn(cx, &original.block, &siblings);
+        let krate = crate_option(attr).and_then(|p| p.segments.last().map(|s| s.ident.to_string()));
+        let body = Body::from_syn(cx, &original.block, &siblings, krate.as_deref());
+        let helpers = item
+            .items
+            .iter()
+            .filter_map(|it| match it {
+                ImplItem::Fn(f) if f.sig.ident != FORWARD && handles_ports(&f.sig) => {
+                    Some((f, Body::from_syn(cx, &f.block, &siblings, krate.as_deref())))
+                }
+                _ => None,
+            })
+            .collect();
         Some(Pipeline {
             original: item,
             forward: Forward { original, sig, body },
+            helpers,
         })
     }
+}
+
+const OPTIONS_USAGE: &str =
+    "write `#[pipeline]`, or `#[pipeline(crate = ray)]` when the rayorch dependency is renamed to `ray`";
+
+/// `#[pipeline(crate = path)]`: the path, or `None` (also when the options
+/// are malformed, which `options` reports).
+pub(crate) fn crate_option(attr: &TokenStream) -> Option<syn::Path> {
+    let mut krate = None;
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("crate") {
+            krate = Some(crate::krate::parse_option(&meta)?);
+        }
+        Ok(())
+    });
+    syn::parse::Parser::parse2(parser, attr.clone()).ok()?;
+    krate
+}
+
+fn options(cx: &Ctxt, attr: &TokenStream) {
+    let mut seen = false;
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("crate") {
+            if seen {
+                return Err(meta.error(format!("`crate` is given twice: {OPTIONS_USAGE}")));
+            }
+            seen = true;
+            crate::krate::parse_option(&meta).map(drop)
+        } else {
+            Err(meta.error(format!(
+                "unknown `#[pipeline]` option `{}`: {OPTIONS_USAGE}",
+                meta.path.to_token_stream()
+            )))
+        }
+    });
+    if let Err(e) = syn::parse::Parser::parse2(parser, attr.clone()) {
+        cx.syn_error(e);
+    }
+}
+
+/// A method that takes `&self` and a Port or returns one: a helper of
+/// `forward`, whose `self.call(x)`, `expand!` and `reduce!` are operations.
+pub(crate) fn handles_ports(sig: &syn::Signature) -> bool {
+    let takes_self = matches!(sig.inputs.first(), Some(FnArg::Receiver(_)));
+    let takes_port = sig
+        .inputs
+        .iter()
+        .any(|a| matches!(a, FnArg::Typed(t) if PortType::from_type(&t.ty).is_some()));
+    let returns_port = match &sig.output {
+        ReturnType::Type(_, ty) => match peel(ty) {
+            Type::Tuple(t) => t.elems.iter().any(|e| PortType::from_type(e).is_some()),
+            ty => PortType::from_type(ty).is_some(),
+        },
+        ReturnType::Default => false,
+    };
+    takes_self && (takes_port || returns_port)
 }
 
 pub(crate) fn find_forward(item: &ItemImpl) -> Option<&ImplItemFn> {
@@ -110,7 +180,7 @@ impl<'a> Signature<'a> {
         if let Some(t) = &sig.constness {
             fail(t, "`forward` cannot be `const`: remove `const`");
         }
-        if let Some(t) = &sig.unsafety {
+        if let syn::Safety::Unsafe(t) = &sig.safety {
             fail(t, "`forward` cannot be `unsafe`: remove `unsafe`");
         }
         if !sig.generics.params.is_empty() {
@@ -121,7 +191,7 @@ impl<'a> Signature<'a> {
         }
         match sig.inputs.first() {
             Some(FnArg::Receiver(r))
-                if r.reference.is_some() && r.mutability.is_none() && r.colon_token.is_none() => {}
+                if matches!(r.kind, syn::ReceiverKind::Reference(_, _, None)) && r.mutability.is_none() => {}
             Some(FnArg::Receiver(r)) => fail(r, "`forward` takes `&self`: write `fn forward(&self, ...)`"),
             _ => fail(
                 &sig.ident,

@@ -72,11 +72,18 @@ pub(crate) struct Apply {
 impl Body {
     /// `siblings` are the methods of the same impl block: `self.m(..)` calls
     /// those, every other `self.f(..)` applies the Call in field `f`.
-    pub(crate) fn from_syn(cx: &Ctxt, block: &Block, siblings: &HashSet<String>) -> Body {
+    /// `krate` is the `crate = ..` option's last segment: `ray::reduce!`.
+    pub(crate) fn from_syn(
+        cx: &Ctxt,
+        block: &Block,
+        siblings: &HashSet<String>,
+        krate: Option<&str>,
+    ) -> Body {
         let mut block = block.clone();
         let mut collector = Collector {
             cx,
             siblings,
+            krate,
             ops: Vec::new(),
         };
         collector.visit_block_mut(&mut block);
@@ -104,10 +111,10 @@ fn placeholder(index: usize, span: Span) -> Expr {
 
 /// Which pipeline macro a path names: `reduce`, `rayorch::reduce`,
 /// `::rayorch::prelude::reduce`.
-fn op_name(path: &syn::Path) -> Option<&'static str> {
+fn op_name(path: &syn::Path, krate: Option<&str>) -> Option<&'static str> {
     let last = path.segments.last()?;
     let first = path.segments.first()?;
-    if path.segments.len() > 1 && first.ident != CRATE {
+    if path.segments.len() > 1 && first.ident != CRATE && krate.is_none_or(|k| first.ident != k) {
         return None;
     }
     [
@@ -130,6 +137,7 @@ fn is_self(e: &Expr) -> bool {
 struct Collector<'c> {
     cx: &'c Ctxt,
     siblings: &'c HashSet<String>,
+    krate: Option<&'c str>,
     ops: Vec<Op>,
 }
 
@@ -398,7 +406,7 @@ impl ArgSpec {
 impl VisitMut for Collector<'_> {
     fn visit_expr_mut(&mut self, e: &mut Expr) {
         let found = match e {
-            Expr::Macro(m) => op_name(&m.mac.path).map(|name| {
+            Expr::Macro(m) => op_name(&m.mac.path, self.krate).map(|name| {
                 let span = macro_name_span(&m.mac);
                 (self.macro_op(name, &m.mac), span)
             }),
@@ -421,7 +429,7 @@ impl VisitMut for Collector<'_> {
     /// as `Stmt::Macro`, not as an expression.
     fn visit_stmt_mut(&mut self, s: &mut Stmt) {
         if let Stmt::Macro(sm) = s
-            && let Some(name) = op_name(&sm.mac.path)
+            && let Some(name) = op_name(&sm.mac.path, self.krate)
         {
             let span = macro_name_span(&sm.mac);
             let kind = self.macro_op(name, &sm.mac);

@@ -14,7 +14,14 @@
 //!   another Domain than the Port they go with;
 //! - a Port where Rust wants a `bool`: `if mask { .. }`, `!mask`, `a && b`;
 //! - `let (a, b) = self.call(x);` without `split!`;
-//! - several source Ports in different root Domains.
+//! - several source Ports in different root Domains;
+//! - two `expand!` into one child Domain, or an `expand!` into the Port's own
+//!   Domain;
+//! - a `broadcast!` from a Domain that is not an ancestor of `like`'s (known
+//!   when both Domains were entered by `expand!`s of this `forward`);
+//! - an operation whose Port is never used (a `let` never read, or a
+//!   statement `self.call(x);`): the plan would reject it as an unused node,
+//!   with no line to point at.
 //!
 //! Two Domain types are "the same" when their last path segments are equal
 //! (`crate::Page` and `Page`), which can only miss an error. The one way to
@@ -42,6 +49,7 @@ pub(crate) fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
         expands: Vec::new(),
         reduced: HashSet::new(),
         reduced_unknown: false,
+        lets: Vec::new(),
     };
     let mut root: Option<Dom> = None;
     for source in &forward.sig.sources {
@@ -66,6 +74,7 @@ pub(crate) fn check(cx: &Ctxt, pipeline: &Pipeline<'_>) {
     }
     walk.block(&forward.body.block);
     walk.unreduced_expands(&forward.sig.outputs);
+    walk.unused_lets();
 }
 
 /// A Domain as the user spelled it.
@@ -134,6 +143,8 @@ struct Walk<'a> {
     /// A `reduce!` of a Port whose Domain the walk lost: then no expansion
     /// can be called unreduced.
     reduced_unknown: bool,
+    /// Each `let name = <operation>;` and whether `name` was read since.
+    lets: Vec<(syn::Ident, bool)>,
 }
 
 impl Walk<'_> {
@@ -144,12 +155,53 @@ impl Walk<'_> {
             .insert(name.to_string(), flow);
     }
 
-    fn lookup(&self, name: &str) -> Flow {
-        self.scopes
+    fn lookup(&mut self, name: &str) -> Flow {
+        let flow = self
+            .scopes
             .iter()
             .rev()
             .find_map(|s| s.get(name).cloned())
-            .unwrap_or(Flow::Other)
+            .unwrap_or(Flow::Other);
+        // The innermost `let` of that name is the one read.
+        if let Some((_, used)) = self.lets.iter_mut().rev().find(|(id, _)| id == name) {
+            *used = true;
+        }
+        flow
+    }
+
+    /// A macro other than the operations (`vec![a, b]`, `dbg!(x)`): its
+    /// tokens are not parsed, so any name in them counts as read.
+    fn read_tokens(&mut self, tokens: &proc_macro2::TokenStream) {
+        for t in tokens.clone() {
+            match t {
+                proc_macro2::TokenTree::Ident(id) => {
+                    if let Some((_, used)) = self.lets.iter_mut().rev().find(|(l, _)| *l == id) {
+                        *used = true;
+                    }
+                }
+                proc_macro2::TokenTree::Group(g) => self.read_tokens(&g.stream()),
+                _ => {}
+            }
+        }
+    }
+
+    /// Every `let` of an operation's Port is read later: a Port nobody
+    /// reads is a node the plan cannot connect to an output.
+    fn unused_lets(&self) {
+        // A malformed operation (already reported) did not read its arguments.
+        if self.ops.iter().any(|op| matches!(op.kind, OpKind::Invalid)) {
+            return;
+        }
+        for (id, _) in self
+            .lets
+            .iter()
+            .filter(|(id, used)| !used && !id.to_string().starts_with('_'))
+        {
+            self.cx.error_spanned_by(
+                id,
+                format!("`{id}` is never used: every operation's Port must flow into `forward`'s result; pass `{id}` to a Call, `reduce!` it or return it, or remove this `let`"),
+            );
+        }
     }
 
     fn block(&mut self, b: &Block) -> Flow {
@@ -163,10 +215,20 @@ impl Walk<'_> {
                 }
                 Stmt::Expr(e, None) => self.expr(e),
                 Stmt::Expr(e, Some(_)) => {
+                    if op_index(e).is_some() {
+                        self.cx.error_spanned_by(
+                            e,
+                            "this operation's Port is dropped: every operation's Port must flow into `forward`'s result; bind it with `let` and use it, or remove this line",
+                        );
+                    }
                     self.expr(e);
                     Flow::Other
                 }
-                Stmt::Item(_) | Stmt::Macro(_) => Flow::Other,
+                Stmt::Macro(m) => {
+                    self.read_tokens(&m.mac.tokens);
+                    Flow::Other
+                }
+                Stmt::Item(_) => Flow::Other,
             };
         }
         self.scopes.pop();
@@ -179,8 +241,14 @@ impl Walk<'_> {
         if let Some((_, diverge)) = &init.diverge {
             self.expr(diverge);
         }
-        let single_call =
-            op_index(&init.expr).is_some_and(|i| matches!(&self.ops[i].kind, OpKind::Apply(a) if !a.split));
+        let op = op_index(&init.expr);
+        let single_call = op.is_some_and(|i| matches!(&self.ops[i].kind, OpKind::Apply(a) if !a.split));
+        if op.is_some()
+            && let Pat::Ident(p) = &local.pat
+            && matches!(flow, Flow::Port(_))
+        {
+            self.lets.push((p.ident.clone(), false));
+        }
         self.pattern(&local.pat, flow, single_call);
     }
 
@@ -229,7 +297,11 @@ impl Walk<'_> {
             Expr::MethodCall(mc) => {
                 let recv = self.expr(&mc.receiver);
                 for a in &mc.args {
-                    self.expr(a);
+                    // A helper method given a Port may `reduce!` it: what
+                    // `forward` gathers is then unknown.
+                    if let Flow::Port(_) | Flow::Tuple(_) = self.expr(a) {
+                        self.reduced_unknown = true;
+                    }
                 }
                 let keeps = PORT_METHODS.iter().any(|m| mc.method == m);
                 match recv {
@@ -265,6 +337,10 @@ impl Walk<'_> {
                 self.condition(&b.right);
                 Flow::Other
             }
+            Expr::Macro(m) => {
+                self.read_tokens(&m.mac.tokens);
+                Flow::Other
+            }
             Expr::Closure(c) => {
                 self.scopes.push(HashMap::new());
                 c.inputs.iter().for_each(|p| self.shadow(p));
@@ -285,8 +361,8 @@ impl Walk<'_> {
                 for arm in &m.arms {
                     self.scopes.push(HashMap::new());
                     self.shadow(&arm.pat);
-                    if let Some((_, guard)) = &arm.guard {
-                        self.expr(guard);
+                    if let Pat::Guard(g) = &arm.pat {
+                        self.expr(&g.guard);
                     }
                     self.expr(&arm.body);
                     self.scopes.pop();
@@ -348,6 +424,7 @@ impl Walk<'_> {
                 let flows: Vec<Flow> = inputs.iter().map(|x| self.expr(x)).collect();
                 self.same_domain(inputs, &flows, "aligned Ports", "the first aligned Port");
                 let child = Dom::of(child);
+                self.expand_target(&child, flows[0].dom());
                 let parent = match flows[0].dom() {
                     Some(p) => Parent::Child(Box::new(p.clone())),
                     None => Parent::Unknown,
@@ -436,14 +513,81 @@ impl Walk<'_> {
                 Flow::Port(vf.dom().cloned())
             }
             OpKind::Broadcast { value, like } => {
-                self.expr(value);
+                let vf = self.expr(value);
                 let lf = self.expr(like);
+                if let (Some(v), Some(l)) = (vf.dom(), lf.dom()) {
+                    self.broadcast_source(value, v, l);
+                }
                 Flow::Port(lf.dom().cloned())
             }
             OpKind::Invalid => {
                 // Whatever it would have gathered is unknown.
                 self.reduced_unknown = true;
                 Flow::Other
+            }
+        }
+    }
+
+    /// An `expand!` enters a new child Domain: not the input's own, and not
+    /// one an earlier `expand!` entered (the plan has one expansion per child
+    /// Domain, and would reject the second with no line to show).
+    fn expand_target(&self, child: &Dom, input: Option<&Dom>) {
+        let c = child.name();
+        if input.is_some_and(|d| d.key == child.key) {
+            self.cx.error_spanned_by(
+                &child.ty,
+                format!("`expand!` enters a child Domain, but this Port is already in `{c}`: declare a child Domain (`#[derive(Domain)] #[domain(parent = {c})] struct Item;`) and write `expand!(x => Item)`"),
+            );
+        } else if self.expands.iter().any(|e| e.key == child.key) {
+            self.cx.error_spanned_by(
+                &child.ty,
+                format!("`{c}` is already entered by an earlier `expand!`: a child Domain has one `expand!`; to expand two lists of one parent together write `expand_aligned!((a, b) => {c})`, or declare another child Domain"),
+            );
+        }
+    }
+
+    /// `broadcast!(x, like = y)` copies `x` down to `y`'s Domain, so `x`'s
+    /// Domain is a strict ancestor of `y`'s. Decided here only when both
+    /// chains up to the root are known; otherwise rustc decides.
+    fn broadcast_source(&self, value: &Expr, v: &Dom, like: &Dom) {
+        let (Some(up_from_like), Some(up_from_value)) = (self.ancestors(like), self.ancestors(v)) else {
+            return;
+        };
+        let (vn, ln) = (v.name(), like.name());
+        let msg = if v.key == like.key {
+            format!(
+                "`broadcast!` copies a value down to a descendant Domain, but this Port is already in `{ln}`, `like`'s Domain: use the Port itself, without `broadcast!`"
+            )
+        } else if up_from_value.contains(&like.key) {
+            format!(
+                "`broadcast!` copies a value down from an ancestor, but this Port is in `{vn}`, below `{ln}`: to bring `{vn}` values up into `{ln}`, gather them with `reduce!(x)` (once per level)"
+            )
+        } else if !up_from_like.contains(&v.key) {
+            format!(
+                "`broadcast!` copies a value down from an ancestor, but `{vn}` is not above `{ln}` (they are on different branches): broadcast a Port of a Domain above `{ln}`, or `reduce!` this one up to a common ancestor first"
+            )
+        } else {
+            return;
+        };
+        self.cx.error_spanned_by(value, msg);
+    }
+
+    /// The keys of `d`'s ancestors, nearest first, when every parent up to
+    /// the root is known.
+    fn ancestors(&self, d: &Dom) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        let mut key = d.key.clone();
+        loop {
+            match self.domains.get(&key)? {
+                Parent::Root => return Some(out),
+                Parent::Child(p) => {
+                    if out.contains(&p.key) || out.len() > 64 {
+                        return None;
+                    }
+                    out.push(p.key.clone());
+                    key = p.key.clone();
+                }
+                Parent::Unknown => return None,
             }
         }
     }
@@ -475,7 +619,13 @@ impl Walk<'_> {
         let outputs_are_roots = outputs
             .iter()
             .all(|o| matches!(self.domains.get(&Dom::of(o.domain).key), Some(Parent::Root)));
-        if !outputs_are_roots || self.reduced_unknown {
+        // An unused `let` (reported by `unused_lets`) may be the missing
+        // `reduce!`'s input: one error for one mistake.
+        let unused_let = self
+            .lets
+            .iter()
+            .any(|(id, used)| !used && !id.to_string().starts_with('_'));
+        if !outputs_are_roots || self.reduced_unknown || unused_let {
             return;
         }
         for child in &self.expands {

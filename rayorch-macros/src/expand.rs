@@ -47,10 +47,11 @@ fn generate(p: &Pipeline<'_>) -> TokenStream {
     let mut item = p.original.clone();
     let block = Rewrite::body(&p.forward.body);
     for it in &mut item.items {
-        if let ImplItem::Fn(f) = it
-            && f.sig.ident == p.forward.original.sig.ident
-        {
+        let ImplItem::Fn(f) = it else { continue };
+        if f.sig.ident == p.forward.original.sig.ident {
             f.block = block.clone();
+        } else if let Some((_, body)) = p.helpers.iter().find(|(h, _)| h.sig.ident == f.sig.ident) {
+            f.block = Rewrite::body(body);
         }
     }
     let build = build_plan(&p.forward.sig);
@@ -109,14 +110,15 @@ fn build_plan(sig: &Signature<'_>) -> TokenStream {
     let declare = match sig.sources.as_slice() {
         [one] => {
             let (d, v) = (one.port.domain, one.port.value);
-            let call = quote_spanned!(first_span(d)=> ::rayorch::__private::check::source::<#d, #v>);
+            let call = quote_spanned!(first_span(d)=>
+                <<#d as ::rayorch::__private::Domain>::Parent as ::rayorch::__private::check::SourceRoot<#d>>::source::<#v>);
             quote!(let #(#sources)* = #call(#b);)
         }
         many => {
             let d = many[0].port.domain;
             let values = many.iter().map(|s| s.port.value);
-            let call =
-                quote_spanned!(first_span(d)=> ::rayorch::__private::check::sources::<#d, (#(#values,)*)>);
+            let call = quote_spanned!(first_span(d)=>
+                <<#d as ::rayorch::__private::Domain>::Parent as ::rayorch::__private::check::SourceRoot<#d>>::sources::<(#(#values,)*)>);
             quote!(let (#(#sources,)*) = #call(#b);)
         }
     };
@@ -126,8 +128,12 @@ fn build_plan(sig: &Signature<'_>) -> TokenStream {
         .enumerate()
         .map(|(i, o)| local(&format!("result{i}"), first_span(o.domain)))
         .collect();
+    // `<Parent as OutputRoot<D>>::output`: a trait path, which rustc reports
+    // without a "required by a bound in" note pointing into rayorch.
     let outputs = results.iter().zip(&sig.outputs).map(|(r, o)| {
-        let out = quote_spanned!(first_span(o.domain)=> ::rayorch::__private::check::output);
+        let d = o.domain;
+        let out = quote_spanned!(first_span(d)=>
+            <<#d as ::rayorch::__private::Domain>::Parent as ::rayorch::__private::check::OutputRoot<#d>>::output);
         quote!(#out(#b, #r))
     });
     let bind = if sig.tuple_output {
@@ -245,7 +251,7 @@ impl Rewrite<'_> {
         // checked tuple covers the second input, where `inputsN` reports a
         // Domain mismatch, and a stage input mismatch goes to the field. Each
         // check's call covers the same tokens as its error, so rustc reports
-        // it once.
+        // it once; `apply` takes the checked inputs and checks nothing more.
         let stage_input = match args.as_slice() {
             [one] => call_at("stage_input", quote!(#field_ref, #one), span_range(&a.args[0])),
             many => {

@@ -2,7 +2,8 @@
 //! with `forward`'s signature unchanged, plus `impl Pipeline`, beside the
 //! `compile_error!`s.
 //!
-//! Only `forward`'s body is replaced (by `unreachable!()`): left as written,
+//! Only the bodies of `forward` and its helpers (methods that take or return
+//! a Port) are replaced (by `unreachable!()`): left as written,
 //! its `self.call(..)` and `expand!(..)` would add "no method" and
 //! "outside `#[pipeline]`" errors on top of ours. Code that calls `forward` or
 //! `build_plan` still type-checks, so the user sees only the macro's errors
@@ -35,7 +36,9 @@ pub(crate) fn pipeline(item: TokenStream, err: syn::Error) -> TokenStream {
     let has_forward = find_forward(&imp).is_some();
     for it in &mut imp.items {
         if let ImplItem::Fn(f) = it
-            && (f.sig.ident == crate::symbol::FORWARD || !has_forward && takes_port(&f.sig))
+            && (f.sig.ident == crate::symbol::FORWARD
+                || crate::ast::handles_ports(&f.sig)
+                || !has_forward && takes_port(&f.sig))
         {
             f.attrs
                 .push(syn::parse_quote!(#[allow(unused_variables, unreachable_code)]));

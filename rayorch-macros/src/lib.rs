@@ -17,6 +17,7 @@ mod debug;
 mod domain;
 mod expand;
 mod fallback;
+mod krate;
 mod symbol;
 #[cfg(test)]
 mod tests;
@@ -47,6 +48,17 @@ use proc_macro::TokenStream;
 /// signature stays as written, `forward` stays callable, and the macro adds
 /// `impl rayorch::Pipeline` (`build_plan`). `self.m(..)` calls a method when
 /// `m` is defined in the same impl block; elsewhere write `Self::m(self, ..)`.
+///
+/// Helper methods of the same impl block that take `&self` and take or
+/// return a Port are rewritten like `forward`: `self.call(x)`, `expand!` and
+/// `reduce!` work in them, and rustc checks their Domains. The cross-operation
+/// checks (an `expand!` never reduced, an unused Port, ...) follow `forward`
+/// only; what they cannot see there is a `PlanError` from `build_plan()` that
+/// names the line of each operation involved.
+///
+/// `#[pipeline(crate = ray)]` names rayorch where the dependency is renamed
+/// (`ray = { package = "rayorch", .. }`); `expand!` and the other operations
+/// may then also be written `ray::expand!`.
 ///
 /// Domain mistakes are compile errors at the offending token. Set
 /// `RAYORCH_MACROS_DEBUG=1` (or the type's name) to print the expansion.
@@ -88,14 +100,19 @@ use proc_macro::TokenStream;
 /// ```
 #[proc_macro_attribute]
 pub fn pipeline(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let item = proc_macro2::TokenStream::from(item);
-    expand::pipeline(attr.into(), item.clone())
-        .unwrap_or_else(|err| fallback::pipeline(item, err))
-        .into()
+    let (attr, item) = (
+        proc_macro2::TokenStream::from(attr),
+        proc_macro2::TokenStream::from(item),
+    );
+    let krate = ast::crate_option(&attr);
+    let out = expand::pipeline(attr, item.clone()).unwrap_or_else(|err| fallback::pipeline(item, err));
+    krate::rebase(out, krate.as_ref()).into()
 }
 
 /// `impl Domain`: a root Domain as written, a child Domain with
-/// `#[domain(parent = ParentDomain)]`.
+/// `#[domain(parent = ParentDomain)]`. A cycle of parents (`A` parent of
+/// `B`, `B` parent of `A`) is a compile error at the `parent`. With a renamed
+/// dependency, add `crate = ray`: `#[domain(parent = Pdf, crate = ray)]`.
 ///
 /// ```
 /// use rayorch::{Domain, DomainInfo};

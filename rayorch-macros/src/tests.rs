@@ -49,6 +49,7 @@ fn every_structural_error_is_reported_at_once() {
         let texts = reduce!(page, members = self.keep(pdfs));
         if keep {}
         let (a, b) = self.pair(pdfs, texts);
+        let _ = roots;
         self.pair(pdfs, texts)
     }));
     assert_eq!(errs.len(), 4, "{errs:#?}");
@@ -145,4 +146,78 @@ fn names_bound_by_patterns_hide_ports() {
         self.ocr(pdfs)
     }));
     assert!(errs.is_empty(), "{errs:#?}");
+}
+
+#[test]
+fn crate_option_rebases_every_generated_path() {
+    let attr = quote!(crate = ray);
+    let item = forward(quote! {
+        let page = ray::expand!(self.pages(pdfs) => Page);
+        self.join(pdfs, ray::reduce!(self.ocr(page)))
+    });
+    let krate = crate::ast::crate_option(&attr);
+    let out = expand::pipeline(attr, item).expect("no errors");
+    let out = crate::krate::rebase(out, krate.as_ref()).to_string();
+    assert!(out.contains("impl ray :: __private :: Pipeline for P"));
+    assert!(
+        !out.contains(":: rayorch ::"),
+        "no path names the crate by its package name: {out}"
+    );
+    assert!(!out.contains("expand !"), "`ray::expand!` is an operation too");
+}
+
+#[test]
+fn late_mistakes_are_macro_errors() {
+    let errs = errors(forward(quote! {
+        let page = expand!(self.pages(pdfs) => Page);
+        let again = expand!(self.pages(pdfs) => Page);
+        let unused = self.ocr(pdfs);
+        self.ocr(pdfs);
+        let a = reduce!(self.ocr(page));
+        let b = reduce!(self.ocr(again));
+        self.join(a, b)
+    }));
+    assert_eq!(errs.len(), 3, "{errs:?}");
+    assert!(
+        errs[0].contains("already entered by an earlier `expand!`"),
+        "{errs:?}"
+    );
+    assert!(errs[1].contains("Port is dropped"), "{errs:?}");
+    assert!(errs[2].contains("`unused` is never used"), "{errs:?}");
+}
+
+#[test]
+fn helper_methods_are_rewritten() {
+    let out = expand::pipeline(
+        TokenStream::new(),
+        quote! {
+            impl Twice {
+                fn forward(&self, docs: Port<Doc, String>) -> Port<Doc, String> {
+                    let a = self.gather(self.first(docs));
+                    let b = self.gather(self.first(docs));
+                    self.join(a, b)
+                }
+                fn first(&self, docs: Port<Doc, String>) -> Port<Page, String> {
+                    expand!(self.split(docs) => Page)
+                }
+                fn gather(&self, page: Port<Page, String>) -> Port<Doc, Vec<String>> {
+                    reduce!(page)
+                }
+            }
+        },
+    )
+    .expect("no errors")
+    .to_string();
+    assert!(!out.contains("expand !") && !out.contains("reduce !"), "{out}");
+    assert!(out.contains("check :: expansion"), "{out}");
+}
+
+#[test]
+fn a_port_read_inside_another_macro_is_used() {
+    let errs = errors(forward(quote! {
+        let text = self.ocr(pdfs);
+        let all = vec![text];
+        self.join(pdfs, all)
+    }));
+    assert!(errs.is_empty(), "{errs:?}");
 }

@@ -336,7 +336,7 @@ struct BlockingCall<S: Stage>(Glue<S>);
 
 impl<S: Stage> ErasedCall for BlockingCall<S> {
     fn stage_name(&self) -> &'static str {
-        type_name::<S>()
+        short_type_name::<S>()
     }
     fn execution(&self) -> Execution {
         Execution::Blocking
@@ -370,7 +370,7 @@ struct AsyncCall<S: AsyncStage>(Glue<Async<S>>);
 
 impl<S: AsyncStage> ErasedCall for AsyncCall<S> {
     fn stage_name(&self) -> &'static str {
-        type_name::<S>()
+        short_type_name::<S>()
     }
     fn execution(&self) -> Execution {
         Execution::Async
@@ -439,6 +439,15 @@ pub fn panic_text(p: &Box<dyn Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic".into())
+}
+
+/// A stage type as its author named it, for failure texts: `OcrStage`, or
+/// `BatchFn` for a closure Call, not the full path with every generic
+/// argument (hundreds of characters for a closure's boxed type).
+fn short_type_name<S>() -> &'static str {
+    let full = type_name::<S>();
+    let head = full.split('<').next().unwrap_or(full);
+    head.rsplit("::").next().unwrap_or(head)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 use std::any::TypeId;
 use std::cell::RefCell;
+use std::panic::Location;
 use std::sync::Arc;
 
 use crate::error::PlanError;
@@ -102,6 +103,22 @@ pub(crate) struct DraftNode {
     pub(crate) kind: NodeKind,
     pub(crate) domain: usize,
     pub(crate) outputs: Vec<u32>,
+    /// Where the user wrote the operation (`#[track_caller]` from the
+    /// builder call, or from the `#[pipeline]` check call spanned at the
+    /// user's token), so that a plan error can name the line.
+    pub(crate) at: &'static Location<'static>,
+}
+
+impl DraftNode {
+    /// The node's label; an unnamed operation (`expand(=> Page)`) also says
+    /// where it was written, since two of them would read the same.
+    pub(crate) fn label(&self, domain: &str) -> String {
+        let base = self.kind.label(domain);
+        match self.kind {
+            NodeKind::Call { .. } => base,
+            _ => format!("{base} at {}", self.at),
+        }
+    }
 }
 
 pub(crate) struct DraftPort {
@@ -135,7 +152,7 @@ impl Draft {
         let p = &self.ports[port as usize];
         let node = &self.nodes[p.node as usize];
         let name = self.domains[p.domain].name;
-        let base = node.kind.label(name);
+        let base = node.label(name);
         if node.outputs.len() > 1 {
             let idx = node.outputs.iter().position(|&o| o == port).unwrap_or(0);
             format!("port #{port} ({base}, output {idx}, Domain `{name}`)")
@@ -202,7 +219,9 @@ pub(crate) fn finish() -> Option<Draft> {
 
 /// Append a node whose `arity` outputs live in Domain `D`; returns their ids
 /// (`u32::MAX` each when no build is active).
+#[track_caller]
 pub(crate) fn add_node<D: Domain>(kind: NodeKind, arity: usize) -> Vec<u32> {
+    let at = Location::caller();
     with_draft(|d| {
         let domain = d.domain_index(DomainInfo::of::<D>());
         let node = d.nodes.len() as u32;
@@ -215,6 +234,7 @@ pub(crate) fn add_node<D: Domain>(kind: NodeKind, arity: usize) -> Vec<u32> {
             kind,
             domain,
             outputs: outputs.clone(),
+            at,
         });
         outputs
     })

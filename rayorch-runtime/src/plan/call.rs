@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::exec::stage::{Async, AsyncStage, BatchFn, BoxError, Factory, Glue, StageKind, StageResult};
+use crate::exec::stage::{
+    Assemble, Async, AsyncStage, BatchFn, BoxError, Factory, Glue, StageKind, StageResult,
+};
 use crate::plan::build::{self, NodeKind};
 use crate::plan::domain::Domain;
 use crate::plan::port::{Inputs, OutputSet, Port};
@@ -182,31 +184,64 @@ impl<S: StageKind> Call<S> {
     }
 
     /// Apply the Call to its input Port(s): one Grain per Entity of their Domain.
+    #[track_caller]
     pub fn apply<D, I>(&self, inputs: I) -> Port<D, S::Out>
     where
         D: Domain,
-        I: Inputs<D, Value = S::In>,
+        I: Inputs<D>,
+        S::In: StageInput<I::Value>,
         S::Out: Data,
     {
-        let ports = self.node::<D, I, (S::Out,)>(inputs, |o| vec![Arc::new(o)]);
+        self.apply_assembled(inputs, assemble_as::<D, I, S::In>)
+    }
+
+    /// [`Call::apply`] with the function that reads the inputs as the
+    /// stage's input (`#[pipeline]` checks the types before).
+    #[track_caller]
+    pub(crate) fn apply_assembled<D, I>(&self, inputs: I, assemble: Assemble<S::In>) -> Port<D, S::Out>
+    where
+        D: Domain,
+        I: Inputs<D>,
+        S::Out: Data,
+    {
+        let ports = self.node::<D, I, (S::Out,)>(inputs, |o| vec![Arc::new(o)], assemble);
         Port::from_id(ports[0])
     }
 
     /// Apply a Call whose stage returns a tuple: one Port per tuple field.
+    #[track_caller]
     pub fn apply_split<D, I>(&self, inputs: I) -> <S::Out as OutputSet>::Ports<D>
     where
         D: Domain,
-        I: Inputs<D, Value = S::In>,
+        I: Inputs<D>,
+        S::In: StageInput<I::Value>,
         S::Out: OutputSet,
     {
-        let ids = self.node::<D, I, S::Out>(inputs, <S::Out as OutputSet>::split);
+        self.apply_split_assembled(inputs, assemble_as::<D, I, S::In>)
+    }
+
+    /// [`Call::apply_split`] with the function that reads the inputs.
+    #[track_caller]
+    pub(crate) fn apply_split_assembled<D, I>(
+        &self,
+        inputs: I,
+        assemble: Assemble<S::In>,
+    ) -> <S::Out as OutputSet>::Ports<D>
+    where
+        D: Domain,
+        I: Inputs<D>,
+        S::Out: OutputSet,
+    {
+        let ids = self.node::<D, I, S::Out>(inputs, <S::Out as OutputSet>::split, assemble);
         <S::Out as OutputSet>::ports::<D>(&ids)
     }
 
-    fn node<D: Domain, I: Inputs<D, Value = S::In>, O: OutputSet>(
+    #[track_caller]
+    fn node<D: Domain, I: Inputs<D>, O: OutputSet>(
         &self,
         inputs: I,
         split: fn(S::Out) -> Vec<crate::Value>,
+        assemble: Assemble<S::In>,
     ) -> Vec<u32> {
         let Some(edges) = crate::plan::port::edges_to(inputs.edges(), &format!("Call `{}`", self.name))
         else {
@@ -215,7 +250,7 @@ impl<S: StageKind> Call<S> {
         let runtime = S::erase(Glue {
             name: self.name.clone(),
             factory: self.factory.clone(),
-            assemble: I::assemble,
+            assemble,
             split,
             param: self.param.clone(),
         });
@@ -230,6 +265,34 @@ impl<S: StageKind> Call<S> {
             O::arity(),
         )
     }
+}
+
+/// A stage input type (`Self`) that takes what a Call's inputs carry (`V`):
+/// the same type. A bound of its own rather than `Inputs<D, Value = S::In>`,
+/// so that inputs in two Domains are one error (the `Inputs` one) and a value
+/// mismatch is one error with this message.
+#[diagnostic::on_unimplemented(
+    message = "this Call's stage takes `{Self}`, but its inputs carry `{V}`",
+    label = "takes `{Self}`",
+    note = "give the Call Ports whose values form `{Self}`: one Port per tuple field, in order (an `.optional()` input arrives as `Option<T>`), or change the stage's input type"
+)]
+pub trait StageInput<V>: Sized {
+    /// Identity.
+    fn from_inputs(v: V) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T> StageInput<T> for T {
+    fn from_inputs(v: T) -> T {
+        v
+    }
+}
+
+/// `I::assemble`, typed as the stage's input (the identity of [`StageInput`]).
+fn assemble_as<D, I: Inputs<D>, In: StageInput<I::Value>>(
+    g: &mut std::vec::IntoIter<Option<crate::Value>>,
+) -> Option<In> {
+    I::assemble(g).map(In::from_inputs)
 }
 
 impl<S: AsyncStage> Call<Async<S>> {

@@ -10,11 +10,13 @@
 use std::any::TypeId;
 use std::marker::PhantomData;
 
+pub mod rules;
+
 /// A level of the hierarchy: a finite, acyclic tree of Domains.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a rayorch Domain",
     label = "not a Domain",
-    note = "declare it with `#[derive(Domain)]` (add `#[domain(parent = P)]` for a child Domain) or `rayorch::domain!({Self})`"
+    note = "a Domain is a marker type of your crate declared with `#[derive(Domain)]` (`#[derive(Domain)] struct Page;`, with `#[domain(parent = P)]` for a child Domain); use it in `Port<Domain, Value>` and `expand!(x => Domain)`"
 )]
 pub trait Domain: Send + Sync + 'static {
     /// The immediate parent Domain, or [`NoParent`] for a root Domain.
@@ -98,6 +100,42 @@ where
 {
 }
 
+/// `Self` is not its own ancestor: its parents lead to a root Domain.
+///
+/// `#[derive(Domain)]` and [`domain!`](crate::domain!) check it where a child
+/// Domain is declared (`<Parent as Acyclic>::CHECKED`), so that a cycle
+/// (`A` parent of `B`, `B` parent of `A`) is a compile error there rather
+/// than a plan that can never be built. The walk is bounded: a chain of more
+/// than 32 Domains counts as a cycle.
+#[diagnostic::on_unimplemented(
+    message = "the Domain `{Self}` is its own ancestor: Domains form a tree",
+    label = "this parent leads back to `{Self}`",
+    note = "follow `#[domain(parent = ...)]` up from `{Self}`: one of the Domains on the way names a Domain below it as its parent; make the top of the hierarchy a root Domain, with no `parent`"
+)]
+pub trait Acyclic {
+    /// Naming this constant checks the bound.
+    const CHECKED: () = ();
+}
+
+#[diagnostic::do_not_recommend]
+impl<D: Domain + RootWithin<Fuel>> Acyclic for D {}
+
+/// One more step allowed up the parent chain.
+pub struct Step<F>(PhantomData<F>);
+/// No step left.
+pub enum NoStep {}
+
+/// 32 steps: deeper hierarchies than any pipeline needs.
+type Fuel = Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<
+    Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<Step<NoStep>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>;
+
+/// `Self`'s parent chain reaches a root in the steps `F` allows.
+pub trait RootWithin<F> {}
+
+impl<F> RootWithin<F> for NoParent {}
+
+impl<D: Domain, F> RootWithin<Step<F>> for D where D::Parent: RootWithin<F> {}
+
 /// The runtime description of a Domain type.
 #[derive(Debug, Clone, Copy)]
 pub struct DomainInfo {
@@ -145,6 +183,7 @@ macro_rules! domain {
         $(#[$m])*
         #[derive(Debug, Clone, Copy)]
         $vis struct $name;
+        #[diagnostic::do_not_recommend]
         impl $crate::Domain for $name {
             type Parent = $crate::NoParent;
             const NAME: &'static str = stringify!($name);
@@ -154,9 +193,11 @@ macro_rules! domain {
         $(#[$m])*
         #[derive(Debug, Clone, Copy)]
         $vis struct $name;
+        #[diagnostic::do_not_recommend]
         impl $crate::Domain for $name {
             type Parent = $parent;
             const NAME: &'static str = stringify!($name);
         }
+        const _: () = <$parent as $crate::plan::domain::Acyclic>::CHECKED;
     };
 }

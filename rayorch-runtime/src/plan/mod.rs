@@ -59,6 +59,7 @@ impl<T> std::fmt::Debug for Output<T> {
 
 impl PlanBuilder {
     /// Declare the plan's source: one `T` per root Entity of Domain `D`.
+    #[track_caller]
     pub fn source<D: RootDomain, T: Data>(&mut self) -> Port<D, T> {
         let ids = build::add_node::<D>(
             NodeKind::Source {
@@ -84,6 +85,7 @@ impl PlanBuilder {
     /// }).unwrap();
     /// assert_eq!(plan.source_type(), "(u32, u32)");
     /// ```
+    #[track_caller]
     pub fn sources<D: RootDomain, T: OutputSet + Data>(&mut self) -> T::Ports<D> {
         fn split<T: OutputSet + Data>(v: crate::Value) -> Option<Vec<crate::Value>> {
             take_value::<T>(v).map(T::split)
@@ -333,7 +335,7 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
     let node_labels: Vec<String> = d
         .nodes
         .iter()
-        .map(|n| n.kind.label(d.domains[n.domain].name))
+        .map(|n| n.label(d.domains[n.domain].name))
         .collect();
     let dname = |i: usize| d.domains[i].name;
     let parent_of = |i: usize| {

@@ -247,6 +247,7 @@ fn read_mask(v: &Value) -> Option<bool> {
     v.downcast_ref::<bool>().copied()
 }
 
+#[track_caller]
 fn structural<D: Domain>(
     op: &str,
     refs: &[PortRef],
@@ -261,6 +262,7 @@ fn structural<D: Domain>(
 
 /// `expand!(x => C)`: each element of the parent's list becomes an ordered
 /// child Entity of Domain `C`.
+#[track_caller]
 pub fn expand<C, P, I>(x: Port<P, I>) -> Port<C, I::Item>
 where
     C: ChildOf<P>,
@@ -286,6 +288,7 @@ where
 /// with a "cardinality mismatch" cause: when one Grain produced both, that
 /// Grain ends Failed and nothing it produced is published; otherwise the
 /// Expansion fails.
+#[track_caller]
 pub fn expand_aligned<C, P, A, B>(x: (Port<P, A>, Port<P, B>)) -> (Port<C, A::Item>, Port<C, B::Item>)
 where
     C: ChildOf<P>,
@@ -311,6 +314,7 @@ where
 /// `reduce!(x)`: the parent-scoped ordered gather. Present children come in
 /// ordinal order, dropped ones are left out, any failed child suppresses the
 /// parent.
+#[track_caller]
 pub fn reduce<C, P, T>(x: Port<C, T>) -> Port<P, Vec<T>>
 where
     C: ChildOf<P>,
@@ -322,6 +326,7 @@ where
 
 /// `reduce!(x, members = m)`: as [`reduce`], but a child is a member only
 /// where `m` is present as well (a dropped `m` leaves the child out).
+#[track_caller]
 pub fn reduce_members<C, P, T, M>(x: Port<C, T>, members: Port<C, M>) -> Port<P, Vec<T>>
 where
     C: ChildOf<P>,
@@ -331,6 +336,7 @@ where
     reduce_impl(x, Some(members.r))
 }
 
+#[track_caller]
 fn reduce_impl<C, P, T>(x: Port<C, T>, members: Option<PortRef>) -> Port<P, Vec<T>>
 where
     C: ChildOf<P>,
@@ -355,6 +361,7 @@ where
 /// `reduce_aligned!((a, b), members = m)`: gathers several child Ports into
 /// aligned parent lists: a child survives only where every input (and `m`,
 /// when given) is present, so the lists always have equal lengths.
+#[track_caller]
 pub fn reduce_aligned<C, P, A, B, M>(
     x: (Port<C, A>, Port<C, B>),
     members: Option<Port<C, M>>,
@@ -381,6 +388,7 @@ where
 }
 
 /// `filter!(x, keep)`: `false` drops the member; both Ports share a Domain.
+#[track_caller]
 pub fn filter<D: Domain, T: Data>(x: Port<D, T>, keep: Port<D, bool>) -> Port<D, T> {
     let ids = structural::<D>(
         "filter",
@@ -397,6 +405,7 @@ pub fn filter<D: Domain, T: Data>(x: Port<D, T>, keep: Port<D, bool>) -> Port<D,
 
 /// `broadcast!(x, like = y)`: the ancestor's Item, visible in each
 /// descendant Entity of `y`'s Domain.
+#[track_caller]
 pub fn broadcast<A, D, T, U, I>(x: Port<A, T>, like: Port<D, U>) -> Port<D, T>
 where
     A: Domain,

@@ -1,5 +1,5 @@
-//! Errors inside nested operations point at the innermost offending token,
-//! and one `forward` reports every mistake at once.
+//! An error inside nested operations points at the innermost offending
+//! token: here the child Domain of an `expand!` inside a Call inside a `reduce!`.
 
 use rayorch::prelude::*;
 use ui_tests::MapCall;
@@ -15,6 +15,10 @@ struct Page;
 #[domain(parent = Page)]
 struct Line;
 
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Word;
+
 struct P {
     pages: MapCall<String, Vec<String>>,
     lines: MapCall<String, Vec<String>>,
@@ -27,11 +31,9 @@ impl P {
     fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
         // `Line` is not a child of `Pdf`: the caret is on `Line`.
         let wrong = reduce!(self.ocr(expand!(self.pages(pdfs) => Line)));
-        // The stage takes `String`, the Port carries `Vec<String>`: the caret
-        // is on the argument of the inner Call.
-        let page = expand!(self.pages(pdfs) => Page);
-        let per_page = reduce!(self.ocr(expand!(self.lines(self.ocr(self.lines(page))) => Line)));
         let _ = wrong;
+        let page = expand!(self.pages(pdfs) => Page);
+        let per_page = reduce!(self.ocr(expand!(self.lines(page) => Word)));
         self.pair(pdfs, reduce!(per_page))
     }
 }

@@ -1,0 +1,39 @@
+//! Two `expand!` into one child Domain (the plan would reject it in `build_plan()`, with no line).
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Line;
+
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Figure;
+
+struct P {
+    pages: MapCall<String, Vec<String>>,
+    ocr: MapCall<String, String>,
+    pair: MapCall<(String, Vec<String>), String>,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, String> {
+        let page = expand!(self.pages(pdfs) => Page);
+        let again = expand!(self.pages(pdfs) => Page);
+        let a = reduce!(self.ocr(page));
+        let b = reduce!(self.ocr(again));
+        let _ = b;
+        self.pair(pdfs, a)
+    }
+}
+
+fn main() {}

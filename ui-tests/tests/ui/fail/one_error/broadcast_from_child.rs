@@ -1,0 +1,38 @@
+//! `broadcast!` from a child Domain: one error that says `reduce!`, not a missing-bound cascade.
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Line;
+
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Figure;
+
+struct P {
+    pages: MapCall<String, Vec<String>>,
+    ocr: MapCall<String, String>,
+    pair: MapCall<(String, Vec<String>), String>,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, Vec<String>> {
+        let page = expand!(self.pages(pdfs) => Page);
+        let line = expand!(self.pages(page) => Line);
+        let down = broadcast!(self.ocr(line), like = page);
+        let _ = reduce!(self.ocr(line));
+        reduce!(self.ocr(down))
+    }
+}
+
+fn main() {}

@@ -1,0 +1,39 @@
+//! `broadcast!` between sibling Domains (`Line` and `Figure`, both under `Page`).
+
+use rayorch::prelude::*;
+use ui_tests::MapCall;
+
+#[derive(Domain)]
+struct Pdf;
+
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+struct Page;
+
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Line;
+
+#[derive(Domain)]
+#[domain(parent = Page)]
+struct Figure;
+
+struct P {
+    pages: MapCall<String, Vec<String>>,
+    ocr: MapCall<String, String>,
+    pair: MapCall<(String, Vec<String>), String>,
+}
+
+#[pipeline]
+impl P {
+    fn forward(&self, pdfs: Port<Pdf, String>) -> Port<Pdf, Vec<String>> {
+        let page = expand!(self.pages(pdfs) => Page);
+        let line = expand!(self.pages(page) => Line);
+        let figure = expand!(self.pages(page) => Figure);
+        let caption = broadcast!(self.ocr(line), like = figure);
+        let _ = (reduce!(self.ocr(line)), reduce!(self.ocr(caption)));
+        reduce!(self.ocr(page))
+    }
+}
+
+fn main() {}
