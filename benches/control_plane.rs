@@ -13,8 +13,9 @@
 
 use std::time::Instant;
 
+use rayorch::Output;
 use rayorch::prelude::*;
-use rayorch::{Engine, EngineConfig, Output};
+use rayorch::spi::{Engine, EngineConfig};
 
 #[path = "longtail/workload.rs"]
 mod workload;

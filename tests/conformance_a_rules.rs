@@ -7,9 +7,8 @@ mod common;
 use common::{Driver, assert_clean, ok, path, rpc_keys, run_seq, run_with};
 use rayorch::prelude::*;
 use rayorch::sim::SimConfig;
-use rayorch::{
-    AttemptError, InvalidTransition, ItemKind, Output, Phase, ReportOutcome, RunError, Transition,
-};
+use rayorch::spi::{AttemptError, InvalidTransition, Phase, ReportOutcome, Transition};
+use rayorch::{ItemKind, Output, RunError};
 
 domain!(Doc);
 domain!(Page: Doc);

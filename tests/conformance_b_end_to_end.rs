@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use common::{Driver, assert_every_schedule, cause_text, input_values, ok, path, run_seq, run_with};
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig};
-use rayorch::{EntityPath, ItemKind, Output, ReportOutcome};
+use rayorch::spi::ReportOutcome;
+use rayorch::{EntityPath, ItemKind, Output};
 
 domain!(Doc);
 domain!(Chunk: Doc);
@@ -520,7 +521,10 @@ fn b10_generation_fence() {
     assert_eq!(old.grains[0].generation, 1);
     // The executor gives up on the first attempt (say, a timeout) ...
     assert_eq!(
-        d.report(old.id, Err(rayorch::AttemptError::Failed("timed out".into()))),
+        d.report(
+            old.id,
+            Err(rayorch::spi::AttemptError::Failed("timed out".into()))
+        ),
         ReportOutcome::Retried { requeued: 1 }
     );
     // ... and its real report turns up before and after the retry is dispatched.

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use common::{Driver, cause_text, ok, rpc_keys, run_seq, run_with};
 use rayorch::prelude::*;
 use rayorch::sim::SimConfig;
-use rayorch::{AttemptError, BatchFn, ItemKind, Output, ReportOutcome};
+use rayorch::spi::{AttemptError, ReportOutcome};
+use rayorch::{BatchFn, ItemKind, Output};
 
 domain!(Doc);
 

@@ -62,10 +62,11 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rayorch::sim::{self, SimConfig};
 use rayorch::sink::Callback;
+use rayorch::spi::StageKind;
 use rayorch::{
     Call, Cause, ChildOf, Data, DescendantOf, Domain, Inputs, Item, Outcome, Output, Plan, Port, Recovery,
-    Reservation, RootOutcome, RunError, Runner, StageKind, StageResult, broadcast, domain, expand,
-    expand_aligned, filter, reduce, reduce_aligned, reduce_members,
+    Reservation, RootOutcome, RunError, Runner, StageResult, broadcast, domain, expand, expand_aligned,
+    filter, reduce, reduce_aligned, reduce_members,
 };
 
 domain!(L0);

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig};
 use rayorch::sink::Callback;
-use rayorch::{Engine, EngineConfig, Output, RootOutcome, RunError, Runner};
+use rayorch::spi::{Engine, EngineConfig};
+use rayorch::{Output, RootOutcome, RunError, Runner};
 
 #[derive(Domain)]
 struct Doc;

@@ -119,7 +119,7 @@ fn clones_per_executor(recovery: Recovery, shared: bool, ocr_fails_once: bool) -
         let inputs = DOCS
             .iter()
             .enumerate()
-            .map(|(k, &n)| (k as u64, Arc::new(payload(n, &clones)) as rayorch::Value));
+            .map(|(k, &n)| (k as u64, Arc::new(payload(n, &clones)) as rayorch::spi::Value));
         let run = sim::run(&plan, inputs, &cfg).expect("the run completes");
         common::assert_clean(&run.stats);
         for o in run.by_key() {

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use rayorch::exec::{BatchDispatched, BatchFinished, DomainCounts, Observer};
 use rayorch::prelude::*;
 use rayorch::sink::Callback;
+use rayorch::{BatchDispatched, BatchFinished, DomainCounts, Observer};
 use rayorch::{ItemKind, RootOutcome, Runner};
 
 domain!(Doc);
@@ -156,7 +156,7 @@ fn lever_plan(pull: impl Fn() + Clone + Send + Sync + 'static) -> (Plan, rayorch
 
 #[test]
 fn cancel_hands_every_live_root_to_the_sink_as_failed_and_returns() {
-    let handle = Arc::new(Mutex::new(None::<rayorch::exec::CancelHandle>));
+    let handle = Arc::new(Mutex::new(None::<rayorch::CancelHandle>));
     let h = handle.clone();
     let (plan, out) = lever_plan(move || h.lock().unwrap().as_ref().unwrap().cancel());
     let runner = Runner::new(&plan).window(4);
@@ -201,7 +201,7 @@ fn cancel_hands_every_live_root_to_the_sink_as_failed_and_returns() {
 
 #[test]
 fn stop_admitting_lets_roots_in_flight_finish() {
-    let handle = Arc::new(Mutex::new(None::<rayorch::exec::CancelHandle>));
+    let handle = Arc::new(Mutex::new(None::<rayorch::CancelHandle>));
     let h = handle.clone();
     let (plan, out) = lever_plan(move || h.lock().unwrap().as_ref().unwrap().stop_admitting());
     let runner = Runner::new(&plan).window(4);

@@ -26,7 +26,9 @@ fn collect<T: rayorch::Data>(
     move |o: &RootOutcome| sink.push((o.key, o.get(out)))
 }
 
-fn pages_plan(ocr: Call<impl rayorch::StageKind<In = u32, Out = u32>>) -> (Plan, rayorch::Output<Vec<u32>>) {
+fn pages_plan(
+    ocr: Call<impl rayorch::spi::StageKind<In = u32, Out = u32>>,
+) -> (Plan, rayorch::Output<Vec<u32>>) {
     let render = Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>());
     Plan::build(|b| {
         let docs = b.source::<Doc, u32>();
@@ -211,7 +213,7 @@ fn a_late_report_from_a_replaced_replica_is_rejected_and_counted() {
 /// A document of `n` pages, every stage async: with paused time, a run that
 /// can make no progress lets the clock jump to the guard's deadline at once.
 fn async_pages_plan(
-    ocr: Call<impl rayorch::StageKind<In = u32, Out = u32>>,
+    ocr: Call<impl rayorch::spi::StageKind<In = u32, Out = u32>>,
 ) -> (Plan, rayorch::Output<Vec<u32>>) {
     let render = common::async_call("render", |docs: Vec<u32>| {
         Box::pin(async move {
@@ -248,7 +250,7 @@ fn run_paused(plan: &Plan, out: rayorch::Output<Vec<u32>>) -> Option<(Rows, rayo
 /// An async OCR stage whose first batch misbehaves as `first` says.
 fn async_ocr(
     first: fn() -> rayorch::BoxFuture<StageResult<u32>>,
-) -> Call<impl rayorch::StageKind<In = u32, Out = u32>> {
+) -> Call<impl rayorch::spi::StageKind<In = u32, Out = u32>> {
     let batches = Arc::new(AtomicUsize::new(0));
     common::async_call("ocr", move |batch: Vec<u32>| {
         if batches.fetch_add(1, Ordering::SeqCst) == 0 {

@@ -17,7 +17,9 @@ type Rows = Vec<(u64, Item<Vec<u32>>)>;
 
 const DOCS: [u32; 5] = [3, 0, 7, 1, 12];
 
-fn pages_plan(ocr: Call<impl rayorch::StageKind<In = u32, Out = u32>>) -> (Plan, rayorch::Output<Vec<u32>>) {
+fn pages_plan(
+    ocr: Call<impl rayorch::spi::StageKind<In = u32, Out = u32>>,
+) -> (Plan, rayorch::Output<Vec<u32>>) {
     let render = Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>());
     Plan::build(|b| {
         let docs = b.source::<Doc, u32>();
@@ -120,11 +122,11 @@ struct Faults {
 
 struct FaultWatch(Arc<std::sync::Mutex<Faults>>);
 
-impl rayorch::exec::Observer for FaultWatch {
-    fn batch_dispatched(&mut self, b: &rayorch::exec::BatchDispatched<'_>) {
+impl rayorch::Observer for FaultWatch {
+    fn batch_dispatched(&mut self, b: &rayorch::BatchDispatched<'_>) {
         self.0.lock().unwrap().retried += b.retries;
     }
-    fn batch_finished(&mut self, b: &rayorch::exec::BatchFinished<'_>) {
+    fn batch_finished(&mut self, b: &rayorch::BatchFinished<'_>) {
         if b.replica_replaced {
             let error = b.attempt_error.unwrap_or("").to_string();
             self.0.lock().unwrap().replaced.push(error);

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use common::Driver;
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig, SimRun};
-use rayorch::{ItemKind, Output, RootOutcome, Value};
+use rayorch::spi::Value;
+use rayorch::{ItemKind, Output, RootOutcome};
 
 #[derive(Domain)]
 struct Doc;
@@ -290,7 +291,7 @@ struct B6Run {
     outputs: Vec<Item<Vec<(u32, u32)>>>,
     seen: Vec<(u32, u32)>,
     ocr_batches: Vec<Vec<rayorch::EntityPath>>,
-    ocr_stats: rayorch::CallStats,
+    ocr_stats: rayorch::spi::CallStats,
 }
 
 /// B6's exact interleaving (as in `conformance_b_end_to_end`): docs `[0, 1]`,

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::Parser;
-use rayorch::exec::{DomainCounts, Observer};
 use rayorch::prelude::*;
+use rayorch::{DomainCounts, Observer};
 use rayorch::{Output, PlanErrors, Runner};
 use rayorch_models::output::Document;
 use rayorch_models::{

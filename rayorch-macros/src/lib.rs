@@ -94,8 +94,7 @@ use proc_macro::TokenStream;
 ///     len: Call::map("len", |w: String| w.len()),
 /// };
 /// let (plan, out) = p.build_plan().unwrap();
-/// let input = std::sync::Arc::new("a bb ccc".to_string()) as rayorch::Value;
-/// let run = sim::run(&plan, [(0, input)], &sim::SimConfig::sequential()).unwrap();
+/// let run = sim::run_typed(&plan, [(0, "a bb ccc".to_string())], &sim::SimConfig::sequential()).unwrap();
 /// assert_eq!(run.outcomes[0].get(out), Item::Present(vec![1, 2, 3]));
 /// ```
 #[proc_macro_attribute]

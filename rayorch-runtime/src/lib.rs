@@ -1,45 +1,70 @@
 //! rayorch's runtime: typed plan builder, lineage engine, scheduler and executors.
 //!
-//! Layers, from the user inward:
-//! - [`Domain`], [`Port`], [`Call`] and the structural operators ([`expand`],
-//!   [`reduce`], [`filter`], [`broadcast`], ...) build an immutable [`Plan`];
-//!   Domain mistakes are type errors.
-//! - [`Engine`] owns one run's lineage and queues. It is synchronous and
-//!   deterministic; executors drive it (see [`sim`] for the seeded one).
+//! The crate root is the pipeline author's API: Domains, Ports, Calls and
+//! the structural operators ([`expand`], [`reduce`], [`filter`],
+//! [`broadcast`], ...) build an immutable [`Plan`] (Domain mistakes are type
+//! errors, see [`mod@domain`]); a [`Runner`] executes it and streams each
+//! finished root to a [`sink`]; [`sim`] is the seeded, deterministic executor
+//! for tests. An executor author finds the synchronous [`spi::Engine`] and the
+//! stage-erasure types in [`spi`].
+//!
+//! Inside, three layers (one folder each): `plan/` (building and checking a
+//! plan), `engine/` (the synchronous, deterministic lineage engine),
+//! `exec/` (executors, sinks, metrics).
 
-pub mod engine;
+mod engine;
 mod error;
-pub mod exec;
-pub mod plan;
+mod exec;
+mod plan;
 mod value;
 
-pub use engine::rules;
-pub use exec::{metrics, sim, sink};
+pub use exec::{sim, sink};
 #[doc(hidden)]
 pub use plan::check;
+pub use plan::domain;
 
-pub use engine::grain::{InvalidTransition, Phase, Transition};
-pub use engine::lineage::Publish;
-pub use engine::{
-    Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, GrainRef, ReportOutcome,
-    RootOutcome,
-};
+// The pipeline author's API.
+pub use engine::{EntityPath, RootOutcome};
 pub use error::{PlanError, PlanErrors, RunError};
+pub use exec::control::{BatchDispatched, BatchFinished, CancelHandle, Observer};
+pub use exec::metrics::{CallMetrics, DomainCounts, RunSummary};
 pub use exec::runner::Runner;
-pub use exec::stage::{
-    Async, AsyncStage, AttemptError, AttemptResult, BatchFn, BatchInputs, BoxError, BoxFuture, ErasedCall,
-    ErasedOutcome, Execution, Replica, Stage, StageBox, StageContext, StageKind, StageResult, panic_text,
-};
-pub use metrics::{CallMetrics, RunSummary};
-pub use plan::build::PortRef;
+pub use exec::stage::{Async, AsyncStage, BatchFn, BoxError, BoxFuture, Stage, StageContext, StageResult};
 pub use plan::call::{Call, CallConfig, FnCall, Recovery, Reservation};
-pub use plan::domain::{
-    ChildOf, DescendantOf, Domain, DomainInfo, Here, NoParent, ParentSlot, RootDomain, There,
-};
+pub use plan::domain::{ChildOf, Domain, RootDomain};
 pub use plan::pipeline::Pipeline;
 pub use plan::port::{
-    InputPort, Inputs, Optional, OutputSet, Port, broadcast, expand, expand_aligned, filter, reduce,
-    reduce_aligned, reduce_members,
+    Optional, Port, broadcast, expand, expand_aligned, filter, reduce, reduce_aligned, reduce_members,
 };
-pub use plan::{CallSpec, Output, Plan, PlanBuilder};
-pub use value::{Cause, Data, Item, ItemKind, Outcome, Value};
+pub use plan::{Output, Plan, PlanBuilder};
+pub use value::{Cause, Data, Item, ItemKind, Outcome};
+
+// Type-level plumbing the operators' signatures name; users never write it.
+#[doc(hidden)]
+pub use plan::build::PortRef;
+#[doc(hidden)]
+pub use plan::domain::{DescendantOf, DomainInfo, Here, NoParent, ParentSlot, There};
+#[doc(hidden)]
+pub use plan::port::{InputPort, Inputs, OutputSet};
+
+pub mod spi {
+    //! The executor SPI: what a new executor (a cluster backend, a replay
+    //! tool) drives. A pipeline author never needs it.
+    //!
+    //! An executor admits roots into an [`Engine`], reserves [`Batch`]es per
+    //! Call, runs each on a replica of the Call's [`ErasedCall`] and reports an
+    //! [`AttemptResult`]; the engine's commit gate decides what counts.
+
+    pub use crate::engine::grain::{InvalidTransition, Phase, Transition};
+    pub use crate::engine::lineage::Publish;
+    pub use crate::engine::rules;
+    pub use crate::engine::{
+        Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, GrainRef, ReportOutcome,
+    };
+    pub use crate::exec::stage::{
+        AttemptError, AttemptResult, BatchInputs, ErasedCall, ErasedOutcome, Execution, Replica, StageBox,
+        StageKind, panic_text,
+    };
+    pub use crate::plan::CallSpec;
+    pub use crate::value::Value;
+}

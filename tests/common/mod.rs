@@ -5,10 +5,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use rayorch::sim::{self, SimConfig, SimRun};
-use rayorch::{
-    AttemptError, AttemptResult, Batch, BatchId, Data, Engine, EngineConfig, EngineStats, EntityPath,
-    Execution, Item, Outcome, Output, Plan, ReportOutcome, RootOutcome, StageBox, Value,
+use rayorch::spi::{
+    AttemptError, AttemptResult, Batch, BatchId, Engine, EngineConfig, EngineStats, Execution, ReportOutcome,
+    StageBox, Value,
 };
+use rayorch::{Data, EntityPath, Item, Outcome, Output, Plan, RootOutcome};
 
 /// Inputs keyed by their position.
 pub fn keyed<T: Send + Sync + 'static>(xs: impl IntoIterator<Item = T>) -> Vec<(u64, Value)> {
@@ -198,7 +199,7 @@ impl Driver {
                 self.replicas[c] = None;
                 Err(AttemptError::Failed(format!(
                     "stage panicked: {}",
-                    rayorch::panic_text(&p)
+                    rayorch::spi::panic_text(&p)
                 )))
             }
         }

@@ -36,10 +36,10 @@
 mod call_state;
 mod commit;
 mod expand_state;
-pub mod grain;
-pub mod lineage;
+pub(crate) mod grain;
+pub(crate) mod lineage;
 mod propagate;
-pub mod ready_queue;
+pub(crate) mod ready_queue;
 mod reduce_state;
 pub mod rules;
 mod store;

@@ -162,7 +162,7 @@ impl Core {
         self.finished.push_back(out);
     }
 
-    /// See [`crate::Engine::stall`].
+    /// See [`crate::spi::Engine::stall`].
     pub(crate) fn stall(&self, plan: &PlanInner) -> Option<String> {
         let lin = &self.lineage;
         if lin.live_keys.is_empty() || self.calls.in_flight > 0 || self.aborted.is_some() {

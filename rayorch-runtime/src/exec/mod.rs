@@ -10,6 +10,3 @@ pub mod runner;
 pub mod sim;
 pub mod sink;
 pub mod stage;
-
-pub use control::{BatchDispatched, BatchFinished, CancelHandle, Observer};
-pub use metrics::DomainCounts;

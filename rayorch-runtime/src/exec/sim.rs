@@ -107,6 +107,7 @@ impl SimConfig {
     }
 
     /// The same schedule without crashes, timeouts and duplicates.
+    #[must_use]
     pub fn without_faults(mut self) -> SimConfig {
         self.crash_rate = 0.0;
         self.timeout_rate = 0.0;
@@ -191,7 +192,37 @@ struct Replicas {
     busy: Vec<Vec<bool>>,
 }
 
-/// Run `plan` over `inputs` (root key, value) under the schedule `cfg`.
+/// Run `plan` over typed `inputs` (root key, value) under the schedule `cfg`:
+/// the way a pipeline's own tests use the seeded executor.
+///
+/// ```
+/// use rayorch_runtime::{Call, Plan, domain, sim};
+/// domain!(Doc);
+/// let len = Call::map("len", |s: String| s.len());
+/// let (plan, out) = Plan::build(|b| {
+///     let docs = b.source::<Doc, String>();
+///     b.output(len.apply(docs))
+/// })
+/// .unwrap();
+/// let run = sim::run_typed(&plan, [(0, "abc".to_string())], &sim::SimConfig::random(7)).unwrap();
+/// assert_eq!(run.by_key()[0].get(out).present(), Some(3));
+/// ```
+pub fn run_typed<T: crate::value::Data>(
+    plan: &Plan,
+    inputs: impl IntoIterator<Item = (u64, T)>,
+    cfg: &SimConfig,
+) -> Result<SimRun, RunError> {
+    run(
+        plan,
+        inputs
+            .into_iter()
+            .map(|(k, v)| (k, std::sync::Arc::new(v) as Value)),
+        cfg,
+    )
+}
+
+/// Run `plan` over type-erased `inputs` (root key, value) under the schedule
+/// `cfg` (see [`run_typed`] for typed inputs).
 pub fn run(
     plan: &Plan,
     inputs: impl IntoIterator<Item = (u64, Value)>,

@@ -87,6 +87,11 @@ impl StageContext {
 /// let cx = StageContext::new("upper", 0);
 /// assert_eq!(Upper.run(vec!["a".into()], &cx).unwrap(), vec![Outcome::Ok("A".to_string())]);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a rayorch Stage",
+    label = "a blocking Call runs a `Stage`",
+    note = "implement `Stage` (`type In`, `type Out`, `fn run(&mut self, batch: Vec<In>, cx: &StageContext) -> StageResult<Out>`, one `Outcome` per input), or build the Call from a closure with `Call::map(name, |x: In| ...)` / `Call::batch(name, |xs: Vec<In>| ...)`; async code implements `AsyncStage` and is wrapped as `Async<S>` (`Call::new_async`)"
+)]
 pub trait Stage: Send + 'static {
     /// One input record (a tuple for a Call with several inputs).
     type In: Send + 'static;
@@ -98,6 +103,11 @@ pub trait Stage: Send + 'static {
 
 /// Async batch code for I/O. One instance per replica serves up to the Call's
 /// `concurrency` batches at once.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a rayorch AsyncStage",
+    label = "`Async<S>` needs `S: AsyncStage`",
+    note = "implement `AsyncStage` (`type In`, `type Out`, `async fn run(self: Arc<Self>, batch: Vec<In>, cx: StageContext) -> StageResult<Out>`) and build the Call with `Call::new_async(name, || Ok(stage))`; blocking model code implements `Stage` instead"
+)]
 pub trait AsyncStage: Send + Sync + 'static {
     /// One input record.
     type In: Send + 'static;

@@ -140,36 +140,42 @@ impl<S: StageKind> Call<S> {
     }
 
     /// Set the largest physical batch (at least 1).
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn batch_size(mut self, b: usize) -> Self {
         self.config.batch_size = b.max(1);
         self
     }
 
     /// Set the number of replicas (at least 1).
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn replicas(mut self, n: usize) -> Self {
         self.config.replicas = n.max(1);
         self
     }
 
     /// Set the reservation policy.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn reservation(mut self, r: Reservation) -> Self {
         self.config.reservation = r;
         self
     }
 
     /// Set the recovery policy.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn recovery(mut self, r: Recovery) -> Self {
         self.config.recovery = r;
         self
     }
 
     /// Set the per-attempt time limit.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn timeout(mut self, t: Duration) -> Self {
         self.config.timeout = Some(t);
         self
     }
 
     /// Set how many batches one async replica runs at once (at least 1).
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.config.concurrency = n.max(1);
         self
@@ -178,6 +184,7 @@ impl<S: StageKind> Call<S> {
     /// Attach a static parameter that every `run` of this Call sees through
     /// [`crate::StageContext::param`]. Calls cloned from one `Call` share a
     /// replica pool but may carry different parameters.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn param<P: Any + Send + Sync>(mut self, p: P) -> Self {
         self.param = Some(Arc::new(p));
         self
@@ -240,7 +247,7 @@ impl<S: StageKind> Call<S> {
     fn node<D: Domain, I: Inputs<D>, O: OutputSet>(
         &self,
         inputs: I,
-        split: fn(S::Out) -> Vec<crate::Value>,
+        split: fn(S::Out) -> Vec<crate::value::Value>,
         assemble: Assemble<S::In>,
     ) -> Vec<u32> {
         let Some(edges) = crate::plan::port::edges_to(inputs.edges(), &format!("Call `{}`", self.name))
@@ -290,7 +297,7 @@ impl<T> StageInput<T> for T {
 
 /// `I::assemble`, typed as the stage's input (the identity of [`StageInput`]).
 fn assemble_as<D, I: Inputs<D>, In: StageInput<I::Value>>(
-    g: &mut std::vec::IntoIter<Option<crate::Value>>,
+    g: &mut std::vec::IntoIter<Option<crate::value::Value>>,
 ) -> Option<In> {
     I::assemble(g).map(In::from_inputs)
 }

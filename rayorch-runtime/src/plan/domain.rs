@@ -198,6 +198,6 @@ macro_rules! domain {
             type Parent = $parent;
             const NAME: &'static str = stringify!($name);
         }
-        const _: () = <$parent as $crate::plan::domain::Acyclic>::CHECKED;
+        const _: () = <$parent as $crate::domain::Acyclic>::CHECKED;
     };
 }

@@ -8,13 +8,13 @@
 //! consumer (acyclic); each child Domain has exactly one expansion; every node
 //! reaches an output; every operation's inputs are in the Domains it needs.
 
-pub mod build;
-pub mod call;
+pub(crate) mod build;
+pub(crate) mod call;
 #[doc(hidden)]
 pub mod check;
 pub mod domain;
-pub mod pipeline;
-pub mod port;
+pub(crate) mod pipeline;
+pub(crate) mod port;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -87,7 +87,7 @@ impl PlanBuilder {
     /// ```
     #[track_caller]
     pub fn sources<D: RootDomain, T: OutputSet + Data>(&mut self) -> T::Ports<D> {
-        fn split<T: OutputSet + Data>(v: crate::Value) -> Option<Vec<crate::Value>> {
+        fn split<T: OutputSet + Data>(v: crate::value::Value) -> Option<Vec<crate::value::Value>> {
             take_value::<T>(v).map(T::split)
         }
         let ids = build::add_node::<D>(

@@ -166,6 +166,11 @@ tuple_inputs!(A, B, C);
 tuple_inputs!(A, B, C, E);
 
 /// A stage output that splits into one Port per field.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be split into one Port per field",
+    label = "`split!` needs a stage whose output is a tuple",
+    note = "`split!(self.call(x))` works for stages returning a tuple of 2 or 3 values (`type Out = (A, B)`); for a single value, use `self.call(x)` without `split!`"
+)]
 pub trait OutputSet: Send + 'static {
     /// The Ports the split produces, in Domain `D`.
     type Ports<D>;

@@ -43,7 +43,7 @@ fn main() {
         )
     })
     .expect("the plan builds");
-    let input = std::sync::Arc::new("p/q".to_string()) as rayorch::Value;
+    let input = std::sync::Arc::new("p/q".to_string()) as rayorch::spi::Value;
     let run = sim::run(&plan, [(0, input)], &SimConfig::sequential()).expect("the run completes");
     let pq = vec!["p".to_string(), "q".to_string()];
     assert_eq!(run.outcomes[0].get(out.0), Item::Present(pq.clone()));

@@ -2,7 +2,8 @@
 //! generated `impl Pipeline`.
 
 use rayorch::prelude::*;
-use rayorch::{Item, StageKind};
+use rayorch::{Item};
+use rayorch::spi::{StageKind};
 use ui_tests::MapCall;
 
 #[derive(Domain)]
