@@ -27,6 +27,7 @@ use crate::error::RunError;
 use crate::exec::stage::BatchInputs;
 use crate::plan::PlanInner;
 use crate::plan::call::Recovery;
+use crate::plan::call::Reservation;
 use crate::value::{Cause, Item, Value};
 
 /// One Grain of a batch in flight, as the commit gate will check it.
@@ -216,11 +217,15 @@ impl Core {
                     generation: self.calls.grains[c][e as usize].generation,
                 };
                 // The parent (slot, epoch) lets a completion-aware policy
-                // group a parent's queued Grains; root-Domain Calls have none.
-                let parent = plan.domains[call.domain].parent.map(|pd| {
-                    let p = self.lineage.doms[call.domain].ents[e as usize].parent;
-                    (p, self.lineage.doms[pd].ents[p as usize].epoch)
-                });
+                // group a parent's queued Grains; root-Domain Calls have
+                // none, and the other policies never read it.
+                let parent = match call.config.reservation {
+                    Reservation::NearestCompletion => plan.domains[call.domain].parent.map(|pd| {
+                        let p = self.lineage.doms[call.domain].ents[e as usize].parent;
+                        (p, self.lineage.doms[pd].ents[p as usize].epoch)
+                    }),
+                    _ => None,
+                };
                 self.calls.queues[c].push(entry, parent);
             }
         }
