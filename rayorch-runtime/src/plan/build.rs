@@ -16,7 +16,7 @@ use crate::error::PlanError;
 use crate::exec::stage::ErasedCall;
 use crate::plan::call::CallConfig;
 use crate::plan::domain::{Domain, DomainInfo};
-use crate::value::Value;
+use crate::value::{Cause, Value};
 
 /// A Port id together with the build that made it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +34,9 @@ pub(crate) struct Edge {
 
 pub(crate) type SplitList = fn(Value) -> Option<Vec<Value>>;
 pub(crate) type GatherList = fn(Vec<Value>) -> Option<Value>;
+/// A `keep_failed` Reduce's gather: each kept child is its value or the
+/// cause that made it fail.
+pub(crate) type GatherKept = fn(Vec<Result<Value, Cause>>) -> Option<Value>;
 pub(crate) type ReadMask = fn(&Value) -> Option<bool>;
 /// The length of an erased list, read without consuming it.
 pub(crate) type ListLen = fn(&Value) -> Option<usize>;
@@ -63,6 +66,9 @@ pub(crate) enum NodeKind {
         inputs: Vec<u32>,
         members: Option<u32>,
         gather: Vec<GatherList>,
+        /// `reduce!(x, keep_failed)`: a failed child is gathered as its
+        /// cause instead of suppressing the parent (one input only).
+        keep_failed: Option<GatherKept>,
     },
     Filter {
         value: u32,
@@ -92,6 +98,9 @@ impl NodeKind {
             NodeKind::Source { .. } => format!("source({domain})"),
             NodeKind::Call { name, .. } => format!("Call `{name}`"),
             NodeKind::Expand { .. } => format!("expand(=> {domain})"),
+            NodeKind::Reduce {
+                keep_failed: Some(_), ..
+            } => format!("reduce(keep_failed => {domain})"),
             NodeKind::Reduce { .. } => format!("reduce(=> {domain})"),
             NodeKind::Filter { .. } => format!("filter({domain})"),
             NodeKind::Broadcast { .. } => format!("broadcast(=> {domain})"),
