@@ -11,6 +11,7 @@ use std::any::TypeId;
 use std::cell::RefCell;
 use std::panic::Location;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::error::PlanError;
 use crate::exec::stage::ErasedCall;
@@ -186,8 +187,12 @@ impl Draft {
 
 thread_local! {
     static DRAFT: RefCell<Option<Draft>> = const { RefCell::new(None) };
-    static NEXT_BUILD: std::cell::Cell<u32> = const { std::cell::Cell::new(1) };
 }
+
+/// Build ids, process-wide: a build's id is also its plan's id, which the
+/// plan's [`crate::Output`] handles carry, so that a handle read against
+/// another plan's outcome (built on any thread) is recognised.
+static NEXT_BUILD: AtomicU32 = AtomicU32::new(1);
 
 /// Run `f` with the active draft, if a build is active on this thread.
 pub(crate) fn with_draft<R>(f: impl FnOnce(&mut Draft) -> R) -> Option<R> {
@@ -205,11 +210,11 @@ pub(crate) fn begin() -> Result<(), PlanError> {
         if d.is_some() {
             return Err(PlanError::NestedBuild);
         }
-        let build = NEXT_BUILD.with(|n| {
-            let b = n.get();
-            n.set(b.wrapping_add(1).max(1));
-            b
-        });
+        // 0 means "no build"; skipped when the counter wraps.
+        let build = match NEXT_BUILD.fetch_add(1, Ordering::Relaxed) {
+            0 => NEXT_BUILD.fetch_add(1, Ordering::Relaxed),
+            b => b,
+        };
         *d = Some(Draft {
             build,
             domains: Vec::new(),
