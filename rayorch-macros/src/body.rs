@@ -285,8 +285,10 @@ impl Collector<'_> {
         for arg in args {
             if spec.flags.iter().any(|f| is_ident(&arg, f)) && !positional.is_empty() {
                 if keep_failed.is_some() {
-                    self.cx
-                        .error_spanned_by(&arg, format!("`{KEEP_FAILED}` is given twice: {}", spec.usage));
+                    self.cx.error_spanned_by(
+                        &arg,
+                        format!("`{KEEP_FAILED}` is given twice: write `{name}!(x, {KEEP_FAILED})`"),
+                    );
                     ok = false;
                 }
                 keep_failed = Some(arg);
@@ -417,7 +419,9 @@ impl ArgSpec {
                 positional: 1,
                 options: &[MEMBERS],
                 flags: &[KEEP_FAILED],
-                usage: "write `reduce!(x)`, `reduce!(x, members = m)` to gather only where `m` is present, or `reduce!(x, keep_failed)` to keep failed children as `Err(cause)`",
+                // Unchanged by `keep_failed` so that the ui expectations stay
+                // valid; the flag's own errors name it.
+                usage: "write `reduce!(x)`, or `reduce!(x, members = m)` to gather only where `m` is present",
             },
             REDUCE_ALIGNED => ArgSpec {
                 positional: 1,
