@@ -161,11 +161,15 @@ impl Core {
                 let mut col = Vec::with_capacity(states.len());
                 for (j, present) in rules::kept(states) {
                     let ch = self.expands.children(child, p)[j];
-                    if present {
-                        col.extend(self.lineage.take_if_sole(plan, inputs[0], ch).map(Ok));
-                    } else {
-                        col.push(Err(child_cause(&self.lineage, inputs, *members, ch)));
-                    }
+                    // Every kept child holds its ordinal's slot, even one
+                    // whose value could not be read.
+                    col.push(match present {
+                        true => self
+                            .lineage
+                            .take_if_sole(plan, inputs[0], ch)
+                            .ok_or_else(|| gather_failed(&n.label)),
+                        false => Err(child_cause(&self.lineage, inputs, *members, ch)),
+                    });
                 }
                 let item = gather(col).map_or_else(|| Item::Failed(gather_failed(&n.label)), Item::Present);
                 self.lineage.set(n.outputs[0], p, item);
