@@ -114,6 +114,57 @@ macro_rules! expand_aligned {
 
 /// `reduce!(x)` or `reduce!(x, members = m)`: gather a child Domain into its parent, in child order.
 ///
+/// Present children are gathered in ordinal order, dropped ones are left
+/// out, and any failed (or suppressed) child suppresses the parent.
+///
+/// `reduce!(x, keep_failed)` keeps a parent whose children partly failed: a
+/// `Port<Child, T>` becomes a `Port<Parent, Vec<Result<T, Cause>>>` in which
+/// a present child is `Ok(value)` and a Failed or Suppressed child is
+/// `Err(cause)` at its ordinal position; dropped children are still left
+/// out. The parent is decided once its Expansion and every child are
+/// terminal; an Expansion that failed (the Call producing the list failed)
+/// still suppresses the parent, and a dropped one drops it. It takes no
+/// `members = ..`; the builder form is `rayorch::plan::port::reduce_keep_failed(x)`.
+///
+/// ```
+/// use rayorch::prelude::*;
+///
+/// #[derive(Domain)]
+/// struct Doc;
+/// #[derive(Domain)]
+/// #[domain(parent = Doc)]
+/// struct Page;
+///
+/// struct Ocr {
+///     pages: FnCall<String, Vec<String>>,
+///     ocr: FnCall<String, String>,
+/// }
+///
+/// #[pipeline]
+/// impl Ocr {
+///     fn forward(&self, docs: Port<Doc, String>) -> Port<Doc, Vec<Result<String, rayorch::Cause>>> {
+///         let page = expand!(self.pages(docs) => Page);
+///         reduce!(self.ocr(page), keep_failed)
+///     }
+/// }
+///
+/// let p = Ocr {
+///     pages: Call::map("pages", |d: String| d.split('|').map(String::from).collect()),
+///     ocr: Call::per_record("ocr", |p: String| {
+///         if p.is_empty() { Outcome::RecordFailure("blank page".into()) } else { Outcome::Ok(p.to_uppercase()) }
+///     }),
+/// };
+/// let (plan, out) = p.build_plan().unwrap();
+/// let mut got = Vec::new();
+/// rayorch::Runner::new(&plan)
+///     .run([(0, "ab||c".to_string())], rayorch::sink::Callback(|o: &rayorch::RootOutcome| {
+///         got.extend(o.get(out).present().unwrap());
+///     }))
+///     .unwrap();
+/// let texts: Vec<_> = got.into_iter().map(|r| r.map_err(|c| c.message().to_string())).collect();
+/// assert_eq!(texts, vec![Ok("AB".into()), Err("blank page".into()), Ok("C".into())]);
+/// ```
+///
 /// Only inside a `#[pipeline]` impl block (`forward` and its helper methods), which rewrites it.
 #[macro_export]
 macro_rules! reduce {

@@ -276,8 +276,16 @@ enum Op {
         fa: Fx,
         b: Option<(usize, Fx)>,
         members: Option<usize>,
+        /// `reduce_keep_failed` (one input, no members): a failed child is
+        /// hashed as [`FAILED_CHILD`] at its ordinal.
+        keep_failed: bool,
     },
 }
+
+/// What a failed child of a `keep_failed` reduce contributes to the hash:
+/// which cause it carries may depend on the schedule (a Suppressed child
+/// names whichever failure decided it), its position may not.
+const FAILED_CHILD: i64 = -7_777_777;
 
 #[derive(Clone)]
 struct Program {
@@ -389,11 +397,15 @@ impl fmt::Display for Program {
                     fa,
                     b,
                     members,
+                    keep_failed,
                 } => {
                     let c = lvl + 1;
-                    let m = members
+                    let mut m = members
                         .map(|m| format!(", members = L{c}.{m}"))
                         .unwrap_or_default();
+                    if *keep_failed {
+                        m.push_str(", keep_failed");
+                    }
                     match b {
                         None => writeln!(f, "{} = hash {fa}(reduce(L{c}.{a}{m}))", new(*lvl))?,
                         Some((b, fb)) => {

@@ -1,5 +1,5 @@
 //! Macro-written twins of CONFORMANCE.md §B cases B1, B6 and B7 (B1 also with
-//! its operations in helper methods).
+//! its operations in helper methods, B6 also with `reduce!(x, keep_failed)`).
 //!
 //! Each case is written twice, with `#[pipeline]` and with the builder API,
 //! in the same operation order, so both plans have the same shape: under the
@@ -375,6 +375,72 @@ fn b06_group_failure_batch_1_twin() {
     assert_eq!(r.seen, vec![(0, 0), (0, 1), (0, 2), (1, 0)]);
     assert_eq!(r.ocr_batches.len(), 5);
     assert_eq!(r.ocr_stats.suppressed_before_dispatch, 1);
+}
+
+// === B6 with `reduce!(x, keep_failed)`: doc 1 is kept with its failure ===
+
+type KeptPages = Vec<Result<(u32, u32), rayorch::Cause>>;
+
+struct B6Keep {
+    pages: MapCall<u32, Vec<(u32, u32)>>,
+    ocr: MapCall<(u32, u32), (u32, u32)>,
+}
+
+#[pipeline]
+impl B6Keep {
+    fn forward(&self, docs: Port<Doc, u32>) -> Port<Doc, KeptPages> {
+        let page = expand!(self.pages(docs) => Page);
+        reduce!(self.ocr(page), keep_failed)
+    }
+}
+
+#[test]
+fn b06_keep_failed_twin() {
+    for group in [false, true] {
+        let p = B6Keep {
+            pages: Call::map("pages", |d: u32| (0..3).map(|p| (d, p)).collect::<Vec<_>>()),
+            ocr: Call::per_record("ocr", move |page: (u32, u32)| match page {
+                (1, 1) if group => Outcome::GroupFailure("bad page".into()),
+                (1, 1) => Outcome::RecordFailure("bad page".into()),
+                _ => Outcome::Ok(page),
+            }),
+        };
+        let (by_macro, out) = p.build_plan().unwrap();
+        let (by_builder, _) = Plan::build(|b| {
+            let docs = b.source::<Doc, u32>();
+            let page = expand::<Page, _, _>(p.pages.apply(docs));
+            b.output(rayorch::plan::port::reduce_keep_failed(p.ocr.apply(page)))
+        })
+        .unwrap();
+        let configs = std::iter::once(SimConfig::sequential())
+            .chain(SEEDS.map(|s| SimConfig::random(s).without_faults()));
+        for cfg in configs {
+            let got: Vec<_> = twin_runs(&by_macro, &by_builder, &[0u32, 1], &cfg)
+                .iter()
+                .map(|o| o.get(out))
+                .collect();
+            assert_eq!(
+                got[0],
+                Item::Present(vec![Ok((0, 0)), Ok((0, 1)), Ok((0, 2))]),
+                "{cfg:?}"
+            );
+            let doc1: Vec<_> = got[1]
+                .clone()
+                .present()
+                .expect("doc 1 is kept")
+                .into_iter()
+                .map(|r| r.map_err(|c| c.message().to_string()))
+                .collect();
+            assert_eq!(doc1[1], Err("bad page".to_string()), "{cfg:?}");
+            if !group {
+                assert_eq!(
+                    (doc1[0].clone(), doc1[2].clone()),
+                    (Ok((1, 0)), Ok((1, 2))),
+                    "{cfg:?}"
+                );
+            }
+        }
+    }
 }
 
 // === B7: nested empty groups ===

@@ -21,7 +21,8 @@ use syn::{Block, Expr, ExprMethodCall, Ident, Item, Macro, Stmt, Token, Type};
 
 use crate::ctxt::Ctxt;
 use crate::symbol::{
-    BROADCAST, CRATE, EXPAND, EXPAND_ALIGNED, FILTER, LIKE, MEMBERS, REDUCE, REDUCE_ALIGNED, SPLIT,
+    BROADCAST, CRATE, EXPAND, EXPAND_ALIGNED, FILTER, KEEP_FAILED, LIKE, MEMBERS, REDUCE, REDUCE_ALIGNED,
+    SPLIT,
 };
 
 /// The placeholder macro name; never reaches the compiler.
@@ -48,10 +49,12 @@ pub(crate) enum OpKind {
     Apply(Apply),
     /// `expand!(x => C)`, or `expand_aligned!((a, b) => C)` with two inputs.
     Expand { inputs: Vec<Expr>, child: Type },
-    /// `reduce!(x)`, `reduce_aligned!((a, b))`, optionally `members = m`.
+    /// `reduce!(x)`, `reduce_aligned!((a, b))`, optionally `members = m`;
+    /// `reduce!(x, keep_failed)` when `keep_failed`.
     Reduce {
         inputs: Vec<Expr>,
         members: Option<Expr>,
+        keep_failed: bool,
     },
     /// `filter!(x, mask)`.
     Filter { value: Expr, mask: Expr },
@@ -277,8 +280,20 @@ impl Collector<'_> {
         };
         let mut positional = Vec::new();
         let mut options: Vec<(Ident, Expr)> = Vec::new();
+        let mut keep_failed = None;
         let mut ok = true;
         for arg in args {
+            if spec.flags.iter().any(|f| is_ident(&arg, f)) && !positional.is_empty() {
+                if keep_failed.is_some() {
+                    self.cx.error_spanned_by(
+                        &arg,
+                        format!("`{KEEP_FAILED}` is given twice: write `{name}!(x, {KEEP_FAILED})`"),
+                    );
+                    ok = false;
+                }
+                keep_failed = Some(arg);
+                continue;
+            }
             match option(&arg) {
                 Some((key, value)) => {
                     if !spec.options.iter().any(|o| key == o) {
@@ -324,15 +339,29 @@ impl Collector<'_> {
                 .error_spanned_by(mac, format!("missing `like = <Port>`: {}", spec.usage));
             ok = false;
         }
+        if let (Some(flag), Some((key, _))) = (&keep_failed, options.first()) {
+            self.cx.error_spanned_by(
+                flag,
+                format!(
+                    "`{KEEP_FAILED}` cannot be combined with `{key} = ..`: gather with `reduce!(x, {KEEP_FAILED})` and filter the list, or drop `{KEEP_FAILED}`"
+                ),
+            );
+            ok = false;
+        }
         if !ok {
             return OpKind::Invalid;
         }
+        let keep_failed = keep_failed.is_some();
         let members = options.pop().map(|(_, m)| self.arg(m));
         let mut positional = positional.into_iter();
         let first = positional.next().expect("counted above");
         match name {
             REDUCE | REDUCE_ALIGNED => match self.inputs(name, first, name == REDUCE_ALIGNED) {
-                Some(inputs) => OpKind::Reduce { inputs, members },
+                Some(inputs) => OpKind::Reduce {
+                    inputs,
+                    members,
+                    keep_failed,
+                },
                 None => OpKind::Invalid,
             },
             FILTER => OpKind::Filter {
@@ -363,6 +392,11 @@ pub(crate) fn span_range(tokens: &impl ToTokens) -> (Span, Span) {
     (first, last)
 }
 
+/// `e` is the bare identifier `name`.
+fn is_ident(e: &Expr, name: &str) -> bool {
+    matches!(e, Expr::Path(p) if p.qself.is_none() && p.path.is_ident(name))
+}
+
 /// `key = value` with a plain identifier key.
 fn option(e: &Expr) -> Option<(&Ident, &Expr)> {
     let Expr::Assign(a) = e else { return None };
@@ -373,6 +407,8 @@ fn option(e: &Expr) -> Option<(&Ident, &Expr)> {
 struct ArgSpec {
     positional: usize,
     options: &'static [&'static str],
+    /// Bare words allowed after the positional arguments.
+    flags: &'static [&'static str],
     usage: &'static str,
 }
 
@@ -382,21 +418,27 @@ impl ArgSpec {
             REDUCE => ArgSpec {
                 positional: 1,
                 options: &[MEMBERS],
+                flags: &[KEEP_FAILED],
+                // Unchanged by `keep_failed` so that the ui expectations stay
+                // valid; the flag's own errors name it.
                 usage: "write `reduce!(x)`, or `reduce!(x, members = m)` to gather only where `m` is present",
             },
             REDUCE_ALIGNED => ArgSpec {
                 positional: 1,
                 options: &[MEMBERS],
+                flags: &[],
                 usage: "write `reduce_aligned!((a, b))`, or `reduce_aligned!((a, b), members = m)`",
             },
             FILTER => ArgSpec {
                 positional: 2,
                 options: &[],
+                flags: &[],
                 usage: "write `filter!(x, mask)` with `mask` a `bool` Port of `x`'s Domain",
             },
             _ => ArgSpec {
                 positional: 1,
                 options: &[LIKE],
+                flags: &[],
                 usage: "write `broadcast!(x, like = y)`: `x`'s value is copied to every Entity of `y`'s Domain below it",
             },
         }

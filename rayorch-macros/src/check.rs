@@ -445,7 +445,7 @@ impl Walk<'_> {
                     Flow::Tuple(vec![port; inputs.len()])
                 }
             }
-            OpKind::Reduce { inputs, members } => {
+            OpKind::Reduce { inputs, members, .. } => {
                 let flows: Vec<Flow> = inputs.iter().map(|x| self.expr(x)).collect();
                 self.same_domain(inputs, &flows, "aligned Ports", "the first aligned Port");
                 if let Some(m) = members {

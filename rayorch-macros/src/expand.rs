@@ -214,10 +214,17 @@ impl Rewrite<'_> {
                     #check::expansion(&#input).#method(#marker #close, #input #(, #rest)*)
                 }}
             }
-            OpKind::Reduce { inputs, members } => {
+            OpKind::Reduce {
+                inputs,
+                members,
+                keep_failed,
+            } => {
                 let args = self.args(inputs);
                 let members = members.as_ref().map(|m| self.arg(m));
                 let f = match (inputs.len(), members.is_some()) {
+                    // `body` admits the flag only on a one-input `reduce!`
+                    // without members.
+                    _ if *keep_failed => "reduce_keep_failed",
                     (1, false) => "reduce",
                     (1, true) => "reduce_members",
                     (_, false) => "reduce_aligned",

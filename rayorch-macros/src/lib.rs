@@ -38,6 +38,7 @@ use proc_macro::TokenStream;
 /// | `expand_aligned!((a, b) => Page)` | two lists of one parent become aligned children |
 /// | `reduce!(x)` | gather a child Domain back into its parent, as a `Vec` in child order |
 /// | `reduce!(x, members = m)` | only the children where `m` is present |
+/// | `reduce!(x, keep_failed)` | keep the parent when children failed: `Vec<Result<T, Cause>>`, `Err(cause)` where a child failed |
 /// | `reduce_aligned!((a, b))` | gather two child Ports, keeping children present in both |
 /// | `filter!(x, mask)` | drop the Entities whose `bool` mask is `false` |
 /// | `broadcast!(x, like = y)` | an ancestor's value, seen from each Entity of `y`'s Domain |

@@ -16,6 +16,8 @@ pub(crate) const SPLIT: &str = "split";
 
 pub(crate) const MEMBERS: &str = "members";
 pub(crate) const LIKE: &str = "like";
+/// `reduce!(x, keep_failed)`: a flag, written bare.
+pub(crate) const KEEP_FAILED: &str = "keep_failed";
 pub(crate) const PARENT: &str = "parent";
 pub(crate) const DOMAIN: &str = "domain";
 

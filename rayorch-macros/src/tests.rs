@@ -221,3 +221,34 @@ fn a_port_read_inside_another_macro_is_used() {
     }));
     assert!(errs.is_empty(), "{errs:?}");
 }
+
+#[test]
+fn keep_failed_is_a_reduce_flag() {
+    let ok = expand::pipeline(
+        TokenStream::new(),
+        forward(quote! {
+            let page = expand!(self.pages(pdfs) => Page);
+            self.join(pdfs, reduce!(self.ocr(page), keep_failed))
+        }),
+    )
+    .expect("no errors")
+    .to_string();
+    assert!(ok.contains("reduce_keep_failed"), "{ok}");
+    let errs = errors(forward(quote! {
+        let page = expand!(self.pages(pdfs) => Page);
+        let a = reduce!(page, keep_failed, keep_failed);
+        let b = reduce!(page, members = self.keep(page), keep_failed);
+        let c = reduce_aligned!((page, page), keep_failed);
+        self.join(pdfs, a, b, c)
+    }));
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert!(errs[0].starts_with("`keep_failed` is given twice"), "{errs:#?}");
+    assert!(
+        errs[1].starts_with("`keep_failed` cannot be combined with `members = ..`"),
+        "{errs:#?}"
+    );
+    assert!(
+        errs[2].starts_with("unexpected argument: write `reduce_aligned!"),
+        "{errs:#?}"
+    );
+}

@@ -96,6 +96,19 @@ pub enum RunError {
         /// The declared type.
         expected: &'static str,
     },
+    /// A [`crate::Runner`] was handed roots of another type than the plan's
+    /// source takes; found before any root was admitted or any stage ran.
+    #[error(
+        "the plan's source (Domain `{domain}`) takes `{expected}`, but the run was given `{given}` roots; nothing ran: convert each root to `{expected}` before the run"
+    )]
+    SourceType {
+        /// The source's (root) Domain.
+        domain: &'static str,
+        /// The type the source declares.
+        expected: &'static str,
+        /// The type the run was given.
+        given: &'static str,
+    },
     /// A root key is already in flight.
     #[error("root {key} is already in flight; root keys must be unique")]
     DuplicateKey {

@@ -152,7 +152,11 @@ impl Core {
         let key = self.lineage.roots[r as usize].key;
         self.lineage.live_keys.remove(&key);
         self.free_tree(plan, plan.root, r);
-        let out = RootOutcome { key, items };
+        let out = RootOutcome {
+            key,
+            items,
+            plan: plan.id,
+        };
         match out.kind() {
             ItemKind::Present => self.stats.roots_present += 1,
             ItemKind::Dropped => self.stats.roots_dropped += 1,

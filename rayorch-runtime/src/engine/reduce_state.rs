@@ -10,10 +10,14 @@
 //!   by [`rules::decide_reduce`] when it reaches zero, when a child Item
 //!   fails (a failure decides while others are pending), or when the
 //!   Expansion resolves without children.
+//! - A `keep_failed` Reduce counts a failed child Item like any other and
+//!   is decided by [`rules::decide_reduce_keep_failed`] only at zero (or
+//!   without children): a failure is gathered, it decides nothing.
 //! - `done` is set exactly when the outputs are published; nothing after it
 //!   touches the record until the root is released.
 
 use crate::engine::Core;
+use crate::engine::Lineage;
 use crate::engine::lineage::state_of;
 use crate::engine::rules::{self, ExpansionState, ReduceDecision, State};
 use crate::plan::PlanInner;
@@ -75,12 +79,19 @@ impl Core {
     pub(crate) fn on_reduce_input(&mut self, plan: &PlanInner, node: usize, ch: u32, port: u32) {
         let child = plan.ports[port as usize].domain;
         let p = self.lineage.parent(child, ch);
+        let keeps = matches!(
+            plan.nodes[node].kind,
+            NodeKind::Reduce {
+                keep_failed: Some(_),
+                ..
+            }
+        );
         let rec = &mut self.reduces.recs[plan.nodes[node].dense][p as usize];
         if rec.done {
             return;
         }
         match state_of(self.lineage.item(port, ch)) {
-            State::Failed | State::Suppressed => self.decide_reduce(plan, node, p),
+            State::Failed | State::Suppressed if !keeps => self.decide_reduce(plan, node, p),
             _ => {
                 rec.pending -= 1;
                 if rec.pending == 0 {
@@ -97,6 +108,7 @@ impl Core {
             inputs,
             members,
             gather,
+            keep_failed,
         } = &n.kind
         else {
             return;
@@ -128,7 +140,11 @@ impl Core {
                 }
             }
         }
-        let item = match rules::decide_reduce(expansion, states) {
+        let decision = match keep_failed {
+            Some(_) => rules::decide_reduce_keep_failed(expansion, states),
+            None => rules::decide_reduce(expansion, states),
+        };
+        let item = match decision {
             ReduceDecision::Wait => return,
             ReduceDecision::Dropped => Item::Dropped,
             ReduceDecision::SuppressedByExpansion => Item::Suppressed(
@@ -138,18 +154,26 @@ impl Core {
             ),
             ReduceDecision::SuppressedBy(j) => {
                 let ch = self.expands.children(child, p)[j];
-                let cause = inputs
-                    .iter()
-                    .chain(members.iter())
-                    .find_map(|&port| {
-                        self.lineage
-                            .item(port, ch)
-                            .as_ref()
-                            .and_then(Item::cause)
-                            .cloned()
-                    })
-                    .unwrap_or_else(|| Cause::new("internal: missing cause"));
-                Item::Suppressed(cause)
+                Item::Suppressed(child_cause(&self.lineage, inputs, *members, ch))
+            }
+            ReduceDecision::Present if let Some(gather) = keep_failed => {
+                self.reduces.recs[dense][p as usize].done = true;
+                let mut col = Vec::with_capacity(states.len());
+                for (j, present) in rules::kept(states) {
+                    let ch = self.expands.children(child, p)[j];
+                    // Every kept child holds its ordinal's slot, even one
+                    // whose value could not be read.
+                    col.push(match present {
+                        true => self
+                            .lineage
+                            .take_if_sole(plan, inputs[0], ch)
+                            .ok_or_else(|| gather_failed(&n.label)),
+                        false => Err(child_cause(&self.lineage, inputs, *members, ch)),
+                    });
+                }
+                let item = gather(col).map_or_else(|| Item::Failed(gather_failed(&n.label)), Item::Present);
+                self.lineage.set(n.outputs[0], p, item);
+                return;
             }
             ReduceDecision::Present => {
                 self.reduces.recs[dense][p as usize].done = true;
@@ -163,13 +187,7 @@ impl Core {
                     }
                 }
                 for ((col, f), &out) in cols.into_iter().zip(gather).zip(&n.outputs) {
-                    let item = match f(col) {
-                        Some(v) => Item::Present(v),
-                        None => Item::Failed(Cause::new(format!(
-                            "internal: {} could not gather its values",
-                            n.label
-                        ))),
-                    };
+                    let item = f(col).map_or_else(|| Item::Failed(gather_failed(&n.label)), Item::Present);
                     self.lineage.set(out, p, item);
                 }
                 return;
@@ -180,4 +198,18 @@ impl Core {
             self.lineage.set(out, p, item.clone());
         }
     }
+}
+
+/// The cause of child `ch`'s first non-present Item among the ports a
+/// Reduce reads (inputs, then the member mask).
+fn child_cause(lineage: &Lineage, inputs: &[u32], members: Option<u32>, ch: u32) -> Cause {
+    inputs
+        .iter()
+        .chain(members.iter())
+        .find_map(|&port| lineage.item(port, ch).as_ref().and_then(Item::cause).cloned())
+        .unwrap_or_else(|| Cause::new("internal: missing cause"))
+}
+
+fn gather_failed(label: &str) -> Cause {
+    Cause::new(format!("internal: {label} could not gather its values"))
 }

@@ -5,7 +5,8 @@
 //! [`decide_filter`] for every Filter Item, [`decide_expand`] for every
 //! Expansion, and [`combine`] + [`decide_reduce`] for every Reduce parent
 //! (when its Expansion resolves without children, when a child fails, and
-//! when the last child resolves). The unit tests below check these very
+//! when the last child resolves), or [`decide_reduce_keep_failed`] for a
+//! `keep_failed` Reduce, where a failed child is gathered, never decisive. The unit tests below check these very
 //! functions over the whole Cartesian product of input states
 //! (CONFORMANCE.md §A). A broadcast has no decision: it copies its
 //! ancestor's Item, whatever it is.
@@ -215,6 +216,34 @@ pub fn survivors(members: &[State]) -> impl Iterator<Item = usize> + '_ {
         .map(|(i, _)| i)
 }
 
+/// `reduce!(x, keep_failed)`: Expansion unresolved → wait; dropped →
+/// Dropped; failed → Suppressed (as [`decide_reduce`]); any member
+/// unresolved → wait, even when another has failed (the parent is decided
+/// only when every child is terminal); else Present, child failures
+/// included.
+#[inline]
+pub fn decide_reduce_keep_failed(expansion: ExpansionState, members: &[State]) -> ReduceDecision {
+    match expansion {
+        ExpansionState::Unresolved => ReduceDecision::Wait,
+        ExpansionState::Dropped => ReduceDecision::Dropped,
+        ExpansionState::Failed => ReduceDecision::SuppressedByExpansion,
+        ExpansionState::Succeeded if members.contains(&State::Unresolved) => ReduceDecision::Wait,
+        ExpansionState::Succeeded => ReduceDecision::Present,
+    }
+}
+
+/// The members a Present `keep_failed` Reduce gathers, in ordinal order:
+/// `(ordinal, true)` for a present child (its value), `(ordinal, false)`
+/// for a failed or suppressed one (its cause); dropped members are left out.
+#[inline]
+pub fn kept(members: &[State]) -> impl Iterator<Item = (usize, bool)> + '_ {
+    members.iter().enumerate().filter_map(|(i, s)| match s {
+        State::Present => Some((i, true)),
+        State::Failed | State::Suppressed => Some((i, false)),
+        State::Dropped | State::Unresolved => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     //! CONFORMANCE.md §A. Each expectation below is written again from the
@@ -243,6 +272,22 @@ mod tests {
 
     fn is_failure(s: State) -> bool {
         matches!(s, State::Failed | State::Suppressed)
+    }
+
+    /// Every Expansion state with every member list of zero to four children.
+    fn reduce_cases() -> Vec<(ExpansionState, Vec<State>)> {
+        let expansions = [
+            ExpansionState::Unresolved,
+            ExpansionState::Succeeded,
+            ExpansionState::Dropped,
+            ExpansionState::Failed,
+        ];
+        expansions
+            .into_iter()
+            .flat_map(|x| {
+                (0..=4).flat_map(move |len| product(&State::ALL, len).into_iter().map(move |m| (x, m)))
+            })
+            .collect()
     }
 
     /// Every input list of one to three Call inputs, each required or optional.
@@ -451,26 +496,15 @@ mod tests {
                 d => (d, Vec::new()),
             }
         }
-        let expansions = [
-            ExpansionState::Unresolved,
-            ExpansionState::Succeeded,
-            ExpansionState::Dropped,
-            ExpansionState::Failed,
-        ];
-        let mut n = 0;
-        for x in expansions {
-            for len in 0..=4 {
-                for members in product(&State::ALL, len) {
-                    assert_eq!(
-                        decided(x, &members),
-                        expected(x, &members),
-                        "expansion {x:?} members {members:?}"
-                    );
-                    n += 1;
-                }
-            }
+        let cases = reduce_cases();
+        for (x, members) in &cases {
+            assert_eq!(
+                decided(*x, members),
+                expected(*x, members),
+                "expansion {x:?} members {members:?}"
+            );
         }
-        assert_eq!(n, 4 * (1 + 5 + 25 + 125 + 625));
+        assert_eq!(cases.len(), 4 * (1 + 5 + 25 + 125 + 625));
         use State::*;
         assert_eq!(
             decided(ExpansionState::Succeeded, &[]),
@@ -513,5 +547,74 @@ mod tests {
                 assert_eq!(combine(&states), expected(&states), "states {states:?}");
             }
         }
+    }
+
+    /// Issue 10 item 6, `reduce!(x, keep_failed)`: "a Failed or Suppressed child becomes `Err(cause)` at its ordinal position, a Dropped child is left out, a present child is `Ok(v)`; child failures do not suppress the parent; the parent is still decided only when its Expansion and every child are terminal; a failed Expansion still fails/suppresses the parent."
+    #[test]
+    fn a_reduce_keep_failed() {
+        /// `Ok(ordinal)` for a value, `Err(ordinal)` for a cause.
+        type Gathered = Vec<Result<usize, usize>>;
+        fn expected(x: ExpansionState, members: &[State]) -> (ReduceDecision, Gathered) {
+            let decision = match x {
+                ExpansionState::Unresolved => ReduceDecision::Wait,
+                ExpansionState::Dropped => ReduceDecision::Dropped,
+                ExpansionState::Failed => ReduceDecision::SuppressedByExpansion,
+                ExpansionState::Succeeded if members.contains(&State::Unresolved) => ReduceDecision::Wait,
+                ExpansionState::Succeeded => {
+                    let mut out = Vec::new();
+                    for (ordinal, &s) in members.iter().enumerate() {
+                        if s == State::Present {
+                            out.push(Ok(ordinal));
+                        } else if is_failure(s) {
+                            out.push(Err(ordinal));
+                        }
+                    }
+                    return (ReduceDecision::Present, out);
+                }
+            };
+            (decision, Vec::new())
+        }
+        fn decided(x: ExpansionState, members: &[State]) -> (ReduceDecision, Gathered) {
+            match decide_reduce_keep_failed(x, members) {
+                ReduceDecision::Present => (
+                    ReduceDecision::Present,
+                    kept(members)
+                        .map(|(i, ok)| if ok { Ok(i) } else { Err(i) })
+                        .collect(),
+                ),
+                d => (d, Vec::new()),
+            }
+        }
+        let cases = reduce_cases();
+        for (x, members) in &cases {
+            let got = decided(*x, members);
+            assert_eq!(got, expected(*x, members), "expansion {x:?} members {members:?}");
+            assert!(
+                !matches!(got.0, ReduceDecision::SuppressedBy(_)),
+                "a child never suppresses a keep_failed parent: {members:?}"
+            );
+        }
+        assert_eq!(cases.len(), 4 * (1 + 5 + 25 + 125 + 625));
+        use State::*;
+        assert_eq!(
+            decided(ExpansionState::Succeeded, &[Present, Failed, Dropped, Suppressed]),
+            (ReduceDecision::Present, vec![Ok(0), Err(1), Err(3)]),
+            "failures kept at their ordinal, drops left out"
+        );
+        assert_eq!(
+            decide_reduce_keep_failed(ExpansionState::Succeeded, &[Unresolved, Failed, Present]),
+            ReduceDecision::Wait,
+            "a failed child does not decide while a sibling is pending"
+        );
+        assert_eq!(
+            decided(ExpansionState::Succeeded, &[Failed, Failed]),
+            (ReduceDecision::Present, vec![Err(0), Err(1)]),
+            "every child failed: still Present, all causes listed"
+        );
+        assert_eq!(
+            decided(ExpansionState::Succeeded, &[]),
+            (ReduceDecision::Present, vec![]),
+            "an empty Expansion reduces to an empty list"
+        );
     }
 }

@@ -82,17 +82,37 @@ impl fmt::Display for EntityPath {
 }
 
 /// A root's final outcome: one Item per plan output.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RootOutcome {
     /// The root's key.
     pub key: u64,
     /// One Item per output, in declaration order.
     pub items: Vec<Item<Value>>,
+    /// The id of the plan that produced it, checked against each [`Output`].
+    pub(crate) plan: u32,
+}
+
+/// The plan id is left out: it says which plan's handles apply, not what
+/// the root became (two builds of one pipeline print the same outcomes).
+impl fmt::Debug for RootOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RootOutcome")
+            .field("key", &self.key)
+            .field("items", &self.items)
+            .finish()
+    }
 }
 
 impl RootOutcome {
-    /// Read one output, typed.
+    /// Read one output, typed. A handle from another plan reads as Failed
+    /// (never as this plan's output at the same position).
     pub fn get<T: Data>(&self, out: Output<T>) -> Item<T> {
+        if out.plan != self.plan {
+            return Item::Failed(Cause::new(format!(
+                "this Output (#{}) belongs to another plan: use the handle returned with this plan by build_plan()/Plan::build",
+                out.index
+            )));
+        }
         match self.items.get(out.index) {
             Some(Item::Present(v)) => match take_value::<T>(v.clone()) {
                 Some(t) => Item::Present(t),

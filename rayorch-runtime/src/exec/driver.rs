@@ -195,6 +195,7 @@ impl<'p, S: Sink> Driver<'p, S> {
         RootOutcome {
             key,
             items: vec![Item::Failed(cause); self.plan.outputs()],
+            plan: self.plan.inner.id,
         }
     }
 

@@ -119,6 +119,9 @@ impl<'p> Runner<'p> {
 
     /// Run on a fresh tokio runtime (do not call from inside one: use
     /// [`Runner::run_async`] there).
+    ///
+    /// Every entry point checks `T` against the plan's source type first: a
+    /// mismatch is [`RunError::SourceType`] before any root is admitted.
     pub fn run<T: Data>(
         &self,
         source: impl IntoIterator<Item = (u64, T)>,
@@ -168,6 +171,7 @@ impl<'p> Runner<'p> {
         source: impl Stream<Item = (u64, T)>,
         sink: impl Sink,
     ) -> Result<RunSummary, RunError> {
+        self.plan.check_source::<T>()?;
         let observer = self.observer.lock().unwrap_or_else(|p| p.into_inner()).take();
         let config = EngineConfig {
             window: self.window,

@@ -30,7 +30,32 @@ pub trait Sink: Send {
 }
 
 /// A closure as a sink.
+///
+/// [`Callback::new`] names the closure's argument type, so `|o| ...` needs
+/// no annotation (`Callback(|o: &RootOutcome| ...)` is the same sink):
+///
+/// ```
+/// use rayorch_runtime::{domain, sink::Callback, Call, Plan, Runner};
+/// domain!(Job);
+/// let double = Call::map("double", |x: u64| 2 * x);
+/// let (plan, out) = Plan::build(|b| {
+///     let xs = b.source::<Job, u64>();
+///     b.output(double.apply(xs))
+/// }).unwrap();
+/// let mut sum = 0;
+/// Runner::new(&plan)
+///     .run((0..4u64).map(|k| (k, k)), Callback::new(|o| sum += o.get(out).present().unwrap()))
+///     .unwrap();
+/// assert_eq!(sum, 12);
+/// ```
 pub struct Callback<F>(pub F);
+
+impl<F: FnMut(&RootOutcome) + Send> Callback<F> {
+    /// A sink calling `f` once per finished root.
+    pub fn new(f: F) -> Self {
+        Callback(f)
+    }
+}
 
 impl<F: FnMut(&RootOutcome) + Send> Sink for Callback<F> {
     fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {

@@ -11,12 +11,13 @@ use std::any::TypeId;
 use std::cell::RefCell;
 use std::panic::Location;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::error::PlanError;
 use crate::exec::stage::ErasedCall;
 use crate::plan::call::CallConfig;
 use crate::plan::domain::{Domain, DomainInfo};
-use crate::value::Value;
+use crate::value::{Cause, Value};
 
 /// A Port id together with the build that made it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +35,9 @@ pub(crate) struct Edge {
 
 pub(crate) type SplitList = fn(Value) -> Option<Vec<Value>>;
 pub(crate) type GatherList = fn(Vec<Value>) -> Option<Value>;
+/// A `keep_failed` Reduce's gather: each kept child is its value or the
+/// cause that made it fail.
+pub(crate) type GatherKept = fn(Vec<Result<Value, Cause>>) -> Option<Value>;
 pub(crate) type ReadMask = fn(&Value) -> Option<bool>;
 /// The length of an erased list, read without consuming it.
 pub(crate) type ListLen = fn(&Value) -> Option<usize>;
@@ -63,6 +67,9 @@ pub(crate) enum NodeKind {
         inputs: Vec<u32>,
         members: Option<u32>,
         gather: Vec<GatherList>,
+        /// `reduce!(x, keep_failed)`: a failed child is gathered as its
+        /// cause instead of suppressing the parent (one input only).
+        keep_failed: Option<GatherKept>,
     },
     Filter {
         value: u32,
@@ -92,6 +99,9 @@ impl NodeKind {
             NodeKind::Source { .. } => format!("source({domain})"),
             NodeKind::Call { name, .. } => format!("Call `{name}`"),
             NodeKind::Expand { .. } => format!("expand(=> {domain})"),
+            NodeKind::Reduce {
+                keep_failed: Some(_), ..
+            } => format!("reduce(keep_failed => {domain})"),
             NodeKind::Reduce { .. } => format!("reduce(=> {domain})"),
             NodeKind::Filter { .. } => format!("filter({domain})"),
             NodeKind::Broadcast { .. } => format!("broadcast(=> {domain})"),
@@ -177,8 +187,12 @@ impl Draft {
 
 thread_local! {
     static DRAFT: RefCell<Option<Draft>> = const { RefCell::new(None) };
-    static NEXT_BUILD: std::cell::Cell<u32> = const { std::cell::Cell::new(1) };
 }
+
+/// Build ids, process-wide: a build's id is also its plan's id, which the
+/// plan's [`crate::Output`] handles carry, so that a handle read against
+/// another plan's outcome (built on any thread) is recognised.
+static NEXT_BUILD: AtomicU32 = AtomicU32::new(1);
 
 /// Run `f` with the active draft, if a build is active on this thread.
 pub(crate) fn with_draft<R>(f: impl FnOnce(&mut Draft) -> R) -> Option<R> {
@@ -196,11 +210,11 @@ pub(crate) fn begin() -> Result<(), PlanError> {
         if d.is_some() {
             return Err(PlanError::NestedBuild);
         }
-        let build = NEXT_BUILD.with(|n| {
-            let b = n.get();
-            n.set(b.wrapping_add(1).max(1));
-            b
-        });
+        // 0 means "no build"; skipped when the counter wraps.
+        let build = match NEXT_BUILD.fetch_add(1, Ordering::Relaxed) {
+            0 => NEXT_BUILD.fetch_add(1, Ordering::Relaxed),
+            b => b,
+        };
         *d = Some(Draft {
             build,
             domains: Vec::new(),

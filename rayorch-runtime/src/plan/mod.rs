@@ -41,6 +41,8 @@ pub struct PlanBuilder {
 /// A handle to one of a plan's outputs, to read it from a root's outcome.
 pub struct Output<T> {
     pub(crate) index: usize,
+    /// The id of the plan that declared it ([`Plan`]'s build id).
+    pub(crate) plan: u32,
     _type: PhantomData<fn() -> T>,
 }
 
@@ -103,15 +105,16 @@ impl PlanBuilder {
 
     /// Declare a root-Domain Port as an output of the plan.
     pub fn output<D: RootDomain, T: Data>(&mut self, port: Port<D, T>) -> Output<T> {
-        let index = build::with_draft(|d| {
+        let (index, plan) = build::with_draft(|d| {
             if d.check_ref(port.port_ref(), "output") {
                 d.outputs.push(port.id());
             }
-            d.outputs.len().saturating_sub(1)
+            (d.outputs.len().saturating_sub(1), d.build)
         })
-        .unwrap_or(0);
+        .unwrap_or((0, 0));
         Output {
             index,
+            plan,
             _type: PhantomData,
         }
     }
@@ -174,6 +177,21 @@ impl Plan {
     /// Number of outputs.
     pub fn outputs(&self) -> usize {
         self.inner.outputs.len()
+    }
+
+    /// Roots of type `T` are what the source takes; checked by the typed
+    /// entry points before anything is admitted, so that a wrong input type
+    /// stops the run before any work rather than at its first root.
+    pub(crate) fn check_source<T: 'static>(&self) -> Result<(), crate::RunError> {
+        let (expected_id, expected) = self.inner.source_type;
+        if std::any::TypeId::of::<T>() == expected_id {
+            return Ok(());
+        }
+        Err(crate::RunError::SourceType {
+            domain: self.inner.domains[self.inner.root].info.name,
+            expected,
+            given: std::any::type_name::<T>(),
+        })
     }
 }
 
@@ -283,6 +301,9 @@ pub(crate) struct PlanInner {
     pub(crate) source_split: Option<build::SplitList>,
     pub(crate) source_type: (std::any::TypeId, &'static str),
     pub(crate) outputs: Vec<u32>,
+    /// Unique per process (the build id); stamped on every [`Output`] and
+    /// [`crate::RootOutcome`] so that a foreign handle is caught.
+    pub(crate) id: u32,
 }
 
 impl PlanInner {
@@ -618,5 +639,6 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
         source_split,
         source_type: (type_id, type_name),
         outputs: d.outputs,
+        id: d.build,
     })
 }

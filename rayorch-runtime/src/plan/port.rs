@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::plan::build::{self, Edge, NodeKind, PortRef};
 use crate::plan::domain::{ChildOf, DescendantOf, Domain};
-use crate::value::{Data, Value, take_value};
+use crate::value::{Cause, Data, Value, take_value};
 
 /// The values of one Call or operator, for every Entity of Domain `D`.
 pub struct Port<D, T> {
@@ -248,6 +248,17 @@ fn gather_list<T: Data>(vals: Vec<Value>) -> Option<Value> {
     Some(Arc::new(out))
 }
 
+fn gather_kept<T: Data>(vals: Vec<Result<Value, Cause>>) -> Option<Value> {
+    let out = vals
+        .into_iter()
+        .map(|r| match r {
+            Ok(v) => take_value::<T>(v).map(Ok),
+            Err(c) => Some(Err(c)),
+        })
+        .collect::<Option<Vec<Result<T, Cause>>>>()?;
+    Some(Arc::new(out))
+}
+
 fn read_mask(v: &Value) -> Option<bool> {
     v.downcast_ref::<bool>().copied()
 }
@@ -357,6 +368,35 @@ where
             inputs: vec![ids[0]],
             members: ids.get(1).copied(),
             gather: vec![gather_list::<T>],
+            keep_failed: None,
+        },
+        1,
+    );
+    Port::from_id(ids[0])
+}
+
+/// `reduce!(x, keep_failed)`: keeps a parent whose children partly
+/// failed. Each child is gathered in ordinal order as `Ok(value)` when
+/// present or `Err(cause)` when Failed or Suppressed; Dropped children are
+/// left out. Child failures do not suppress the parent, which is decided
+/// once its Expansion and every child are terminal. A failed Expansion
+/// (its list's producer failed) still suppresses the parent, and a dropped
+/// one drops it, as with [`reduce`].
+#[track_caller]
+pub fn reduce_keep_failed<C, P, T>(x: Port<C, T>) -> Port<P, Vec<Result<T, Cause>>>
+where
+    C: ChildOf<P>,
+    P: Domain,
+    T: Data,
+{
+    let ids = structural::<P>(
+        "reduce",
+        &[x.r],
+        |ids| NodeKind::Reduce {
+            inputs: ids,
+            members: None,
+            gather: Vec::new(),
+            keep_failed: Some(gather_kept::<T>),
         },
         1,
     );
@@ -386,6 +426,7 @@ where
             inputs: vec![ids[0], ids[1]],
             members: ids.get(2).copied(),
             gather: vec![gather_list::<A>, gather_list::<B>],
+            keep_failed: None,
         },
         2,
     );

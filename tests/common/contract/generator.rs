@@ -347,6 +347,8 @@ impl Decoder {
                     None
                 };
                 let members = (raw.flags & 4 != 0).then(|| self.pick(lvl + 1, raw.c));
+                // A quarter of the one-input reduces without members.
+                let keep_failed = b.is_none() && members.is_none() && raw.flags & 3 == 3;
                 self.add(lvl);
                 if b.is_some() {
                     self.add(lvl);
@@ -357,6 +359,7 @@ impl Decoder {
                     fa,
                     b,
                     members,
+                    keep_failed,
                 });
             }
         }
@@ -455,6 +458,7 @@ impl Decoder {
                         fa,
                         b: None,
                         members: None,
+                        keep_failed: false,
                     });
                     self.add(lvl - 1);
                 }
@@ -515,6 +519,9 @@ fn generator_reaches_every_construct() {
                     Op::Expand { .. } => "expand",
                     Op::Reduce { b: Some(_), .. } => "reduce_aligned",
                     Op::Reduce { members: Some(_), .. } => "reduce_members",
+                    Op::Reduce {
+                        keep_failed: true, ..
+                    } => "reduce keep_failed",
                     Op::Reduce { .. } => "reduce",
                 });
             }
@@ -602,6 +609,7 @@ fn generator_reaches_every_construct() {
         "reduce",
         "reduce_members",
         "reduce_aligned",
+        "reduce keep_failed",
         "RetryBatch",
         "RetryTail",
         "Isolate",

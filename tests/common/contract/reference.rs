@@ -271,13 +271,7 @@ impl Eval<'_> {
                 self.push_port(lvl, out);
             }
             Op::Expand { lvl, a, fa, b } => self.expand(lvl, a, fa, b),
-            Op::Reduce {
-                lvl,
-                a,
-                fa,
-                b,
-                members,
-            } => self.reduce(lvl, a, fa, b, members),
+            Op::Reduce { .. } => self.reduce(op),
         }
     }
 
@@ -339,7 +333,18 @@ impl Eval<'_> {
         });
     }
 
-    fn reduce(&mut self, lvl: usize, a: usize, fa: Fx, b: Option<(usize, Fx)>, members: Option<usize>) {
+    fn reduce(&mut self, op: &Op) {
+        let Op::Reduce {
+            lvl,
+            a,
+            fa,
+            b,
+            members,
+            keep_failed,
+        } = *op
+        else {
+            unreachable!("called for a reduce")
+        };
         let child = &self.levels[lvl + 1];
         let cols: Vec<&Vec<R<i64>>> = std::iter::once(a)
             .chain(b.map(|(b, _)| b))
@@ -351,6 +356,18 @@ impl Eval<'_> {
             let items: Vec<R<Vec<i64>>> = match exp {
                 Exp::Dropped => vec![R::Dropped; cols.len()],
                 Exp::Failed(c) => vec![R::Suppressed(c.clone()); cols.len()],
+                // "A Failed or Suppressed child becomes Err(cause) at its
+                // ordinal, a Dropped child is left out; child failures do
+                // not suppress the parent" (one input, no members).
+                Exp::Succeeded(ch) if keep_failed => vec![R::Present(
+                    ch.iter()
+                        .filter_map(|&c| match cols[0][c] {
+                            R::Present(v) => Some(v),
+                            R::Dropped => None,
+                            R::Failed(_) | R::Suppressed(_) => Some(FAILED_CHILD),
+                        })
+                        .collect(),
+                )],
                 Exp::Succeeded(ch) => {
                     let failed = union_of_failures(
                         ch.iter()

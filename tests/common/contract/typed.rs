@@ -221,10 +221,19 @@ pub(crate) fn reduce_op<C: ChildOf<P>, P: Domain>(
     fa: Fx,
     b: Option<(usize, Fx)>,
     members: Option<usize>,
+    keep_failed: bool,
 ) {
     let hash = |f: Fx, xs: Port<P, Vec<i64>>| apply_fx(f, move |xs: Vec<i64>| f.hash(&xs), xs);
     let m = members.map(|m| child[m]);
     match b {
+        None if keep_failed => {
+            let kept = rayorch::plan::port::reduce_keep_failed(child[a]);
+            let flat = move |xs: Vec<Result<i64, Cause>>| {
+                let xs: Vec<i64> = xs.into_iter().map(|x| x.unwrap_or(FAILED_CHILD)).collect();
+                fa.hash(&xs)
+            };
+            parent.push(apply_fx(fa, flat, kept));
+        }
         None => {
             let gathered = match m {
                 None => reduce(child[a]),
@@ -284,10 +293,11 @@ pub(crate) fn build(prog: &Program) -> (Plan, Vec<Output<i64>>) {
                     fa,
                     b,
                     members,
+                    keep_failed,
                 } => match lvl {
-                    0 => reduce_op(&t.l1, &mut t.l0, a, fa, b, members),
-                    1 => reduce_op(&t.l2, &mut t.l1, a, fa, b, members),
-                    2 => reduce_op(&t.l3, &mut t.l2, a, fa, b, members),
+                    0 => reduce_op(&t.l1, &mut t.l0, a, fa, b, members, keep_failed),
+                    1 => reduce_op(&t.l2, &mut t.l1, a, fa, b, members, keep_failed),
+                    2 => reduce_op(&t.l3, &mut t.l2, a, fa, b, members, keep_failed),
                     l => unreachable!("no reduce into {l}"),
                 },
             }

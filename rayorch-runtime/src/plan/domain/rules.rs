@@ -44,7 +44,7 @@ use crate::exec::stage::StageKind;
 use crate::plan::call::Call;
 use crate::plan::domain::{Domain, NoParent};
 use crate::plan::port::{Inputs, Optional, OutputSet, Port};
-use crate::value::{Data, Value};
+use crate::value::{Cause, Data, Value};
 
 mod roots;
 pub use roots::*;
@@ -549,6 +549,9 @@ pub trait ReduceInto<C> {
         x: (Port<C, A>, Port<C, B>),
         members: Option<Port<C, M>>,
     ) -> (Port<Self::Parent, Vec<A>>, Port<Self::Parent, Vec<B>>);
+    /// The typed builder's `reduce_keep_failed`.
+    #[track_caller]
+    fn reduce_keep_failed<T: Data>(x: Port<C, T>) -> Port<Self::Parent, Vec<Result<T, Cause>>>;
 }
 
 #[diagnostic::do_not_recommend]
@@ -568,6 +571,10 @@ impl<C: Domain<Parent = P>, P: Domain> ReduceInto<C> for P {
         members: Option<Port<C, M>>,
     ) -> (Port<P, Vec<A>>, Port<P, Vec<B>>) {
         crate::plan::port::reduce_aligned(x, members)
+    }
+    #[track_caller]
+    fn reduce_keep_failed<T: Data>(x: Port<C, T>) -> Port<P, Vec<Result<T, Cause>>> {
+        crate::plan::port::reduce_keep_failed(x)
     }
 }
 
@@ -600,6 +607,10 @@ impl<C: RootHasNoParent> ReduceInto<C> for NoParent {
         _: (Port<C, A>, Port<C, B>),
         _: Option<Port<C, M>>,
     ) -> (Port<Self::Parent, Vec<A>>, Port<Self::Parent, Vec<B>>) {
+        unreachable!("no type implements RootHasNoParent")
+    }
+    #[track_caller]
+    fn reduce_keep_failed<T: Data>(_: Port<C, T>) -> Port<Self::Parent, Vec<Result<T, Cause>>> {
         unreachable!("no type implements RootHasNoParent")
     }
 }
@@ -677,3 +688,5 @@ where
 // `filter!` and `broadcast!`: after `same_domain_trait!`, which they use.
 mod filter_broadcast;
 pub use filter_broadcast::*;
+mod keep_failed;
+pub use keep_failed::*;
