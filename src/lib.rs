@@ -74,7 +74,8 @@ pub mod prelude {
     pub use rayorch_runtime::sink::Callback;
     pub use rayorch_runtime::{
         Async, AsyncStage, Call, Cause, Domain, FnCall, Item, Outcome, Pipeline, Plan, Port, Recovery,
-        Reservation, RootOutcome, Runner, Stage, StageContext, StageResult, domain, reduce_members,
+        Reservation, RootOutcome, Runner, Stage, StageContext, StageResult, domain, reduce_keep_failed,
+        reduce_members,
     };
 }
 
@@ -124,7 +125,7 @@ macro_rules! expand_aligned {
 /// out. The parent is decided once its Expansion and every child are
 /// terminal; an Expansion that failed (the Call producing the list failed)
 /// still suppresses the parent, and a dropped one drops it. It takes no
-/// `members = ..`; the builder form is `rayorch::plan::port::reduce_keep_failed(x)`.
+/// `members = ..`; the builder form is `rayorch::reduce_keep_failed(x)`.
 ///
 /// ```
 /// use rayorch::prelude::*;

@@ -409,7 +409,7 @@ fn b06_keep_failed_twin() {
         let (by_builder, _) = Plan::build(|b| {
             let docs = b.source::<Doc, u32>();
             let page = expand::<Page, _, _>(p.pages.apply(docs));
-            b.output(rayorch::plan::port::reduce_keep_failed(p.ocr.apply(page)))
+            b.output(rayorch::reduce_keep_failed(p.ocr.apply(page)))
         })
         .unwrap();
         let configs = std::iter::once(SimConfig::sequential())

@@ -12,8 +12,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::{cause_text, run_with};
-use rayorch::plan::port::reduce_keep_failed;
 use rayorch::prelude::*;
+use rayorch::reduce_keep_failed;
 use rayorch::sim::SimConfig;
 use rayorch::{Cause, ItemKind, Output};
 

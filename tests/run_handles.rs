@@ -6,7 +6,8 @@ use std::sync::mpsc;
 
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig};
-use rayorch::{Item, ItemKind, Output, RunError, Value};
+use rayorch::spi::Value;
+use rayorch::{Item, ItemKind, Output, RunError};
 
 domain!(Doc);
 

@@ -34,7 +34,8 @@ pub use plan::call::{Call, CallConfig, FnCall, Recovery, Reservation};
 pub use plan::domain::{ChildOf, Domain, RootDomain};
 pub use plan::pipeline::Pipeline;
 pub use plan::port::{
-    Optional, Port, broadcast, expand, expand_aligned, filter, reduce, reduce_aligned, reduce_members,
+    Optional, Port, broadcast, expand, expand_aligned, filter, reduce, reduce_aligned, reduce_keep_failed,
+    reduce_members,
 };
 pub use plan::{Output, Plan, PlanBuilder};
 pub use value::{Cause, Data, Item, ItemKind, Outcome};

@@ -18,7 +18,7 @@ use crate::value::{Data, Item};
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a rayorch Sink",
     label = "a Runner delivers each finished root here",
-    note = "pass a `rayorch::sink::Callback(|root: &rayorch::RootOutcome| ...)`, a `ChannelSink`, a `JsonlSink`, a `FailuresSink`, a tuple of sinks, or implement `Sink` for your writer"
+    note = "pass a `rayorch::sink::Callback::new(|root| ...)`, a `ChannelSink`, a `JsonlSink`, a `FailuresSink`, a tuple of sinks, or implement `Sink` for your writer"
 )]
 pub trait Sink: Send {
     /// One finished root.

@@ -227,7 +227,7 @@ pub(crate) fn reduce_op<C: ChildOf<P>, P: Domain>(
     let m = members.map(|m| child[m]);
     match b {
         None if keep_failed => {
-            let kept = rayorch::plan::port::reduce_keep_failed(child[a]);
+            let kept = rayorch::reduce_keep_failed(child[a]);
             let flat = move |xs: Vec<Result<i64, Cause>>| {
                 let xs: Vec<i64> = xs.into_iter().map(|x| x.unwrap_or(FAILED_CHILD)).collect();
                 fa.hash(&xs)
