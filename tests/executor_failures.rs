@@ -26,18 +26,6 @@ fn collect<T: rayorch::Data>(
     move |o: &RootOutcome| sink.push((o.key, o.get(out)))
 }
 
-fn pages_plan(
-    ocr: Call<impl rayorch::spi::StageKind<In = u32, Out = u32>>,
-) -> (Plan, rayorch::Output<Vec<u32>>) {
-    let render = Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>());
-    Plan::build(|b| {
-        let docs = b.source::<Doc, u32>();
-        let page = expand::<Page, _, _>(render.apply(docs));
-        b.output(reduce(ocr.apply(page)))
-    })
-    .unwrap()
-}
-
 type Rows = Vec<(u64, Item<Vec<u32>>)>;
 
 fn run_sorted(plan: &Plan, out: rayorch::Output<Vec<u32>>, docs: &[u32]) -> (Rows, rayorch::RunSummary) {
@@ -75,7 +63,7 @@ fn a_stage_that_panics_on_its_first_attempt_gives_the_clean_output() {
     .batch_size(4)
     .replicas(2)
     .recovery(Recovery::RetryBatch(2));
-    let (plan, out) = pages_plan(ocr);
+    let (plan, out) = common::pages_plan(ocr);
     let (got, summary) = run_sorted(&plan, out, &DOCS);
     assert_eq!(got, clean_expected());
     let ocr = summary.call("ocr").unwrap();
@@ -109,7 +97,7 @@ fn a_hung_replica_is_replaced_and_the_run_completes() {
     .replicas(1)
     .timeout(Duration::from_millis(150))
     .recovery(Recovery::RetryBatch(3));
-    let (plan, out) = pages_plan(ocr);
+    let (plan, out) = common::pages_plan(ocr);
     let (got, summary) = run_sorted(&plan, out, &DOCS);
     assert_eq!(got, clean_expected());
     assert!(
@@ -306,7 +294,7 @@ fn a_report_with_the_wrong_number_of_outcomes_is_a_contract_error() {
     })
     .batch_size(8)
     .recovery(Recovery::RetryBatch(5));
-    let (plan, out) = pages_plan(ocr);
+    let (plan, out) = common::pages_plan(ocr);
     let (got, summary) = run_sorted(&plan, out, &[3]);
     let Item::Suppressed(cause) = &got[0].1 else {
         panic!("{got:?}")

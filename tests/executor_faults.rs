@@ -2,6 +2,8 @@
 //! and in the synchronous part of `run`), async timeouts without a busy
 //! driver, failing replica factories, `Recovery::Abort`.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -16,18 +18,6 @@ domain!(Page: Doc);
 type Rows = Vec<(u64, Item<Vec<u32>>)>;
 
 const DOCS: [u32; 5] = [3, 0, 7, 1, 12];
-
-fn pages_plan(
-    ocr: Call<impl rayorch::spi::StageKind<In = u32, Out = u32>>,
-) -> (Plan, rayorch::Output<Vec<u32>>) {
-    let render = Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>());
-    Plan::build(|b| {
-        let docs = b.source::<Doc, u32>();
-        let page = expand::<Page, _, _>(render.apply(docs));
-        b.output(reduce(ocr.apply(page)))
-    })
-    .unwrap()
-}
 
 fn clean_expected() -> Rows {
     DOCS.iter()
@@ -136,7 +126,7 @@ impl rayorch::Observer for FaultWatch {
 
 fn assert_one_panic_recovered(fault: Fault) {
     let attempts = Arc::new(AtomicUsize::new(0));
-    let (plan, out) = pages_plan(remote(fault, 1, &attempts).recovery(Recovery::RetryBatch(2)));
+    let (plan, out) = common::pages_plan(remote(fault, 1, &attempts).recovery(Recovery::RetryBatch(2)));
     let seen = Arc::new(std::sync::Mutex::new(Faults::default()));
     let mut rows = Vec::new();
     let summary = Runner::new(&plan)
@@ -177,8 +167,9 @@ fn an_async_stage_panicking_in_the_synchronous_part_of_run_is_an_attempt_failure
 #[test]
 fn an_async_stage_that_always_panics_fails_its_records_and_the_run_ends() {
     let attempts = Arc::new(AtomicUsize::new(0));
-    let (plan, out) =
-        pages_plan(remote(Fault::FuturePanic, usize::MAX, &attempts).recovery(Recovery::RetryBatch(1)));
+    let (plan, out) = common::pages_plan(
+        remote(Fault::FuturePanic, usize::MAX, &attempts).recovery(Recovery::RetryBatch(1)),
+    );
     let (rows, summary) = run_sorted(&plan, out);
     for (k, item) in &rows {
         match DOCS[*k as usize] {
@@ -207,7 +198,7 @@ async fn an_async_timeout_is_retried_on_a_fresh_replica_and_the_driver_never_spi
         .batch_size(8)
         .timeout(Duration::from_secs(1))
         .recovery(Recovery::RetryBatch(2));
-    let (plan, out) = pages_plan(call);
+    let (plan, out) = common::pages_plan(call);
     let mut rows = Vec::new();
     let summary = Runner::new(&plan)
         .run_async([(0u64, 3u32)], collect(out, &mut rows))
@@ -235,7 +226,7 @@ async fn an_async_attempt_that_times_out_once_recovers_every_record() {
     let call = remote(Fault::Hang, 1, &attempts)
         .timeout(Duration::from_millis(250))
         .recovery(Recovery::RetryBatch(1));
-    let (plan, out) = pages_plan(call);
+    let (plan, out) = common::pages_plan(call);
     let mut rows = Vec::new();
     let summary = Runner::new(&plan)
         .window(4)
@@ -268,7 +259,7 @@ async fn the_driver_uses_no_cpu_while_waiting_on_an_async_deadline() {
     let call = remote(Fault::Hang, 2, &attempts)
         .timeout(Duration::from_millis(400))
         .recovery(Recovery::RetryBatch(2));
-    let (plan, out) = pages_plan(call);
+    let (plan, out) = common::pages_plan(call);
     let mut rows = Vec::new();
     let before = thread_cpu_ticks();
     let started = std::time::Instant::now();
@@ -305,7 +296,7 @@ fn a_hung_blocking_attempt_times_out_and_its_replica_is_replaced() {
     .batch_size(4)
     .timeout(Duration::from_millis(100))
     .recovery(Recovery::RetryBatch(1));
-    let (plan, out) = pages_plan(ocr);
+    let (plan, out) = common::pages_plan(ocr);
     let (rows, summary) = run_sorted(&plan, out);
     released.store(true, Ordering::SeqCst);
     assert_eq!(rows, clean_expected());
@@ -335,11 +326,11 @@ fn run_plan(plan: &Plan) -> Result<RunSummary, RunError> {
 #[test]
 fn a_blocking_factory_error_or_panic_is_a_typed_error_naming_the_call() {
     let failing: FnCall<u32, u32> = Call::new("ocr", || Err("model weights not found".into()));
-    let (plan, _) = pages_plan(failing);
+    let (plan, _) = common::pages_plan(failing);
     expect_factory_error(run_plan(&plan), "ocr", "model weights not found");
 
     let panicking: FnCall<u32, u32> = Call::new("ocr", || panic!("no GPU"));
-    let (plan, _) = pages_plan(panicking);
+    let (plan, _) = common::pages_plan(panicking);
     expect_factory_error(run_plan(&plan), "ocr", "panicked: no GPU");
 }
 
@@ -347,11 +338,11 @@ fn a_blocking_factory_error_or_panic_is_a_typed_error_naming_the_call() {
 fn an_async_factory_error_or_panic_is_a_typed_error_naming_the_call() {
     let failing: Call<rayorch::Async<Remote>> =
         Call::new_async("remote", || Err("no endpoint configured".into()));
-    let (plan, _) = pages_plan(failing);
+    let (plan, _) = common::pages_plan(failing);
     expect_factory_error(run_plan(&plan), "remote", "no endpoint configured");
 
     let panicking: Call<rayorch::Async<Remote>> = Call::new_async("remote", || panic!("bad URL"));
-    let (plan, _) = pages_plan(panicking);
+    let (plan, _) = common::pages_plan(panicking);
     let err = run_plan(&plan).unwrap_err();
     assert!(err.to_string().contains("Call `remote`"), "{err}");
     expect_factory_error(Err(err), "remote", "panicked: bad URL");
@@ -401,7 +392,7 @@ fn abort_ends_the_run_with_the_typed_error_without_waiting_on_unrelated_work() {
 
 #[test]
 fn a_panicking_sink_is_a_typed_sink_error() {
-    let (plan, _) = pages_plan(Call::map("ocr", |p: u32| p));
+    let (plan, _) = common::pages_plan(Call::map("ocr", |p: u32| p));
     let result = Runner::new(&plan).run(
         source(),
         Callback(|o: &RootOutcome| {

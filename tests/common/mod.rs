@@ -356,3 +356,24 @@ impl Count {
             .0
     }
 }
+
+/// The Domains of [`pages_plan`].
+pub mod pages {
+    rayorch::domain!(pub Doc);
+    rayorch::domain!(pub Page: Doc);
+}
+
+/// Documents of `n` pages (render lists the page numbers), each page through
+/// `ocr`, gathered back per document: the plan the executor tests put their
+/// faulty stages in.
+pub fn pages_plan(
+    ocr: rayorch::Call<impl rayorch::spi::StageKind<In = u32, Out = u32>>,
+) -> (Plan, Output<Vec<u32>>) {
+    let render = rayorch::Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>());
+    Plan::build(|b| {
+        let docs = b.source::<pages::Doc, u32>();
+        let page = rayorch::expand::<pages::Page, _, _>(render.apply(docs));
+        b.output(rayorch::reduce(ocr.apply(page)))
+    })
+    .unwrap()
+}
