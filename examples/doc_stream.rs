@@ -4,7 +4,7 @@
 //! Document → render (split into pages) → `expand!` Page → analyse (a batched
 //! "model" stage whose batches mix pages of many documents) → `reduce!` back
 //! to the document → assemble. Long documents do not hold up short ones
-//! (`Reservation::NearestCompletion` on the page stage). The
+//! (`Reservation::NearestCompletion`, the default policy). The
 //! pipeline is a `#[pipeline]` struct: Domain mistakes in `forward` are
 //! compile errors.
 //!
@@ -111,10 +111,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect())
     })
     .batch_size(16)
-    .replicas(2)
-    // Every page of a document is published at once: under FIFO a long
-    // document's pages would all sit ahead of a short one admitted after it.
-    .reservation(Reservation::NearestCompletion);
+    .replicas(2);
     let assemble = Call::map("assemble", |(title, stats): (String, Vec<PageStats>)| Report {
         title,
         pages: stats.len(),

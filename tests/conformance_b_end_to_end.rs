@@ -16,7 +16,7 @@ use common::{Driver, assert_every_schedule, cause_text, input_values, ok, path, 
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig};
 use rayorch::spi::ReportOutcome;
-use rayorch::{EntityPath, ItemKind, Output};
+use rayorch::{EntityPath, ItemKind, Output, Reservation};
 
 domain!(Doc);
 domain!(Chunk: Doc);
@@ -748,8 +748,14 @@ fn b14_per_call_fifo_without_scanning() {
 /// which page Grains become ready for `ocr`.
 fn prep_plan(ocr_batch: usize) -> (Plan, Output<Vec<u32>>, Output<u32>) {
     let pages = Call::map("pages", |n: u32| (0..n).collect::<Vec<u32>>());
-    let prep = Call::map("prep", |p: u32| p).batch_size(1);
-    let ocr = Call::map("ocr", |p: u32| p).batch_size(ocr_batch);
+    // B15/B16 specify the FIFO queue (`Elastic`); the default policy serves
+    // the parent with the fewest queued Grains first.
+    let prep = Call::map("prep", |p: u32| p)
+        .batch_size(1)
+        .reservation(Reservation::Elastic);
+    let ocr = Call::map("ocr", |p: u32| p)
+        .batch_size(ocr_batch)
+        .reservation(Reservation::Elastic);
     let hold = Call::map("hold", |d: u32| d);
     let (plan, (out, held)) = Plan::build(|b| {
         let docs = b.source::<Doc, u32>();

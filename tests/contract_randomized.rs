@@ -589,7 +589,9 @@ fn isolate_never_fails_a_record_that_did_not_fail_alone() {
         Some(x) => Err(format!("poisoned by {x}").into()),
         None => Ok(batch.into_iter().map(Outcome::Ok).collect()),
     })
-    .recovery(Recovery::Isolate);
+    .recovery(Recovery::Isolate)
+    // The schedule below is the FIFO one the properties found.
+    .reservation(Reservation::Elastic);
     let (plan, out) = Plan::build(|b| {
         let x = b.source::<L0, i64>();
         b.output(reduce(check.apply(expand::<L1, _, _>(split.apply(x)))))

@@ -17,8 +17,17 @@ domain!(Line: Page);
 
 /// Doc(pages) -> expand pages -> ocr (batch `b`) -> reduce -> count.
 fn two_level(policy: Reservation, b: usize) -> (Plan, Output<u32>) {
+    two_level_with(Some(policy), b)
+}
+
+/// As `two_level`; `None` leaves the OCR Call's policy at its default.
+fn two_level_with(policy: Option<Reservation>, b: usize) -> (Plan, Output<u32>) {
     let render = Call::map("render", |pages: u32| (0..pages).collect::<Vec<u32>>()).batch_size(64);
-    let ocr = Call::map("ocr", |p: u32| p).batch_size(b).reservation(policy);
+    let ocr = Call::map("ocr", |p: u32| p).batch_size(b);
+    let ocr = match policy {
+        Some(policy) => ocr.reservation(policy),
+        None => ocr,
+    };
     let count = Call::map("count", |v: Vec<u32>| v.len() as u32);
     Plan::build(|bld| {
         let doc = bld.source::<Doc, u32>();
@@ -48,6 +57,15 @@ fn batches_by_root(run: &SimRun, plan: &Plan, call: &str) -> Vec<Vec<u64>> {
         .iter()
         .map(|b| b.iter().map(|p| p.root).collect())
         .collect()
+}
+
+#[test]
+fn the_default_policy_lets_a_small_parent_through() {
+    // No `.reservation(...)`: the default must not hold the 5-page document
+    // behind the 1,200 pages published before it.
+    let (plan, _) = two_level_with(None, 48);
+    let r = run(&plan, &[1200, 5], 64);
+    assert_eq!(completion_order(&r), vec![1, 0]);
 }
 
 #[test]

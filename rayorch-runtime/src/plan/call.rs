@@ -16,8 +16,7 @@ use crate::value::{Data, Outcome};
 /// How a Call's Ready Queue is turned into physical batches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Reservation {
-    /// Up to B Grains from the head, any parents (the default; O(B)).
-    #[default]
+    /// Up to B Grains from the head, any parents (FIFO; O(B)).
     Elastic,
     /// Up to B siblings of the head Grain's parent; the rest keep their order.
     ParentBound,
@@ -30,7 +29,10 @@ pub enum Reservation {
     /// admitted right after a big one that published all its children at
     /// once is not held behind them. O(B log P) per batch for P parents with
     /// queued Grains. A Call over the root Domain has a single parent, so
-    /// there it reserves exactly as `Elastic`.
+    /// there it reserves exactly as `Elastic`. The default: on the long-tail
+    /// workloads it ties FIFO on wall time and cuts mean parent completion by
+    /// 45% when parents publish their children at once (BENCHMARKS.md).
+    #[default]
     NearestCompletion,
 }
 
@@ -72,7 +74,7 @@ impl Default for CallConfig {
         CallConfig {
             batch_size: 32,
             replicas: 1,
-            reservation: Reservation::Elastic,
+            reservation: Reservation::NearestCompletion,
             recovery: Recovery::Isolate,
             timeout: None,
             concurrency: 1,
