@@ -179,3 +179,61 @@ impl PayloadStore for NoStore {
         Box::pin(async { Err("not connected".to_string()) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payloads() -> Payloads {
+        Payloads {
+            codecs: Codecs::new().bytes(),
+            store: Arc::new(NoStore),
+            inline_max: 4,
+            cap: 8,
+            bytes: Arc::new(WireBytes::default()),
+        }
+    }
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        futures::executor::block_on(f)
+    }
+
+    #[test]
+    fn sizes_choose_the_route_and_the_cap_is_typed() {
+        let p = payloads();
+        let v = |n: usize| Arc::new(vec![7u8; n]) as Value;
+        let inline = run(p.encode_slot("ocr", "inputs", Some(&v(3)), || "k".into())).unwrap();
+        assert_eq!(inline, Slot::Inline("bytes".into(), vec![7; 3]));
+        assert_eq!(
+            run(p.decode_slot(&inline))
+                .unwrap()
+                .unwrap()
+                .downcast_ref::<Vec<u8>>(),
+            Some(&vec![7; 3])
+        );
+        // Over inline_max: goes to the store (which fails here, typed).
+        let stored = run(p.encode_slot("ocr", "inputs", Some(&v(6)), || "k".into()));
+        assert!(matches!(stored, Err(DistError::Store(_))), "{stored:?}");
+        let big = run(p.encode_slot("ocr", "inputs", Some(&v(9)), || "k".into())).unwrap_err();
+        assert!(
+            matches!(big, DistError::PayloadTooLarge { bytes: 9, cap: 8, .. }),
+            "{big}"
+        );
+        assert!(big.to_string().contains("`ocr`"), "{big}");
+        let odd = Arc::new(1.5f32) as Value;
+        let none = run(p.encode_slot("ocr", "outputs", Some(&odd), || "k".into())).unwrap_err();
+        assert!(
+            matches!(none, DistError::NoCodec { side: "outputs", .. }),
+            "{none}"
+        );
+        assert_eq!(
+            run(p.encode_slot("ocr", "inputs", None, || "k".into())).unwrap(),
+            Slot::None
+        );
+        assert_eq!(
+            p.bytes.snapshot()[0],
+            3,
+            "only the inline value's bytes were sent"
+        );
+    }
+}
