@@ -65,6 +65,11 @@
 pub use rayorch_macros::{Domain, pipeline};
 pub use rayorch_runtime::*;
 
+/// Scale-out: one lineage owner and N worker processes over NATS JetStream
+/// (the `dist` feature).
+#[cfg(feature = "dist")]
+pub use rayorch_dist as dist;
+
 /// The names a pipeline author needs.
 pub mod prelude {
     // `crate::expand` etc. name both the builder function and the `forward`

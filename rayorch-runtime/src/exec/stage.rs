@@ -159,6 +159,21 @@ impl BatchInputs {
         self.values.push(v);
     }
 
+    /// A batch rebuilt from its flat slots (`arity` per Grain, Grain order),
+    /// e.g. by a remote worker that decoded them from a message. `None` for
+    /// a slot count that is not a multiple of `arity`.
+    pub fn from_slots(arity: usize, values: Vec<Option<Value>>) -> Option<BatchInputs> {
+        if (arity == 0 && !values.is_empty()) || (arity > 0 && !values.len().is_multiple_of(arity)) {
+            return None;
+        }
+        Some(BatchInputs { arity, values })
+    }
+
+    /// Input slots per Grain (one per input edge of the Call).
+    pub fn arity(&self) -> usize {
+        self.arity
+    }
+
     /// Grains in the batch.
     pub fn len(&self) -> usize {
         self.values.len().checked_div(self.arity).unwrap_or(0)

@@ -1,0 +1,235 @@
+//! Scale-out for rayorch: one lineage owner and N worker processes over NATS
+//! JetStream.
+//!
+//! The owner runs the unchanged [`Engine`](rayorch_runtime::spi::Engine):
+//! it admits roots, reserves batches per Call exactly as the local runner
+//! does, and publishes each reserved batch to the Call's JetStream WorkQueue
+//! stream. Workers are the same pipeline binary started in worker mode
+//! ([`worker`]); they build the same plan, check its fingerprint against the
+//! owner's, instantiate only the Calls they serve, pull one batch (≤ B
+//! Grains) per free slot, run it and report to the owner's control subject.
+//!
+//! Invariants:
+//! - Lineage, queues and the commit gate live only in the owner; the broker
+//!   is a dispatch, lease and redelivery substrate, never a commit authority
+//!   (JetStream accepts late acks).
+//! - Generation fence: a report commits only while its batch is in flight in
+//!   the engine *and* its JetStream delivery count is the newest the owner has
+//!   seen claimed; every other report is refused and counted
+//!   ([`OwnerStats`]). An engine retry (lease expiry) is a new batch with a new
+//!   ticket, so a report of the old one is refused as unknown.
+//! - Leases: JetStream redelivers a batch whose worker stopped acking
+//!   (`ack_wait`; running workers send progress acks every `ack_wait`/3); the
+//!   owner's own lease (default 3×`ack_wait`, refreshed by claims and
+//!   heartbeats) catches what the broker cannot see (a batch acked but never
+//!   reported, a lost report) and hands the batch back to the engine as a
+//!   failed attempt, which the Call's recovery policy retries.
+//! - Credit window: at most `credits_per_slot` × (live worker slots) batches
+//!   of a Call are published and undecided; the rest wait in the engine's
+//!   queues, so a GroupFailure still suppresses queued siblings before they
+//!   are dispatched.
+
+mod codec;
+mod error;
+mod owner;
+pub mod server;
+mod store;
+pub mod wire;
+mod worker;
+
+use std::time::Duration;
+
+pub use codec::Codecs;
+pub use error::DistError;
+pub use owner::{Owner, OwnerStats, OwnerSummary};
+pub use store::{JetStreamObjects, PayloadStore, WireBytes};
+pub use worker::{Fault, FaultKind, WorkerSummary, parse_calls, worker, worker_with_fault};
+
+/// Where the broker keeps the work queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// In memory (fast; lost if nats-server restarts).
+    Memory,
+    /// On disk (survives a nats-server restart).
+    File,
+}
+
+/// Settings shared by an owner and its workers.
+#[derive(Clone, Debug)]
+pub struct DistConfig {
+    /// The NATS URL (`nats://host:4222`).
+    pub url: String,
+    /// The job name: streams, subjects and the payload bucket are named after
+    /// it, so several jobs can share a broker. Letters, digits, `-`, `_`.
+    pub job: String,
+    /// JetStream's ack wait: a batch whose worker neither acks nor sends a
+    /// progress ack for this long is redelivered.
+    pub ack_wait: Duration,
+    /// The owner's lease on a dispatched batch (refreshed by claims and
+    /// worker heartbeats); past it the batch is a failed attempt.
+    pub lease: Duration,
+    /// Payloads up to this many encoded bytes travel inline.
+    pub inline_max: usize,
+    /// Larger payloads are refused.
+    pub payload_cap: usize,
+    /// Batches per live worker slot that may be published and undecided.
+    pub credits_per_slot: usize,
+    /// Broker storage of the work queues.
+    pub storage: Storage,
+    /// How long a worker waits for the owner to answer.
+    pub owner_wait: Duration,
+    /// The engine's admission window (roots in flight).
+    pub window: usize,
+    /// Delete a previous run's leftover streams of this job instead of
+    /// refusing to start ([`DistError::OwnerRestart`]).
+    pub fresh: bool,
+}
+
+impl DistConfig {
+    /// Defaults for a job at a URL: ack wait 30 s, lease 90 s, inline ≤ 256 KiB,
+    /// cap 64 MiB, 2 credits per slot, file storage, window 64.
+    pub fn new(url: impl Into<String>, job: impl Into<String>) -> DistConfig {
+        DistConfig {
+            url: url.into(),
+            job: job.into(),
+            ack_wait: Duration::from_secs(30),
+            lease: Duration::from_secs(90),
+            inline_max: 256 << 10,
+            payload_cap: 64 << 20,
+            credits_per_slot: 2,
+            storage: Storage::File,
+            owner_wait: Duration::from_secs(60),
+            window: 64,
+            fresh: false,
+        }
+    }
+
+    /// Set the ack wait and the owner lease to 3× it (tests use ~1 s).
+    pub fn ack_wait(mut self, d: Duration) -> DistConfig {
+        self.ack_wait = d;
+        self.lease = d * 3;
+        self
+    }
+
+    pub(crate) fn check(&self) -> Result<(), DistError> {
+        let ok = !self.job.is_empty()
+            && self
+                .job
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if ok && !self.ack_wait.is_zero() && self.inline_max <= self.payload_cap {
+            Ok(())
+        } else {
+            Err(DistError::Calls(format!(
+                "invalid DistConfig for job `{}`: the job name must be letters, digits, `-` or `_`, ack_wait non-zero, inline_max ≤ payload_cap",
+                self.job
+            )))
+        }
+    }
+
+    pub(crate) fn stream(&self, call: usize) -> String {
+        format!("RAYORCH_{}_C{call}", self.job)
+    }
+    pub(crate) fn call_subject(&self, call: usize) -> String {
+        format!("rayorch.{}.call.{call}", self.job)
+    }
+    pub(crate) fn ctl_subject(&self) -> String {
+        format!("rayorch.{}.ctl", self.job)
+    }
+    pub(crate) fn hello_subject(&self) -> String {
+        format!("rayorch.{}.hello", self.job)
+    }
+    pub(crate) fn done_subject(&self) -> String {
+        format!("rayorch.{}.done", self.job)
+    }
+    pub(crate) fn bucket(&self) -> String {
+        format!("rayorch_{}", self.job)
+    }
+}
+
+/// The process's role, from `--role owner|worker --nats URL --calls c:n,..`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// No `--nats`: run in one process (the default).
+    Local,
+    /// The lineage owner.
+    Owner {
+        /// The NATS URL.
+        url: String,
+    },
+    /// A worker serving `calls` (`ocr:2,detect:1`; empty = every Call, 1 slot).
+    Worker {
+        /// The NATS URL.
+        url: String,
+        /// The `--calls` text.
+        calls: String,
+    },
+}
+
+impl Role {
+    /// Read the role flags from command-line arguments (others are ignored).
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Role, DistError> {
+        let (mut role, mut url, mut calls) = (None, None, String::new());
+        let mut it = args.into_iter();
+        while let Some(a) = it.next() {
+            let (flag, inline) = match a.split_once('=') {
+                Some((f, v)) => (f.to_string(), Some(v.to_string())),
+                None => (a.clone(), None),
+            };
+            let slot = match flag.as_str() {
+                "--role" => &mut role,
+                "--nats" => &mut url,
+                "--calls" => {
+                    calls = inline.or_else(|| it.next()).unwrap_or_default();
+                    continue;
+                }
+                _ => continue,
+            };
+            *slot = inline.or_else(|| it.next());
+        }
+        match (role.as_deref(), url) {
+            (None, None) => Ok(Role::Local),
+            (Some("owner") | None, Some(url)) => Ok(Role::Owner { url }),
+            (Some("worker"), Some(url)) => Ok(Role::Worker { url, calls }),
+            (Some(r), _) => Err(DistError::Calls(format!(
+                "--role {r} needs --nats URL, and the role is `owner` or `worker`"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn roles_parse_from_flags() {
+        assert_eq!(Role::from_args(args("prog --in x")).unwrap(), Role::Local);
+        assert_eq!(
+            Role::from_args(args("p --nats nats://h:1 --role owner")).unwrap(),
+            Role::Owner {
+                url: "nats://h:1".into()
+            }
+        );
+        assert_eq!(
+            Role::from_args(args("p --role=worker --nats nats://h:1 --calls ocr:2,det:1")).unwrap(),
+            Role::Worker {
+                url: "nats://h:1".into(),
+                calls: "ocr:2,det:1".into()
+            }
+        );
+        assert!(Role::from_args(args("p --role worker")).is_err());
+        assert!(Role::from_args(args("p --role boss --nats u")).is_err());
+    }
+
+    #[test]
+    fn job_names_are_checked() {
+        assert!(DistConfig::new("u", "job-1_a").check().is_ok());
+        assert!(DistConfig::new("u", "a.b").check().is_err());
+        assert!(DistConfig::new("u", "").check().is_err());
+    }
+}

@@ -1,0 +1,239 @@
+//! Payloads: small values inline in messages, large ones by reference.
+//!
+//! A value whose encoding is at most `inline_max` bytes travels inside the
+//! batch or report message. A larger one is written to a [`PayloadStore`]
+//! both sides reach (the JetStream Object Store to start: no extra service),
+//! and the message carries its key and size. Anything over `cap` is refused
+//! with a typed error before it is sent. Every byte put on the wire, inline or
+//! stored, is counted in [`WireBytes`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_nats::jetstream::object_store::ObjectStore;
+use rayorch_runtime::BoxFuture;
+use rayorch_runtime::spi::Value;
+use tokio::io::AsyncReadExt;
+
+use crate::codec::Codecs;
+use crate::error::DistError;
+use crate::wire::Slot;
+
+/// Where large payloads live. Keys are unique per value (owner run, ticket,
+/// slot); a store need not support overwrite.
+pub trait PayloadStore: Send + Sync {
+    /// Store bytes under a key.
+    fn put(&self, key: String, bytes: Vec<u8>) -> BoxFuture<Result<(), String>>;
+    /// Read the bytes of a key.
+    fn get(&self, key: String) -> BoxFuture<Result<Vec<u8>, String>>;
+    /// Forget a key (best effort: a payload nobody will read again).
+    fn delete(&self, key: String) -> BoxFuture<Result<(), String>>;
+}
+
+/// [`PayloadStore`] over a JetStream Object Store bucket.
+#[derive(Clone)]
+pub struct JetStreamObjects(pub ObjectStore);
+
+impl PayloadStore for JetStreamObjects {
+    fn put(&self, key: String, bytes: Vec<u8>) -> BoxFuture<Result<(), String>> {
+        let s = self.0.clone();
+        Box::pin(async move {
+            let mut r: &[u8] = &bytes;
+            s.put(key.as_str(), &mut r)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn get(&self, key: String) -> BoxFuture<Result<Vec<u8>, String>> {
+        let s = self.0.clone();
+        Box::pin(async move {
+            let mut o = s.get(key.as_str()).await.map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            o.read_to_end(&mut out).await.map_err(|e| e.to_string())?;
+            Ok(out)
+        })
+    }
+
+    fn delete(&self, key: String) -> BoxFuture<Result<(), String>> {
+        let s = self.0.clone();
+        Box::pin(async move { s.delete(key.as_str()).await.map_err(|e| e.to_string()) })
+    }
+}
+
+/// Bytes that crossed the broker, by route.
+#[derive(Debug, Default)]
+pub struct WireBytes {
+    /// Payload bytes sent inline in messages.
+    pub inline: AtomicU64,
+    /// Payload bytes written to the store.
+    pub stored: AtomicU64,
+    /// Payload bytes read back from the store.
+    pub fetched: AtomicU64,
+    /// Whole message bytes published (frames included).
+    pub messages: AtomicU64,
+}
+
+impl WireBytes {
+    /// A plain copy of the counters: (inline, stored, fetched, messages).
+    pub fn snapshot(&self) -> [u64; 4] {
+        [
+            self.inline.load(Ordering::Relaxed),
+            self.stored.load(Ordering::Relaxed),
+            self.fetched.load(Ordering::Relaxed),
+            self.messages.load(Ordering::Relaxed),
+        ]
+    }
+}
+
+/// Encodes values into slots and back, choosing inline or stored by size.
+#[derive(Clone)]
+pub struct Payloads {
+    pub(crate) codecs: Codecs,
+    pub(crate) store: Arc<dyn PayloadStore>,
+    pub(crate) inline_max: usize,
+    pub(crate) cap: usize,
+    pub(crate) bytes: Arc<WireBytes>,
+}
+
+impl Payloads {
+    /// Encode one slot; `key` names it in the store if it is stored.
+    pub(crate) async fn encode_slot(
+        &self,
+        call: &str,
+        side: &'static str,
+        v: Option<&Value>,
+        key: impl FnOnce() -> String,
+    ) -> Result<Slot, DistError> {
+        let Some(v) = v else { return Ok(Slot::None) };
+        let Some((tag, b)) = self.codecs.encode(v) else {
+            return Err(DistError::NoCodec {
+                call: call.to_string(),
+                side,
+            });
+        };
+        if b.len() > self.cap {
+            return Err(DistError::PayloadTooLarge {
+                call: call.to_string(),
+                bytes: b.len(),
+                cap: self.cap,
+            });
+        }
+        let n = b.len() as u64;
+        if b.len() <= self.inline_max {
+            self.bytes.inline.fetch_add(n, Ordering::Relaxed);
+            return Ok(Slot::Inline(tag.to_string(), b));
+        }
+        let key = key();
+        let tag = tag.to_string();
+        self.store.put(key.clone(), b).await.map_err(DistError::Store)?;
+        self.bytes.stored.fetch_add(n, Ordering::Relaxed);
+        Ok(Slot::Ref(tag, key, n))
+    }
+
+    /// Decode one slot (reading the store for a reference).
+    pub(crate) async fn decode_slot(&self, s: &Slot) -> Result<Option<Value>, DistError> {
+        let wire = |cause: String| DistError::Wire {
+            what: "payload",
+            cause,
+        };
+        match s {
+            Slot::None => Ok(None),
+            Slot::Inline(tag, b) => self.codecs.decode(tag, b).map(Some).map_err(wire),
+            Slot::Ref(tag, key, n) => {
+                let b = self.store.get(key.clone()).await.map_err(DistError::Store)?;
+                if b.len() as u64 != *n {
+                    return Err(wire(format!(
+                        "stored payload `{key}` has {} bytes, expected {n}",
+                        b.len()
+                    )));
+                }
+                self.bytes.fetched.fetch_add(*n, Ordering::Relaxed);
+                self.codecs.decode(tag, &b).map(Some).map_err(wire)
+            }
+        }
+    }
+
+    /// Forget the stored payloads among `slots` (after their batch is decided).
+    pub(crate) async fn release(&self, slots: &[Slot]) {
+        for s in slots {
+            if let Slot::Ref(_, key, _) = s {
+                let _ = self.store.delete(key.clone()).await;
+            }
+        }
+    }
+}
+
+/// The store before the owner has connected: every call fails.
+pub(crate) struct NoStore;
+
+impl PayloadStore for NoStore {
+    fn put(&self, _: String, _: Vec<u8>) -> BoxFuture<Result<(), String>> {
+        Box::pin(async { Err("not connected".to_string()) })
+    }
+    fn get(&self, _: String) -> BoxFuture<Result<Vec<u8>, String>> {
+        Box::pin(async { Err("not connected".to_string()) })
+    }
+    fn delete(&self, _: String) -> BoxFuture<Result<(), String>> {
+        Box::pin(async { Err("not connected".to_string()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payloads() -> Payloads {
+        Payloads {
+            codecs: Codecs::new().bytes(),
+            store: Arc::new(NoStore),
+            inline_max: 4,
+            cap: 8,
+            bytes: Arc::new(WireBytes::default()),
+        }
+    }
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        futures::executor::block_on(f)
+    }
+
+    #[test]
+    fn sizes_choose_the_route_and_the_cap_is_typed() {
+        let p = payloads();
+        let v = |n: usize| Arc::new(vec![7u8; n]) as Value;
+        let inline = run(p.encode_slot("ocr", "inputs", Some(&v(3)), || "k".into())).unwrap();
+        assert_eq!(inline, Slot::Inline("bytes".into(), vec![7; 3]));
+        assert_eq!(
+            run(p.decode_slot(&inline))
+                .unwrap()
+                .unwrap()
+                .downcast_ref::<Vec<u8>>(),
+            Some(&vec![7; 3])
+        );
+        // Over inline_max: goes to the store (which fails here, typed).
+        let stored = run(p.encode_slot("ocr", "inputs", Some(&v(6)), || "k".into()));
+        assert!(matches!(stored, Err(DistError::Store(_))), "{stored:?}");
+        let big = run(p.encode_slot("ocr", "inputs", Some(&v(9)), || "k".into())).unwrap_err();
+        assert!(
+            matches!(big, DistError::PayloadTooLarge { bytes: 9, cap: 8, .. }),
+            "{big}"
+        );
+        assert!(big.to_string().contains("`ocr`"), "{big}");
+        let odd = Arc::new(1.5f32) as Value;
+        let none = run(p.encode_slot("ocr", "outputs", Some(&odd), || "k".into())).unwrap_err();
+        assert!(
+            matches!(none, DistError::NoCodec { side: "outputs", .. }),
+            "{none}"
+        );
+        assert_eq!(
+            run(p.encode_slot("ocr", "inputs", None, || "k".into())).unwrap(),
+            Slot::None
+        );
+        assert_eq!(
+            p.bytes.snapshot()[0],
+            3,
+            "only the inline value's bytes were sent"
+        );
+    }
+}

@@ -1,0 +1,444 @@
+//! The messages between an owner and its workers, as compact binary frames.
+//!
+//! Every frame starts with a kind byte and the job's wire version; integers
+//! are little-endian, byte strings are u32-length-prefixed. A frame that does
+//! not parse is refused with [`DistError::Wire`] (never a panic): a worker of
+//! another build cannot corrupt the owner.
+//!
+//! | frame | direction | subject |
+//! | --- | --- | --- |
+//! | [`BatchMsg`] | owner → JetStream `CALL` stream | `rayorch.<job>.call.<c>` |
+//! | [`Claim`] (start + heartbeats) | worker → owner | `rayorch.<job>.ctl` |
+//! | [`Report`] | worker → owner | `rayorch.<job>.ctl` |
+//! | [`Hello`] / reply | worker → owner (request) | `rayorch.<job>.hello` |
+
+use crate::error::DistError;
+
+const VERSION: u8 = 1;
+
+/// One payload slot: absent (a dropped optional input), inline bytes, or a
+/// reference into the payload store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// No value.
+    None,
+    /// Codec tag and encoded bytes.
+    Inline(String, Vec<u8>),
+    /// Codec tag, store key and size in bytes.
+    Ref(String, String, u64),
+}
+
+/// A reserved batch, as published to a Call's work queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchMsg {
+    /// The owner's ticket for this dispatch (unique per owner run).
+    pub ticket: u64,
+    /// The owner run's id (a stale message of an earlier run is refused).
+    pub run: u64,
+    /// The Call index.
+    pub call: u32,
+    /// Input slots per Grain.
+    pub arity: u32,
+    /// `arity` slots per Grain, in Grain order.
+    pub slots: Vec<Slot>,
+}
+
+/// A worker took (or still runs) a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The ticket.
+    pub ticket: u64,
+    /// JetStream's delivery count of this copy (1 = first delivery).
+    pub delivered: u64,
+    /// The worker's id.
+    pub worker: String,
+}
+
+/// The outcome of one Grain on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireOutcome {
+    /// One slot per output Port.
+    Ok(Vec<Slot>),
+    /// A typed record failure.
+    Record(String),
+    /// A typed group failure.
+    Group(String),
+}
+
+/// A worker's report of one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The claim it answers.
+    pub claim: Claim,
+    /// Per Grain outcomes, or the attempt error (`(contract?, text)`).
+    pub result: Result<Vec<WireOutcome>, (bool, String)>,
+}
+
+/// A worker's registration: sent as a request, answered with the owner's
+/// fingerprint. Repeated as a heartbeat (capacity = the slots it serves).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// The worker's id.
+    pub worker: String,
+    /// Its plan fingerprint.
+    pub fingerprint: String,
+    /// (Call index, slots).
+    pub calls: Vec<(u32, u32)>,
+}
+
+/// The owner's control subject carries three kinds of frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ctl {
+    /// See [`Claim`].
+    Claim(Claim),
+    /// See [`Report`].
+    Report(Report),
+    /// A heartbeat of a registered worker.
+    Beat(Hello),
+}
+
+#[derive(Default)]
+pub(crate) struct W(pub(crate) Vec<u8>);
+
+impl W {
+    fn head(kind: u8) -> W {
+        W(vec![kind, VERSION])
+    }
+    fn u8(&mut self, x: u8) {
+        self.0.push(x);
+    }
+    fn u32(&mut self, x: u32) {
+        self.0.extend_from_slice(&x.to_le_bytes());
+    }
+    fn u64(&mut self, x: u64) {
+        self.0.extend_from_slice(&x.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
+    }
+    fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+    fn slot(&mut self, s: &Slot) {
+        match s {
+            Slot::None => self.u8(0),
+            Slot::Inline(tag, b) => {
+                self.u8(1);
+                self.str(tag);
+                self.bytes(b);
+            }
+            Slot::Ref(tag, key, n) => {
+                self.u8(2);
+                self.str(tag);
+                self.str(key);
+                self.u64(*n);
+            }
+        }
+    }
+    fn slots(&mut self, s: &[Slot]) {
+        self.u32(s.len() as u32);
+        for x in s {
+            self.slot(x);
+        }
+    }
+    fn claim(&mut self, c: &Claim) {
+        self.u64(c.ticket);
+        self.u64(c.delivered);
+        self.str(&c.worker);
+    }
+    fn hello(&mut self, h: &Hello) {
+        self.str(&h.worker);
+        self.str(&h.fingerprint);
+        self.u32(h.calls.len() as u32);
+        for &(c, n) in &h.calls {
+            self.u32(c);
+            self.u32(n);
+        }
+    }
+}
+
+pub(crate) struct R<'a> {
+    b: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> R<'a> {
+    fn open(b: &'a [u8], kind: u8, what: &'static str) -> Result<R<'a>, DistError> {
+        let mut r = R { b, what };
+        let (k, v) = (r.u8()?, r.u8()?);
+        if k != kind || v != VERSION {
+            return Err(r.err(format!(
+                "frame kind {k} version {v}, expected kind {kind} version {VERSION}"
+            )));
+        }
+        Ok(r)
+    }
+    fn err(&self, cause: String) -> DistError {
+        DistError::Wire {
+            what: self.what,
+            cause,
+        }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DistError> {
+        if self.b.len() < n {
+            return Err(self.err(format!("truncated: needed {n} more bytes, {} left", self.b.len())));
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u8(&mut self) -> Result<u8, DistError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, DistError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap_or_default()))
+    }
+    fn u64(&mut self) -> Result<u64, DistError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap_or_default()))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], DistError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn str(&mut self) -> Result<String, DistError> {
+        let b = self.bytes()?;
+        String::from_utf8(b.to_vec()).map_err(|e| self.err(e.to_string()))
+    }
+    fn slot(&mut self) -> Result<Slot, DistError> {
+        Ok(match self.u8()? {
+            0 => Slot::None,
+            1 => Slot::Inline(self.str()?, self.bytes()?.to_vec()),
+            2 => Slot::Ref(self.str()?, self.str()?, self.u64()?),
+            t => return Err(self.err(format!("unknown slot tag {t}"))),
+        })
+    }
+    fn count(&mut self) -> Result<usize, DistError> {
+        let n = self.u32()? as usize;
+        // Every element takes at least one byte: a bogus count cannot make
+        // us reserve more than the frame's size.
+        if n > self.b.len() {
+            return Err(self.err(format!("count {n} larger than the frame")));
+        }
+        Ok(n)
+    }
+    fn slots(&mut self) -> Result<Vec<Slot>, DistError> {
+        let n = self.count()?;
+        (0..n).map(|_| self.slot()).collect()
+    }
+    fn claim(&mut self) -> Result<Claim, DistError> {
+        Ok(Claim {
+            ticket: self.u64()?,
+            delivered: self.u64()?,
+            worker: self.str()?,
+        })
+    }
+    fn hello(&mut self) -> Result<Hello, DistError> {
+        let worker = self.str()?;
+        let fingerprint = self.str()?;
+        let n = self.count()?;
+        let calls = (0..n)
+            .map(|_| Ok((self.u32()?, self.u32()?)))
+            .collect::<Result<_, DistError>>()?;
+        Ok(Hello {
+            worker,
+            fingerprint,
+            calls,
+        })
+    }
+    fn done(self) -> Result<(), DistError> {
+        if self.b.is_empty() {
+            Ok(())
+        } else {
+            Err(self.err(format!("{} trailing bytes", self.b.len())))
+        }
+    }
+}
+
+const K_BATCH: u8 = b'B';
+const K_CLAIM: u8 = b'C';
+const K_REPORT: u8 = b'R';
+const K_BEAT: u8 = b'H';
+
+impl BatchMsg {
+    /// Encode.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = W::head(K_BATCH);
+        w.u64(self.ticket);
+        w.u64(self.run);
+        w.u32(self.call);
+        w.u32(self.arity);
+        w.slots(&self.slots);
+        w.0
+    }
+
+    /// Decode.
+    pub fn decode(b: &[u8]) -> Result<BatchMsg, DistError> {
+        let mut r = R::open(b, K_BATCH, "batch message")?;
+        let m = BatchMsg {
+            ticket: r.u64()?,
+            run: r.u64()?,
+            call: r.u32()?,
+            arity: r.u32()?,
+            slots: r.slots()?,
+        };
+        r.done()?;
+        Ok(m)
+    }
+}
+
+impl Hello {
+    /// Encode (the hello request and the heartbeat share the body).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = W::head(K_BEAT);
+        w.hello(self);
+        w.0
+    }
+
+    /// Decode.
+    pub fn decode(b: &[u8]) -> Result<Hello, DistError> {
+        let mut r = R::open(b, K_BEAT, "hello")?;
+        let h = r.hello()?;
+        r.done()?;
+        Ok(h)
+    }
+}
+
+impl Ctl {
+    /// Encode.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Ctl::Beat(h) => h.encode(),
+            Ctl::Claim(c) => {
+                let mut w = W::head(K_CLAIM);
+                w.claim(c);
+                w.0
+            }
+            Ctl::Report(rep) => {
+                let mut w = W::head(K_REPORT);
+                w.claim(&rep.claim);
+                match &rep.result {
+                    Ok(outs) => {
+                        w.u8(0);
+                        w.u32(outs.len() as u32);
+                        for o in outs {
+                            match o {
+                                WireOutcome::Ok(s) => {
+                                    w.u8(0);
+                                    w.slots(s);
+                                }
+                                WireOutcome::Record(m) => {
+                                    w.u8(1);
+                                    w.str(m);
+                                }
+                                WireOutcome::Group(m) => {
+                                    w.u8(2);
+                                    w.str(m);
+                                }
+                            }
+                        }
+                    }
+                    Err((contract, m)) => {
+                        w.u8(if *contract { 2 } else { 1 });
+                        w.str(m);
+                    }
+                }
+                w.0
+            }
+        }
+    }
+
+    /// Decode any control frame.
+    pub fn decode(b: &[u8]) -> Result<Ctl, DistError> {
+        match b.first() {
+            Some(&K_BEAT) => Hello::decode(b).map(Ctl::Beat),
+            Some(&K_CLAIM) => {
+                let mut r = R::open(b, K_CLAIM, "claim")?;
+                let c = r.claim()?;
+                r.done()?;
+                Ok(Ctl::Claim(c))
+            }
+            Some(&K_REPORT) => {
+                let mut r = R::open(b, K_REPORT, "report")?;
+                let claim = r.claim()?;
+                let result = match r.u8()? {
+                    0 => {
+                        let n = r.count()?;
+                        let mut outs = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            outs.push(match r.u8()? {
+                                0 => WireOutcome::Ok(r.slots()?),
+                                1 => WireOutcome::Record(r.str()?),
+                                2 => WireOutcome::Group(r.str()?),
+                                t => return Err(r.err(format!("unknown outcome tag {t}"))),
+                            });
+                        }
+                        Ok(outs)
+                    }
+                    k @ (1 | 2) => Err((k == 2, r.str()?)),
+                    t => return Err(r.err(format!("unknown result tag {t}"))),
+                };
+                r.done()?;
+                Ok(Ctl::Report(Report { claim, result }))
+            }
+            _ => Err(DistError::Wire {
+                what: "control frame",
+                cause: format!("unknown kind {:?}", b.first()),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_truncation_is_an_error() {
+        let b = BatchMsg {
+            ticket: 7,
+            run: 9,
+            call: 2,
+            arity: 2,
+            slots: vec![
+                Slot::Inline("u32".into(), vec![1, 2]),
+                Slot::None,
+                Slot::Ref("bytes".into(), "k1".into(), 99),
+                Slot::Inline("u32".into(), vec![]),
+            ],
+        };
+        let e = b.encode();
+        assert_eq!(BatchMsg::decode(&e).unwrap(), b);
+        for cut in 0..e.len() {
+            assert!(BatchMsg::decode(&e[..cut]).is_err(), "cut at {cut}");
+        }
+        let claim = Claim {
+            ticket: 1,
+            delivered: 2,
+            worker: "w".into(),
+        };
+        for c in [
+            Ctl::Claim(claim.clone()),
+            Ctl::Report(Report {
+                claim: claim.clone(),
+                result: Ok(vec![
+                    WireOutcome::Ok(vec![Slot::Inline("s".into(), b"x".to_vec())]),
+                    WireOutcome::Record("bad".into()),
+                    WireOutcome::Group("worse".into()),
+                ]),
+            }),
+            Ctl::Report(Report {
+                claim: claim.clone(),
+                result: Err((true, "contract".into())),
+            }),
+            Ctl::Beat(Hello {
+                worker: "w".into(),
+                fingerprint: "f".into(),
+                calls: vec![(0, 2), (3, 1)],
+            }),
+        ] {
+            assert_eq!(Ctl::decode(&c.encode()).unwrap(), c);
+        }
+        assert!(Ctl::decode(b"").is_err());
+    }
+}

@@ -1,0 +1,513 @@
+//! Worker mode: the same pipeline binary, serving some Calls' work queues.
+//!
+//! A worker builds the plan, says hello to the owner (which answers with its
+//! fingerprint: a mismatch is [`DistError::FingerprintMismatch`]), then runs
+//! one task per slot: pull one batch, claim it, run it on the slot's stage
+//! instance (blocking stages on tokio's blocking pool, async ones inline),
+//! report, ack. While a batch runs the slot sends JetStream progress acks and
+//! claim heartbeats every `ack_wait`/3, so a long batch is never redelivered
+//! and the owner's lease never expires under it. A worker stops when the
+//! owner announces the end of the run.
+//!
+//! The report is published (and flushed) before the ack: a worker that dies
+//! between the two leaves the batch to be redelivered, never lost. The
+//! opposite order loses the batch at the broker; the owner's lease catches
+//! it ([`FaultKind::AckThenCrash`] tests exactly that).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
+use futures::StreamExt;
+use rayorch_runtime::spi::{AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox};
+use rayorch_runtime::{Outcome, Plan, RunError};
+
+use crate::DistConfig;
+use crate::codec::Codecs;
+use crate::error::DistError;
+use crate::store::{JetStreamObjects, Payloads, WireBytes};
+use crate::wire::{BatchMsg, Claim, Ctl, Hello, Report, WireOutcome};
+
+/// A fault to inject, for the fault-tolerance tests and demos.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// `kill -9` itself right after claiming the batch (mid-batch crash).
+    Crash,
+    /// `kill -STOP` itself right after claiming (a zombie until resumed with
+    /// `kill -CONT`; it then finishes and reports late).
+    Pause,
+    /// Run the batch and ack it, then `kill -9` itself before reporting.
+    AckThenCrash,
+}
+
+/// Inject `kind` on this worker's `at`-th claimed batch (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// What happens.
+    pub kind: FaultKind,
+    /// On which claim.
+    pub at: u32,
+}
+
+impl Fault {
+    /// Parse `crash:2`, `pause:1`, `ack_then_crash:3`.
+    pub fn parse(s: &str) -> Option<Fault> {
+        let (k, n) = s.split_once(':')?;
+        let kind = match k {
+            "crash" => FaultKind::Crash,
+            "pause" => FaultKind::Pause,
+            "ack_then_crash" => FaultKind::AckThenCrash,
+            _ => return None,
+        };
+        Some(Fault {
+            kind,
+            at: n.parse().ok()?,
+        })
+    }
+}
+
+/// What a worker did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerSummary {
+    /// Batches run.
+    pub batches: u64,
+    /// Grains in them.
+    pub grains: u64,
+}
+
+/// Parse `--calls` (`ocr:2,detect:1`; a bare name means 1 slot; empty means
+/// every Call with 1 slot) into (Call index, slots). A Call applied twice in
+/// the plan (one pool) is served at each place it is applied.
+pub fn parse_calls(plan: &Plan, calls: &str) -> Result<Vec<(usize, u32)>, DistError> {
+    let specs = plan.calls();
+    if calls.trim().is_empty() {
+        return Ok((0..specs.len()).map(|c| (c, 1)).collect());
+    }
+    let names = || {
+        specs
+            .iter()
+            .map(|s| s.name.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = Vec::new();
+    for part in calls.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, n) = match part.split_once(':') {
+            Some((name, n)) => {
+                let n = n.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    DistError::Calls(format!(
+                        "--calls `{part}`: the slot count must be a positive number"
+                    ))
+                })?;
+                (name, n)
+            }
+            None => (part, 1),
+        };
+        let before = out.len();
+        out.extend(
+            specs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| &*s.name == name)
+                .map(|(c, _)| (c, n)),
+        );
+        if out.len() == before {
+            return Err(DistError::Calls(format!(
+                "--calls names `{name}`, which this plan does not have; its Calls are: {}",
+                names()
+            )));
+        }
+    }
+    Ok(out)
+}
+
+struct Shared {
+    client: async_nats::Client,
+    payloads: Payloads,
+    cfg: DistConfig,
+    id: String,
+    run: u64,
+    claims: AtomicU32,
+    fault: Option<Fault>,
+    stop: AtomicBool,
+    batches: AtomicU64,
+    grains: AtomicU64,
+}
+
+/// Serve `calls` of `plan` for the owner of `cfg.job` until it ends the run.
+pub async fn worker(
+    plan: &Plan,
+    codecs: Codecs,
+    cfg: DistConfig,
+    calls: &str,
+) -> Result<WorkerSummary, DistError> {
+    worker_with_fault(plan, codecs, cfg, calls, None).await
+}
+
+/// [`worker`] with a fault injected (tests and demos).
+pub async fn worker_with_fault(
+    plan: &Plan,
+    codecs: Codecs,
+    cfg: DistConfig,
+    calls: &str,
+    fault: Option<Fault>,
+) -> Result<WorkerSummary, DistError> {
+    cfg.check()?;
+    let serve = parse_calls(plan, calls)?;
+    let client = async_nats::connect(&cfg.url)
+        .await
+        .map_err(DistError::nats_any(format!("connect to {}", cfg.url)))?;
+    let id = format!(
+        "{}-{}",
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into()),
+        std::process::id()
+    );
+    let hello = Hello {
+        worker: id.clone(),
+        fingerprint: plan.fingerprint(),
+        calls: serve.iter().map(|&(c, n)| (c as u32, n)).collect(),
+    };
+    let mut done = client
+        .subscribe(cfg.done_subject())
+        .await
+        .map_err(DistError::nats_any("subscribe"))?;
+    let run = say_hello(&client, &cfg, &hello).await?;
+    let js = jetstream::new(client.clone());
+    let store = js
+        .get_object_store(cfg.bucket())
+        .await
+        .map_err(DistError::nats_any("open the payload bucket"))?;
+    let sh = Arc::new(Shared {
+        client: client.clone(),
+        payloads: Payloads {
+            codecs,
+            store: Arc::new(JetStreamObjects(store)),
+            inline_max: cfg.inline_max,
+            cap: cfg.payload_cap,
+            bytes: Arc::new(WireBytes::default()),
+        },
+        cfg: cfg.clone(),
+        id,
+        run,
+        claims: AtomicU32::new(0),
+        fault,
+        stop: AtomicBool::new(false),
+        batches: AtomicU64::new(0),
+        grains: AtomicU64::new(0),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    for &(c, n) in &serve {
+        let stream = js
+            .get_stream(cfg.stream(c))
+            .await
+            .map_err(DistError::nats_any(format!("open stream {}", cfg.stream(c))))?;
+        let consumer: PullConsumer = stream
+            .get_consumer(&format!("c{c}"))
+            .await
+            .map_err(DistError::nats_any("open the Call's consumer"))?;
+        for replica in 0..n as usize {
+            let rt = plan.calls()[c].runtime.clone();
+            let name = plan.calls()[c].name.to_string();
+            tasks.spawn(slot(sh.clone(), rt, name, replica, consumer.clone()));
+        }
+    }
+    // Heartbeats keep the owner's credits for this worker alive.
+    let beat = {
+        let sh = sh.clone();
+        let body = Ctl::Beat(hello).encode();
+        tokio::spawn(async move {
+            loop {
+                let _ = sh.client.publish(sh.cfg.ctl_subject(), body.clone().into()).await;
+                tokio::time::sleep(sh.cfg.ack_wait / 3).await;
+            }
+        })
+    };
+    let result = loop {
+        tokio::select! {
+            m = done.next() => {
+                // Only the end of the run we joined stops us.
+                if m.is_none_or(|m| m.payload.as_ref() == run.to_string().as_bytes()) {
+                    sh.stop.store(true, Ordering::Relaxed);
+                }
+            }
+            t = tasks.join_next() => match t {
+                None => break Ok(()),
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(e))) => break Err(e),
+                Some(Err(e)) => break Err(DistError::Run(RunError::Stalled(format!("a worker slot task ended: {e}")))),
+            },
+        }
+    };
+    beat.abort();
+    tasks.abort_all();
+    result?;
+    Ok(WorkerSummary {
+        batches: sh.batches.load(Ordering::Relaxed),
+        grains: sh.grains.load(Ordering::Relaxed),
+    })
+}
+
+/// Register with the owner (retrying until it answers) and check the plan.
+async fn say_hello(client: &async_nats::Client, cfg: &DistConfig, h: &Hello) -> Result<u64, DistError> {
+    let start = tokio::time::Instant::now();
+    loop {
+        match client.request(cfg.hello_subject(), h.encode().into()).await {
+            Ok(m) => {
+                let text = String::from_utf8_lossy(&m.payload).to_string();
+                let (fp, run) = text.split_once(' ').unwrap_or((&text, "0"));
+                if fp != h.fingerprint {
+                    return Err(DistError::FingerprintMismatch {
+                        job: cfg.job.clone(),
+                        worker: h.fingerprint.clone(),
+                        owner: fp.to_string(),
+                    });
+                }
+                return Ok(run.parse().unwrap_or(0));
+            }
+            Err(_) if start.elapsed() < cfg.owner_wait => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(_) => {
+                return Err(DistError::NoOwner {
+                    job: cfg.job.clone(),
+                    url: cfg.url.clone(),
+                    waited_s: start.elapsed().as_secs_f64(),
+                });
+            }
+        }
+    }
+}
+
+async fn spawn_stage(rt: &Arc<dyn ErasedCall>, call: &str) -> Result<StageBox, DistError> {
+    let r = rt.clone();
+    let made = tokio::task::spawn_blocking(move || r.spawn_stage().map_err(|e| e.to_string()))
+        .await
+        .unwrap_or_else(|e| Err(format!("the stage factory panicked: {e}")));
+    made.map_err(|cause| {
+        DistError::Run(RunError::ReplicaFactory {
+            call: call.to_string(),
+            stage: rt.stage_name(),
+            cause,
+        })
+    })
+}
+
+/// One slot: pull a batch when free, run it, report, ack; until told to stop.
+async fn slot(
+    sh: Arc<Shared>,
+    rt: Arc<dyn ErasedCall>,
+    call: String,
+    replica: usize,
+    consumer: PullConsumer,
+) -> Result<(), DistError> {
+    let mut stage = Some(spawn_stage(&rt, &call).await?);
+    while !sh.stop.load(Ordering::Relaxed) {
+        let mut msgs = match consumer
+            .fetch()
+            .max_messages(1)
+            .expires(Duration::from_millis(500))
+            .messages()
+            .await
+        {
+            Ok(m) => m,
+            // The run ended and the owner removed the stream.
+            Err(_) if sh.stop.load(Ordering::Relaxed) => break,
+            Err(e) => {
+                return Err(DistError::Nats {
+                    what: format!("pull from Call `{call}`"),
+                    cause: e.to_string(),
+                });
+            }
+        };
+        while let Some(m) = msgs.next().await {
+            let Ok(m) = m else { continue };
+            if stage.is_none() {
+                stage = Some(spawn_stage(&rt, &call).await?);
+            }
+            run_one(&sh, &rt, &call, replica, &mut stage, m).await?;
+        }
+    }
+    Ok(())
+}
+
+fn kill_self(signal: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([signal, &std::process::id().to_string()])
+        .status();
+}
+
+async fn run_one(
+    sh: &Arc<Shared>,
+    rt: &Arc<dyn ErasedCall>,
+    call: &str,
+    replica: usize,
+    stage: &mut Option<StageBox>,
+    m: jetstream::Message,
+) -> Result<(), DistError> {
+    let delivered = m.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
+    let bm = match BatchMsg::decode(&m.payload) {
+        Ok(b) if b.run == sh.run => b,
+        // Not ours to run (another build, or an older run): drop it for good.
+        _ => {
+            let _ = m.ack_with(AckKind::Term).await;
+            return Ok(());
+        }
+    };
+    let claim = Claim {
+        ticket: bm.ticket,
+        delivered,
+        worker: sh.id.clone(),
+    };
+    let claim_frame = Ctl::Claim(claim.clone()).encode();
+    let ctl = sh.cfg.ctl_subject();
+    sh.client
+        .publish(ctl.clone(), claim_frame.clone().into())
+        .await
+        .map_err(DistError::nats_any("publish a claim"))?;
+    let n = sh.claims.fetch_add(1, Ordering::Relaxed) + 1;
+    let fault = sh.fault.filter(|f| f.at == n).map(|f| f.kind);
+    if matches!(fault, Some(FaultKind::Crash | FaultKind::Pause)) {
+        let _ = sh.client.flush().await;
+        kill_self(if fault == Some(FaultKind::Crash) {
+            "-KILL"
+        } else {
+            "-STOP"
+        });
+    }
+    // Progress acks and claim heartbeats while the batch runs.
+    let beat = {
+        let (m, sh, ctl, frame) = (m.clone(), sh.clone(), ctl.clone(), claim_frame);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(sh.cfg.ack_wait / 3).await;
+                let _ = m.ack_with(AckKind::Progress).await;
+                let _ = sh.client.publish(ctl.clone(), frame.clone().into()).await;
+            }
+        })
+    };
+    let result = execute(sh, rt, replica, stage, &bm).await;
+    beat.abort();
+    let grains = (bm.slots.len() / (bm.arity.max(1) as usize)) as u64;
+    sh.batches.fetch_add(1, Ordering::Relaxed);
+    sh.grains.fetch_add(grains, Ordering::Relaxed);
+    if fault == Some(FaultKind::AckThenCrash) {
+        let _ = m.double_ack().await;
+        kill_self("-KILL");
+    }
+    let wire = encode_result(sh, call, &bm, delivered, result).await;
+    let frame = Ctl::Report(Report { claim, result: wire }).encode();
+    sh.client
+        .publish(ctl, frame.into())
+        .await
+        .map_err(DistError::nats_any("publish a report"))?;
+    sh.client
+        .flush()
+        .await
+        .map_err(DistError::nats_any("flush a report"))?;
+    // A late ack of a redelivered batch is harmless: the owner's fence
+    // already decided the report.
+    let _ = m.ack().await;
+    Ok(())
+}
+
+async fn execute(
+    sh: &Arc<Shared>,
+    rt: &Arc<dyn ErasedCall>,
+    replica: usize,
+    stage: &mut Option<StageBox>,
+    bm: &BatchMsg,
+) -> AttemptResult {
+    let mut values = Vec::with_capacity(bm.slots.len());
+    for s in &bm.slots {
+        values.push(
+            sh.payloads
+                .decode_slot(s)
+                .await
+                .map_err(|e| AttemptError::Failed(e.to_string()))?,
+        );
+    }
+    let inputs = BatchInputs::from_slots(bm.arity as usize, values).ok_or_else(|| {
+        AttemptError::Contract("a batch message's slot count is not a multiple of its arity".into())
+    })?;
+    let Some(mut st) = stage.take() else {
+        return Err(AttemptError::Failed("the stage instance was lost".into()));
+    };
+    match rt.execution() {
+        Execution::Blocking => {
+            let r = rt.clone();
+            match tokio::task::spawn_blocking(move || {
+                let out = r.run_blocking(&mut st, replica, inputs);
+                (st, out)
+            })
+            .await
+            {
+                Ok((st, out)) => {
+                    *stage = Some(st);
+                    out
+                }
+                // The instance died with the panic: the slot makes a new one.
+                Err(e) => Err(AttemptError::Failed(format!("the stage panicked: {e}"))),
+            }
+        }
+        Execution::Async => {
+            let out = rt.run_async(&st, replica, inputs).await;
+            *stage = Some(st);
+            out
+        }
+    }
+}
+
+async fn encode_result(
+    sh: &Arc<Shared>,
+    call: &str,
+    bm: &BatchMsg,
+    delivered: u64,
+    result: AttemptResult,
+) -> Result<Vec<WireOutcome>, (bool, String)> {
+    let outs = result.map_err(|e| match e {
+        AttemptError::Failed(m) => (false, m),
+        AttemptError::Contract(m) => (true, m),
+    })?;
+    let mut wire = Vec::with_capacity(outs.len());
+    for (i, o) in outs.into_iter().enumerate() {
+        wire.push(match o {
+            Outcome::Ok(vals) => {
+                let mut slots = Vec::with_capacity(vals.len());
+                for (j, v) in vals.iter().enumerate() {
+                    let key = || format!("{}-{}-d{delivered}-out{i}-{j}", sh.run, bm.ticket);
+                    // A value we cannot encode or that is too large fails the
+                    // same way on every retry: a contract error, not retried.
+                    let s = sh
+                        .payloads
+                        .encode_slot(call, "outputs", Some(v), key)
+                        .await
+                        .map_err(|e| (true, e.to_string()))?;
+                    slots.push(s);
+                }
+                WireOutcome::Ok(slots)
+            }
+            Outcome::RecordFailure(c) => WireOutcome::Record(c.message().to_string()),
+            Outcome::GroupFailure(c) => WireOutcome::Group(c.message().to_string()),
+        });
+    }
+    Ok(wire)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse() {
+        assert_eq!(
+            Fault::parse("ack_then_crash:3"),
+            Some(Fault {
+                kind: FaultKind::AckThenCrash,
+                at: 3
+            })
+        );
+        assert_eq!(Fault::parse("crash:x"), None);
+        assert_eq!(Fault::parse("boom:1"), None);
+    }
+}

