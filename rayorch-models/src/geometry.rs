@@ -342,10 +342,9 @@ pub fn warp_crop(img: &RgbImage, r: &RotRect) -> RgbImage {
 pub fn rotate_image(img: &RgbImage, degrees: f32, fill: Rgb<u8>) -> RgbImage {
     let (w, h) = (img.width() as f32, img.height() as f32);
     let (s, c) = degrees.to_radians().sin_cos();
-    let (nw, nh) = (
-        (w * c.abs() + h * s.abs()).ceil(),
-        (w * s.abs() + h * c.abs()).ceil(),
-    );
+    // The tolerance keeps quarter turns exact (cos 90° is not 0 in f32).
+    let dim = |v: f32| (v - 1e-3).ceil().max(1.0);
+    let (nw, nh) = (dim(w * c.abs() + h * s.abs()), dim(w * s.abs() + h * c.abs()));
     let (cx, cy, ncx, ncy) = (w / 2.0, h / 2.0, nw / 2.0, nh / 2.0);
     RgbImage::from_fn(nw as u32, nh as u32, |i, j| {
         // Inverse map: destination → source.
