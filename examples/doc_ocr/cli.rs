@@ -36,6 +36,14 @@ pub struct Args {
     /// Detect: pages per batch.
     #[arg(long, default_value_t = 4)]
     pub detect_batch: usize,
+    /// Detect: longest side of the detection input in pixels (0 = the
+    /// full page, as the reference pipeline; slower).
+    #[arg(long, default_value_t = 960)]
+    pub det_max_side: u32,
+    /// Detect: turn pages by 90/180/270° and flip upside-down lines
+    /// (the line-orientation model); `--no-orientation` skips it.
+    #[arg(long)]
+    pub no_orientation: bool,
     /// Detect: replicas.
     #[arg(long, default_value_t = 1)]
     pub detect_replicas: usize,

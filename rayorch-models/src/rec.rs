@@ -2,14 +2,19 @@
 //!
 //! Pre-processing follows PaddleOCR's `resize_norm_img`: each crop is scaled
 //! to height 48 keeping its aspect ratio, pixels go in BGR order as
-//! `(px / 255 - 0.5) / 0.5`, and the crops of one call are right-padded with
-//! zeros to a common width (at least 320, the training width).
+//! `(px / 255 - 0.5) / 0.5`, and right-padded with zeros.
 //!
-//! One engine batch may hold line crops of many pages and documents, of very
-//! different widths. Padding a 200-px crop to 3000 px wastes work, so a batch
-//! is cut into width buckets: crops sorted by width, and a bucket closes when
-//! the next crop is more than `bucket_ratio` times wider than its first one.
-//! Each bucket is one ONNX Runtime call; outputs return in input order.
+//! Batch invariance: padding changes the CTC output (a crop padded to 3000
+//! px may read "Act³" where alone it reads "Act3"), and one engine batch
+//! mixes crops of many pages and documents. So the padded width depends on
+//! the crop alone: its scaled width rounded up to the next step of a fixed
+//! ladder (`min_width`, then × `bucket_ratio` each step, multiples of 8).
+//! Crops with the same padded width share one ONNX Runtime call; a crop's
+//! text is the same alone and in any batch. Outputs return in input order.
+//!
+//! Confidence: the mean max-probability of the decoded characters; a line
+//! under `min_confidence` is marked `low_confidence` (kept in the records,
+//! left out of the page text).
 
 use std::path::Path;
 
@@ -177,8 +182,10 @@ pub struct RecognizeConfig {
     pub min_width: u32,
     /// Widest crop after scaling; wider ones are squeezed to it.
     pub max_width: u32,
-    /// A width bucket closes when a crop is this many times wider than its first.
+    /// Ratio between consecutive padded widths of the ladder (> 1).
     pub bucket_ratio: f32,
+    /// Lines whose confidence is under this are marked low-confidence.
+    pub min_confidence: f32,
 }
 
 impl Default for RecognizeConfig {
@@ -188,7 +195,8 @@ impl Default for RecognizeConfig {
             height: 48,
             min_width: 320,
             max_width: 3200,
-            bucket_ratio: 1.5,
+            bucket_ratio: 1.25,
+            min_confidence: 0.6,
         }
     }
 }
@@ -226,23 +234,29 @@ impl LineRecognizer {
         ((self.cfg.height as f32 * r).ceil() as u32).clamp(1, self.cfg.max_width)
     }
 
-    /// Width buckets: groups of input indices, narrowest first.
-    fn buckets(&self, widths: &[u32]) -> Vec<Vec<usize>> {
+    /// The padded width of a crop scaled to `w`: the first step of the
+    /// ladder that holds it. Depends on `w` and the config only.
+    pub fn padded_width(&self, w: u32) -> u32 {
+        padded_width(w, self.cfg.min_width, self.cfg.max_width, self.cfg.bucket_ratio)
+    }
+
+    /// Width buckets: `(padded width, input indices)`, narrowest first.
+    fn buckets(&self, widths: &[u32]) -> Vec<(u32, Vec<usize>)> {
+        let mut out: Vec<(u32, Vec<usize>)> = Vec::new();
         let mut order: Vec<usize> = (0..widths.len()).collect();
-        order.sort_by_key(|&i| widths[i]);
-        let eff = |w: u32| w.max(self.cfg.min_width) as f32;
-        let mut out: Vec<Vec<usize>> = Vec::new();
+        order.sort_by_key(|&i| (self.padded_width(widths[i]), i));
         for i in order {
+            let pw = self.padded_width(widths[i]);
             match out.last_mut() {
-                Some(b) if eff(widths[i]) <= self.cfg.bucket_ratio * eff(widths[b[0]]) => b.push(i),
-                _ => out.push(vec![i]),
+                Some((w, b)) if *w == pw => b.push(i),
+                _ => out.push((pw, vec![i])),
             }
         }
         out
     }
 
     /// Recognise each crop: `(text, confidence)` in input order. Empty crops
-    /// read as empty text.
+    /// read as empty text. A crop's result does not depend on the others.
     pub fn recognize(&mut self, crops: &[&RgbImage]) -> Result<Vec<(String, f32)>, ModelError> {
         let mut out = vec![(String::new(), 0.0); crops.len()];
         let usable: Vec<usize> = (0..crops.len())
@@ -250,15 +264,7 @@ impl LineRecognizer {
             .collect();
         let widths: Vec<u32> = usable.iter().map(|&i| self.scaled_width(crops[i])).collect();
         let h = self.cfg.height;
-        for bucket in self.buckets(&widths) {
-            let w = bucket
-                .iter()
-                .map(|&j| widths[j])
-                .max()
-                .unwrap_or(1)
-                .max(self.cfg.min_width)
-                .div_ceil(8)
-                * 8;
+        for (w, bucket) in self.buckets(&widths) {
             let (hu, wu) = (h as usize, w as usize);
             // Zero is the normalised mid-grey Paddle pads with.
             let mut buf = vec![0f32; bucket.len() * 3 * hu * wu];
@@ -290,6 +296,51 @@ impl LineRecognizer {
     }
 }
 
+impl LineRecognizer {
+    /// Read detected lines: text, confidence and the low-confidence mark
+    /// (non-empty text under `min_confidence`), in input order.
+    pub fn read_lines(&mut self, lines: &[TextLine]) -> Result<Vec<LineText>, ModelError> {
+        let crops: Vec<&RgbImage> = lines.iter().map(|l| &*l.crop).collect();
+        let texts = self.recognize(&crops)?;
+        let min = self.cfg.min_confidence;
+        Ok(lines
+            .iter()
+            .zip(texts)
+            .map(|(l, (text, confidence))| LineText {
+                low_confidence: !text.trim().is_empty() && confidence < min,
+                text,
+                confidence,
+                row: l.row,
+                bbox: l.bbox,
+            })
+            .collect())
+    }
+}
+
+/// The ladder step for a scaled width `w`: `min_w`, then × `ratio` per step,
+/// rounded up to multiples of 8, capped at `max_w` (rounded up to 8).
+///
+/// ```
+/// use rayorch_models::padded_width;
+/// assert_eq!(padded_width(100, 320, 3200, 1.25), 320);
+/// assert_eq!(padded_width(321, 320, 3200, 1.25), 400);
+/// assert_eq!(padded_width(400, 320, 3200, 1.25), 400);
+/// assert_eq!(padded_width(5000, 320, 3200, 1.25), 3200);
+/// ```
+pub fn padded_width(w: u32, min_w: u32, max_w: u32, ratio: f32) -> u32 {
+    let cap = max_w.max(min_w).div_ceil(8) * 8;
+    let mut step = min_w.max(8).div_ceil(8) * 8;
+    let ratio = if ratio.is_finite() && ratio > 1.01 {
+        ratio
+    } else {
+        1.25
+    };
+    while step < w && step < cap {
+        step = ((step as f32 * ratio).ceil() as u32).div_ceil(8) * 8;
+    }
+    step.min(cap)
+}
+
 /// The recognition stage: a line crop in, its text out. Crops of one batch
 /// may come from any pages and documents.
 #[derive(Debug)]
@@ -310,19 +361,11 @@ impl Stage for TextRecognize {
 
     fn run(&mut self, batch: Vec<TextLine>, _cx: &StageContext) -> StageResult<LineText> {
         let _span = tracing::debug_span!("text_recognize", lines = batch.len()).entered();
-        let crops: Vec<&RgbImage> = batch.iter().map(|l| &*l.crop).collect();
-        let texts = self.rec.recognize(&crops)?;
-        Ok(batch
-            .iter()
-            .zip(texts)
-            .map(|(l, (text, confidence))| {
-                Outcome::Ok(LineText {
-                    text,
-                    confidence,
-                    row: l.row,
-                    bbox: l.bbox,
-                })
-            })
+        Ok(self
+            .rec
+            .read_lines(&batch)?
+            .into_iter()
+            .map(Outcome::Ok)
             .collect())
     }
 }

