@@ -167,7 +167,7 @@ fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
-fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+fn run(args: Args) -> Result<(), rayorch::BoxError> {
     let files = if args.inputs.is_empty() {
         let dir = PathBuf::from("target/video_samples");
         eprintln!(
