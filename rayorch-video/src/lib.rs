@@ -1,0 +1,45 @@
+//! Video stages for rayorch: FFmpeg decoding, shot detection, the open_nsfw
+//! frame model on ONNX Runtime, and per-clip / per-video merges.
+//!
+//! A separate crate so that document users never compile FFmpeg bindings.
+//!
+//! ```text
+//! Video ─VideoDecode (probe + histogram scan + shots)─► expand Clip
+//!   Clip ─frame handles─► expand Frame ─ScoreFrames (range decode + open_nsfw)─► reduce
+//!   Clip ─ClipAudioStage (16 kHz mono)──────────────────────────────────────────┘
+//!   Clip ─merge_clip─► reduce ─merge_video─► VideoRecord
+//! ```
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`decode`] | probe, sampled scan, lazy range decode, audio extraction |
+//! | [`shots`] | histogram cuts, clip spans (fixed-length fallback), cosine |
+//! | [`nsfw`] | the pinned model, its ONNX edit, batched inference |
+//! | [`merge`] | clip and video records |
+//! | [`stages`] | the rayorch [`Stage`](rayorch::Stage)s |
+//! | [`output`] | `videos.jsonl` / `videos.parquet` writers |
+//! | [`media`] | test media generated with the `ffmpeg` and `espeak-ng` commands |
+//!
+//! Bad files (not a video, empty, truncated, corrupt, audio-only) are typed
+//! [`VideoError`]s that become `RecordFailure`s naming the file.
+//!
+//! Transcripts: [`merge::ClipAudio::transcript`] is empty until a speech
+//! model (VAD + Whisper) is wired into the audio branch; the branch already
+//! extracts each clip's audio as 16 kHz mono ([`decode::extract_audio`]).
+
+pub mod decode;
+pub mod error;
+pub mod media;
+pub mod merge;
+pub mod nsfw;
+pub mod output;
+pub mod pipeline;
+pub mod shots;
+pub mod stages;
+
+pub use decode::{VideoInfo, probe};
+pub use error::VideoError;
+pub use merge::{ClipAudio, ClipRecord, Shot, VideoRecord};
+pub use nsfw::{FrameAssets, FrameModel, FrameScore};
+pub use shots::{ClipSpan, FrameRef, ShotConfig};
+pub use stages::{BatchMix, ClipAudioStage, Probed, ScoreFrames, VideoDecode};

@@ -1,0 +1,142 @@
+//! The video-index pipeline, written with `#[pipeline]`:
+//!
+//! ```text
+//! Video ─decode─► expand Clip ─frames─► expand Frame ─score─► reduce ─┐
+//!                      Clip ─audio─────────────────────────────────────┤
+//!                      Clip ─clip_merge (span, frame scores, audio)◄───┘
+//!                            ─► reduce ─video_merge (probe, clips)─► VideoRecord
+//! ```
+//!
+//! Frame-model batches mix frames of many clips and videos (elastic
+//! reservation); each clip and video is merged the moment its last child is
+//! done.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rayorch::prelude::*;
+use rayorch::{Output, PlanErrors};
+
+use crate::merge::{ClipAudio, ClipRecord, VideoRecord, merge_clip, merge_video};
+use crate::nsfw::{FrameAssets, FrameScore};
+use crate::shots::{ClipSpan, FrameRef, ShotConfig, frame_refs};
+use crate::stages::{BatchMix, ClipAudioStage, Probed, ScoreFrames, VideoDecode};
+
+/// A video file (the root).
+#[derive(Domain)]
+pub struct Video;
+/// A clip of a video: a shot, or a piece of a long shot.
+#[derive(Domain)]
+#[domain(parent = Video)]
+pub struct Clip;
+/// A sampled frame of a clip.
+#[derive(Domain)]
+#[domain(parent = Clip)]
+pub struct Frame;
+
+/// What `clip_merge` takes.
+pub type ClipParts = (ClipSpan, Vec<FrameScore>, ClipAudio);
+/// What `video_merge` takes.
+pub type VideoParts = (Probed, Vec<ClipRecord>);
+
+/// Every Call of the pipeline.
+pub struct VideoIndex {
+    /// Probe, histogram scan, clip spans (one video per Grain).
+    pub decode: Call<VideoDecode>,
+    /// The clip spans of a probed video.
+    pub clips: FnCall<Probed, Vec<ClipSpan>>,
+    /// The frame handles of a clip.
+    pub frames: FnCall<ClipSpan, Vec<FrameRef>>,
+    /// Range decode + open_nsfw, batched across clips and videos.
+    pub score: Call<ScoreFrames>,
+    /// 16 kHz mono audio per clip.
+    pub audio: Call<ClipAudioStage>,
+    /// Per-clip merge.
+    pub clip_merge: FnCall<ClipParts, ClipRecord>,
+    /// Per-video merge.
+    pub video_merge: FnCall<VideoParts, VideoRecord>,
+}
+
+#[pipeline]
+impl VideoIndex {
+    fn forward(&self, videos: Port<Video, PathBuf>) -> Port<Video, VideoRecord> {
+        let probed = self.decode(videos);
+        let clip = expand!(self.clips(probed) => Clip);
+        let scores = self.score(expand!(self.frames(clip) => Frame));
+        let audio = self.audio(clip);
+        let merged = self.clip_merge(clip, reduce!(scores), audio);
+        self.video_merge(probed, reduce!(merged))
+    }
+}
+
+/// Replicas and batch sizes.
+#[derive(Clone, Debug)]
+pub struct IndexConfig {
+    /// Shot detection and sampling.
+    pub shots: ShotConfig,
+    /// ONNX Runtime threads per frame-model replica.
+    pub threads: usize,
+    /// Probe replicas.
+    pub decode_replicas: usize,
+    /// Frame-model replicas.
+    pub score_replicas: usize,
+    /// Frames per frame-model batch.
+    pub score_batch: usize,
+    /// Audio replicas.
+    pub audio_replicas: usize,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            shots: ShotConfig::default(),
+            threads: 1,
+            decode_replicas: 1,
+            score_replicas: 1,
+            score_batch: 16,
+            audio_replicas: 1,
+        }
+    }
+}
+
+impl VideoIndex {
+    /// The Calls for `cfg`, the frame model from `assets`; `mix` counts
+    /// how mixed the frame-model batches are.
+    pub fn new(cfg: &IndexConfig, assets: &FrameAssets, mix: Arc<BatchMix>) -> VideoIndex {
+        let shots = cfg.shots.clone();
+        let (assets, onnx) = (
+            assets.clone(),
+            rayorch_models::OnnxConfig {
+                intra_threads: cfg.threads,
+                ..Default::default()
+            },
+        );
+        let th = cfg.shots.embed_threshold;
+        VideoIndex {
+            decode: Call::new("decode", move || Ok(VideoDecode::new(shots.clone())))
+                .replicas(cfg.decode_replicas)
+                .batch_size(1),
+            clips: Call::map("clips", |p: Probed| p.clips),
+            frames: Call::map("frames", |c: ClipSpan| frame_refs(&c)),
+            score: Call::new("score", move || {
+                Ok(ScoreFrames::load(&assets, &onnx, mix.clone())?)
+            })
+            .replicas(cfg.score_replicas)
+            .batch_size(cfg.score_batch),
+            audio: Call::new("audio", || Ok(ClipAudioStage))
+                .replicas(cfg.audio_replicas)
+                .batch_size(1),
+            clip_merge: Call::map("clip_merge", move |(span, frames, audio): ClipParts| {
+                merge_clip(&span, &frames, &audio, th)
+            }),
+            video_merge: Call::map("video_merge", move |(p, clips): VideoParts| {
+                merge_video(&p.path.display().to_string(), &p.info, clips, th)
+            }),
+        }
+    }
+
+    /// The plan and its output.
+    pub fn plan(&self) -> Result<(Plan, Output<VideoRecord>), PlanErrors> {
+        self.build_plan()
+    }
+}

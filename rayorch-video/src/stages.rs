@@ -1,0 +1,193 @@
+//! The video stages: probe + shot scan per video, frame scoring (decode +
+//! open_nsfw) per batch of frames, audio per clip.
+//!
+//! Invariants:
+//! - Every stage returns one outcome per input, in order. A bad file is a
+//!   `RecordFailure` naming the file; the model failing as a whole is an
+//!   attempt failure (`Err`), handled by the Call's recovery policy.
+//! - [`ScoreFrames`] receives cheap [`FrameRef`] handles and decodes them
+//!   inside its replica, a clip range at a time: decoded pixels exist only
+//!   for the batch being scored, so memory is bounded by batch sizes, not by
+//!   video length, and each replica owns its FFmpeg contexts.
+//! - Batch invariance: a frame's pixels come from a range decode of its own
+//!   clip's run of frames in the batch, matched by timestamp; the network
+//!   scores frames independently. Batch-mates change neither.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayorch::{Cause, Outcome, Stage, StageContext, StageResult};
+
+use crate::decode::{VideoInfo, decode_frames, extract_audio, scan};
+use crate::merge::ClipAudio;
+use crate::nsfw::{FrameAssets, FrameModel, FrameScore, RESIZE};
+use crate::shots::{ClipSpan, FrameRef, ShotConfig, clip_spans};
+
+/// A probed video: its facts and its clips.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Probed {
+    /// The file.
+    pub path: Arc<PathBuf>,
+    /// What the probe found.
+    pub info: VideoInfo,
+    /// The clips, in time order.
+    pub clips: Vec<ClipSpan>,
+}
+
+/// Probe + scan + shot detection, one video per Grain (batch size 1 and
+/// several replicas for parallelism).
+#[derive(Clone, Debug, Default)]
+pub struct VideoDecode {
+    cfg: ShotConfig,
+}
+
+impl VideoDecode {
+    /// A probe with `cfg`.
+    pub fn new(cfg: ShotConfig) -> VideoDecode {
+        VideoDecode { cfg }
+    }
+
+    /// Probe one file.
+    pub fn probe(&self, path: &std::path::Path) -> Result<Probed, crate::VideoError> {
+        let (info, samples) = scan(path, self.cfg.sample_fps)?;
+        let path = Arc::new(path.to_path_buf());
+        let clips = clip_spans(&path, &samples, info.duration_s, &self.cfg);
+        Ok(Probed { path, info, clips })
+    }
+}
+
+impl Stage for VideoDecode {
+    type In = PathBuf;
+    type Out = Probed;
+
+    fn run(&mut self, batch: Vec<PathBuf>, _cx: &StageContext) -> StageResult<Probed> {
+        Ok(batch
+            .iter()
+            .map(|p| match self.probe(p) {
+                Ok(v) => Outcome::Ok(v),
+                Err(e) => Outcome::RecordFailure(Cause::new(e.to_string())),
+            })
+            .collect())
+    }
+}
+
+/// How mixed the frame-model batches were (shared by a Call's replicas).
+#[derive(Debug, Default)]
+pub struct BatchMix {
+    /// Batches scored.
+    pub batches: AtomicU64,
+    /// Batches holding frames of more than one clip.
+    pub multi_clip: AtomicU64,
+    /// Batches holding frames of more than one video.
+    pub multi_video: AtomicU64,
+    /// Frames scored.
+    pub frames: AtomicU64,
+}
+
+impl BatchMix {
+    /// (batches, multi-clip, multi-video, frames) so far.
+    pub fn snapshot(&self) -> (u64, u64, u64, u64) {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (
+            l(&self.batches),
+            l(&self.multi_clip),
+            l(&self.multi_video),
+            l(&self.frames),
+        )
+    }
+}
+
+/// Decode + open_nsfw over a batch of frame handles of any clips and videos.
+pub struct ScoreFrames {
+    model: FrameModel,
+    mix: Arc<BatchMix>,
+}
+
+impl ScoreFrames {
+    /// Load the model (once per replica).
+    pub fn load(
+        assets: &FrameAssets,
+        onnx: &rayorch_models::OnnxConfig,
+        mix: Arc<BatchMix>,
+    ) -> Result<ScoreFrames, rayorch_models::ModelError> {
+        Ok(ScoreFrames {
+            model: FrameModel::load(assets, onnx)?,
+            mix,
+        })
+    }
+}
+
+impl Stage for ScoreFrames {
+    type In = FrameRef;
+    type Out = FrameScore;
+
+    fn run(&mut self, batch: Vec<FrameRef>, _cx: &StageContext) -> StageResult<FrameScore> {
+        // Runs of consecutive frames of one clip: one range decode each.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (i, f) in batch.iter().enumerate() {
+            match runs.last_mut() {
+                Some((s, e)) if batch[*s].video == f.video && batch[*s].clip == f.clip && *e == i => {
+                    *e = i + 1
+                }
+                _ => runs.push((i, i + 1)),
+            }
+        }
+        let mut frames = Vec::with_capacity(batch.len());
+        let mut slot: Vec<Result<usize, String>> = Vec::with_capacity(batch.len());
+        for &(s, e) in &runs {
+            let times: Vec<f64> = batch[s..e].iter().map(|f| f.t).collect();
+            match decode_frames(&batch[s].video, &times, RESIZE) {
+                Ok(decoded) => {
+                    for d in decoded {
+                        slot.push(Ok(frames.len()));
+                        frames.push(d);
+                    }
+                }
+                Err(err) => slot.extend((s..e).map(|_| Err(err.to_string()))),
+            }
+        }
+        let scores = self.model.score(&frames)?;
+        let mut clips: Vec<(&PathBuf, usize)> = batch.iter().map(|f| (&*f.video, f.clip)).collect();
+        clips.dedup();
+        let mut videos: Vec<&PathBuf> = clips.iter().map(|c| c.0).collect();
+        videos.sort();
+        videos.dedup();
+        let m = &self.mix;
+        m.batches.fetch_add(1, Ordering::Relaxed);
+        m.frames.fetch_add(frames.len() as u64, Ordering::Relaxed);
+        if runs.len() > 1 {
+            m.multi_clip.fetch_add(1, Ordering::Relaxed);
+        }
+        if videos.len() > 1 {
+            m.multi_video.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(slot
+            .into_iter()
+            .map(|s| match s {
+                Ok(i) => Outcome::Ok(scores[i].clone()),
+                Err(e) => Outcome::RecordFailure(Cause::new(e)),
+            })
+            .collect())
+    }
+}
+
+/// The audio of one clip as 16 kHz mono, reduced to [`ClipAudio`] on the
+/// spot (the samples are dropped here, so waiting clips hold no audio).
+#[derive(Clone, Debug, Default)]
+pub struct ClipAudioStage;
+
+impl Stage for ClipAudioStage {
+    type In = ClipSpan;
+    type Out = ClipAudio;
+
+    fn run(&mut self, batch: Vec<ClipSpan>, _cx: &StageContext) -> StageResult<ClipAudio> {
+        Ok(batch
+            .iter()
+            .map(|c| match extract_audio(&c.video, c.start_s, c.end_s) {
+                Ok(pcm) => Outcome::Ok(ClipAudio::from_pcm(&pcm)),
+                Err(e) => Outcome::RecordFailure(Cause::new(e.to_string())),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,250 @@
+//! The video pipeline on media generated at test time (ffmpeg lavfi shots
+//! with known cuts, an espeak-ng sentence, bad files), into the target dir.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayorch::sink::Callback;
+use rayorch::{Item, RootOutcome, Runner};
+use rayorch_video::decode::{decode_frames, extract_audio, scan};
+use rayorch_video::media::{Expect, MediaFile, sample_set, shots_video};
+use rayorch_video::pipeline::{IndexConfig, VideoIndex};
+use rayorch_video::shots::{ShotConfig, clip_spans, histogram_cuts};
+use rayorch_video::{BatchMix, VideoDecode, VideoRecord};
+
+fn media_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("video-media")
+}
+
+/// The sample set, generated once per test binary (tests run in parallel).
+fn samples() -> &'static [MediaFile] {
+    static SET: OnceLock<Vec<MediaFile>> = OnceLock::new();
+    static GEN: Mutex<()> = Mutex::new(());
+    SET.get_or_init(|| {
+        let _g = GEN.lock().unwrap_or_else(|p| p.into_inner());
+        sample_set(&media_dir()).expect("generating the sample media (needs ffmpeg and espeak-ng)")
+    })
+}
+
+fn four_shots() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = media_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        shots_video(&dir.join("four_shots.mp4"), 4, 2.0, 0, false)
+            .unwrap()
+            .path
+    })
+}
+
+#[test]
+fn histogram_cuts_are_found_at_the_known_frames() {
+    let rate = 5.0;
+    let (info, samples) = scan(four_shots(), rate).unwrap();
+    assert!((info.duration_s - 8.0).abs() < 0.1, "{info:?}");
+    assert_eq!(info.fps, 25.0);
+    assert_eq!(samples.len(), 40, "8 s sampled at 5 fps");
+    let cuts: Vec<f64> = histogram_cuts(&samples, ShotConfig::default().hist_threshold.unwrap())
+        .iter()
+        .map(|&i| samples[i].t)
+        .collect();
+    assert_eq!(cuts.len(), 3, "cuts at {cuts:?}");
+    for (found, known) in cuts.iter().zip([2.0, 4.0, 6.0]) {
+        assert!(
+            (found - known).abs() <= 1.0 / rate + 1e-9,
+            "cut at {found}, known {known}"
+        );
+    }
+    // Clips follow the shots; a 1 s length limit splits each shot in two.
+    let path = Arc::new(four_shots().to_path_buf());
+    let cfg = ShotConfig {
+        sample_fps: rate,
+        max_clip_s: 1.0,
+        ..ShotConfig::default()
+    };
+    let clips = clip_spans(&path, &samples, info.duration_s, &cfg);
+    assert_eq!(clips.len(), 8);
+    assert_eq!(clips.iter().filter(|c| c.starts_shot).count(), 4);
+    assert_eq!(clips.iter().map(|c| c.frames.len()).sum::<usize>(), 40);
+}
+
+#[test]
+fn a_clip_decodes_lazily_to_exactly_the_scanned_frames() {
+    let (_, samples) = scan(four_shots(), 5.0).unwrap();
+    // A range in the middle of the video: one seek, then forward decoding.
+    let times: Vec<f64> = samples[22..27].iter().map(|s| s.t).collect();
+    let frames = decode_frames(four_shots(), &times, 256).unwrap();
+    assert_eq!(frames.iter().map(|f| f.t).collect::<Vec<_>>(), times);
+    assert!(
+        frames
+            .iter()
+            .all(|f| f.side == 256 && f.rgb.len() == 256 * 256 * 3)
+    );
+    // The same frame decoded in another range has the same pixels.
+    let alone = decode_frames(four_shots(), &times[2..3], 256).unwrap();
+    assert_eq!(alone[0], frames[2]);
+}
+
+#[test]
+fn audio_is_extracted_as_16k_mono_per_time_range() {
+    let long = &samples()[0];
+    let Expect::Video { duration_s, .. } = long.expect else {
+        panic!("the first sample is the long video")
+    };
+    let all = extract_audio(&long.path, 0.0, duration_s).unwrap();
+    let want = duration_s * 16_000.0;
+    assert!(
+        (all.len() as f64 - want).abs() < 0.1 * 16_000.0,
+        "{} samples",
+        all.len()
+    );
+    let rms = |s: &[f32]| (s.iter().map(|x| x * x).sum::<f32>() / s.len().max(1) as f32).sqrt();
+    let silence = extract_audio(&long.path, 0.0, 0.4).unwrap();
+    let speech = extract_audio(&long.path, 1.0, 3.0).unwrap();
+    assert_eq!(speech.len(), 32_000);
+    assert!(rms(&silence) < 0.01, "silence rms {}", rms(&silence));
+    assert!(rms(&speech) > 0.02, "speech rms {}", rms(&speech));
+    // A video without audio gives no samples.
+    assert!(extract_audio(four_shots(), 0.0, 1.0).unwrap().is_empty());
+}
+
+#[test]
+fn every_bad_input_is_a_typed_failure_naming_the_file() {
+    let decode = VideoDecode::new(ShotConfig::default());
+    let bad: Vec<&MediaFile> = samples()
+        .iter()
+        .filter(|m| matches!(m.expect, Expect::Failure { .. }))
+        .collect();
+    assert_eq!(bad.len(), 5);
+    for m in bad {
+        let Expect::Failure { word } = &m.expect else {
+            unreachable!()
+        };
+        let err = decode
+            .probe(&m.path)
+            .expect_err("a bad file must fail")
+            .to_string();
+        assert!(err.contains(&m.path.display().to_string()), "{err}");
+        assert!(
+            err.contains(word.as_str()),
+            "{} should say {word:?}: {err}",
+            m.path.display()
+        );
+    }
+}
+
+/// Records by file name, and the frame-model batch counts (batches,
+/// multi-clip, multi-video, frames).
+type Run = (Vec<(String, Result<VideoRecord, String>)>, (u64, u64, u64, u64));
+
+fn run_index(cfg: &IndexConfig, files: &[MediaFile]) -> Run {
+    let assets = rayorch_video::nsfw::ensure_assets().expect("fetching open_nsfw and ONNX Runtime");
+    let mix = Arc::new(BatchMix::default());
+    let index = VideoIndex::new(cfg, &assets, mix.clone());
+    let (plan, out) = index.plan().unwrap();
+    let mut got = Vec::new();
+    Runner::new(&plan)
+        .window(4)
+        .run(
+            files.iter().enumerate().map(|(i, m)| (i as u64, m.path.clone())),
+            Callback(|o: &RootOutcome| {
+                let name = files[o.key as usize].path.display().to_string();
+                let r = match o.get(out) {
+                    Item::Present(v) => Ok(v),
+                    other => Err(other.cause().map(|c| c.message().to_string()).unwrap_or_default()),
+                };
+                got.push((name, r));
+            }),
+        )
+        .unwrap();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    (got, mix.snapshot())
+}
+
+#[test]
+fn the_pipeline_writes_every_good_video_and_fails_every_bad_one() {
+    let files = samples();
+    let cfg = IndexConfig {
+        score_batch: 8,
+        ..IndexConfig::default()
+    };
+    let (got, mix) = run_index(&cfg, files);
+    assert_eq!(got.len(), files.len());
+    let rate = cfg.shots.sample_fps;
+    for m in files {
+        let name = m.path.display().to_string();
+        let r = &got.iter().find(|g| g.0 == name).unwrap().1;
+        match (&m.expect, r) {
+            (
+                Expect::Video {
+                    cuts_s, duration_s, ..
+                },
+                Ok(v),
+            ) => {
+                assert!((v.info.duration_s - duration_s).abs() < 0.2, "{name}");
+                let starts: Vec<f64> = v.shots.iter().skip(1).map(|s| s.start_s).collect();
+                assert_eq!(
+                    starts.len(),
+                    cuts_s.len(),
+                    "{name}: shots at {starts:?}, cuts {cuts_s:?}"
+                );
+                for (s, c) in starts.iter().zip(cuts_s) {
+                    assert!((s - c).abs() <= 1.0 / rate + 1e-9, "{name}: {s} vs {c}");
+                }
+                assert_eq!(v.frames, v.clips.iter().map(|c| c.frames).sum::<usize>());
+                assert!(
+                    v.frames as f64 >= duration_s * rate - 1.0,
+                    "{name}: {} frames",
+                    v.frames
+                );
+                assert!(v.max_nsfw <= 0.05, "{name}: nsfw {}", v.max_nsfw);
+                assert_eq!(v.embedding.len(), 1024);
+                let norm: f32 = v.embedding.iter().map(|x| x * x).sum::<f32>().sqrt();
+                assert!((norm - 1.0).abs() < 1e-4);
+            }
+            (Expect::Failure { word }, Err(cause)) => {
+                assert!(cause.contains(&name) && cause.contains(word.as_str()), "{cause}");
+            }
+            (e, r) => panic!("{name}: expected {e:?}, got {r:?}"),
+        }
+    }
+    let (batches, multi_clip, _, frames) = mix;
+    let scored: usize = got
+        .iter()
+        .filter_map(|g| g.1.as_ref().ok())
+        .map(|v| v.frames)
+        .sum();
+    assert_eq!(frames, scored as u64, "every scored frame is in a record");
+    assert!(batches >= frames.div_ceil(8), "batches hold at most 8 frames");
+    assert!(multi_clip > 0, "some batches mix clips");
+    // Determinism: another batch size and replica count, the same records
+    // (structure exactly, scores to float tolerance).
+    let other = IndexConfig {
+        score_batch: 5,
+        score_replicas: 2,
+        ..cfg
+    };
+    let (again, _) = run_index(&other, files);
+    for ((n1, a), (n2, b)) in got.iter().zip(&again) {
+        assert_eq!(n1, n2);
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.shots, b.shots, "{n1}");
+                assert_eq!(a.frames, b.frames);
+                for (x, y) in a.clips.iter().zip(&b.clips) {
+                    assert_eq!((x.start_s, x.end_s, x.frames), (y.start_s, y.end_s, y.frames));
+                    assert!((x.max_nsfw - y.max_nsfw).abs() < 1e-4);
+                }
+                let d: f32 = a
+                    .embedding
+                    .iter()
+                    .zip(&b.embedding)
+                    .map(|(x, y)| (x - y).abs())
+                    .sum();
+                assert!(d < 1e-3, "{n1}: embedding moved by {d}");
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b),
+            _ => panic!("{n1}: outcomes differ between runs"),
+        }
+    }
+}
