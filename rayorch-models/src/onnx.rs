@@ -139,6 +139,12 @@ impl OnnxSession {
         &self.name
     }
 
+    /// The ONNX Runtime session, for models with several named inputs or
+    /// outputs (silero VAD's recurrent state).
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
     /// Run a single-input, single-output f32 model.
     pub fn run(&mut self, input: ArrayViewD<'_, f32>) -> Result<ArrayD<f32>, ModelError> {
         let name = &self.name;
