@@ -62,7 +62,14 @@ struct Figures {
 /// of pages committed crosses each mark.
 fn drive(docs: &[u32], marks: &[u64]) -> Figures {
     let (plan, out) = plan();
-    let mut eng = Engine::new(&plan, EngineConfig { window: 256, seed: 1 });
+    let mut eng = Engine::new(
+        &plan,
+        EngineConfig {
+            window: 256,
+            seed: 1,
+            ..EngineConfig::default()
+        },
+    );
     let mut replicas: Vec<_> = plan
         .calls()
         .iter()

@@ -21,6 +21,14 @@ pub struct Args {
     /// Admission window: at most this many documents in flight.
     #[arg(long, default_value_t = 8)]
     pub window: usize,
+    /// Admission window in pages and lines: no new document is admitted
+    /// while this many are in flight (a longer document is admitted alone).
+    #[arg(long, default_value_t = 4096)]
+    pub window_pages: usize,
+    /// A Call waits while the Call reading its outputs has this many full
+    /// batches queued (render never runs far ahead of detect).
+    #[arg(long, default_value_t = 2)]
+    pub backpressure: usize,
     /// ONNX Runtime threads per session (per replica).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -30,9 +38,12 @@ pub struct Args {
     /// Largest page in pixels (bigger pages render at a lower DPI).
     #[arg(long, default_value_t = 6_000_000)]
     pub max_pixels: u64,
-    /// Render: replicas (one document per batch).
+    /// Render: replicas.
     #[arg(long, default_value_t = 1)]
     pub render_replicas: usize,
+    /// Render: pages per batch (from any documents).
+    #[arg(long, default_value_t = 2)]
+    pub render_batch: usize,
     /// Detect: pages per batch.
     #[arg(long, default_value_t = 4)]
     pub detect_batch: usize,

@@ -1,9 +1,13 @@
 //! The main job: document OCR on real models, streamed per document.
 //!
 //! ```text
-//! Pdf ─render─► expand Page ─detect─► expand Line ─recognize─► reduce (page lines)
+//! Pdf ─open─► expand Page ─render─► detect─► expand Line ─recognize─► reduce (page lines)
 //!     ─page_text─► embed ─► reduce (page texts, page embeddings) ─assemble─► Document
 //! ```
+//! A document is parsed once (`open`) and expanded into page handles; each
+//! page is rendered in its own Grain, so rendered pages in flight are bounded
+//! by batch sizes, replicas and backpressure, not by document length, and a
+//! window in child pages bounds how much work the admitted documents bring.
 //! Rendering is hayro, detection and recognition PP-OCRv6 tiny on ONNX
 //! Runtime, embeddings all-MiniLM-L6-v2 on candle. Recognition batches mix
 //! line crops of many pages and documents; each document is written the
@@ -34,7 +38,7 @@ use rayorch::{DomainCounts, Observer};
 use rayorch::{Output, PlanErrors, Runner};
 use rayorch_models::output::Document;
 use rayorch_models::{
-    DetectConfig, Device, EmbedConfig, LineRecognizer, LineText, OnnxConfig, PdfFile, PdfRender,
+    DetectConfig, Device, EmbedConfig, LineRecognizer, LineText, OnnxConfig, PdfFile, PdfOpen, PdfPageRender,
     RecognizeConfig, RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector, TextRecognize,
     page_text,
 };
@@ -78,7 +82,8 @@ type Parts = (String, Vec<String>, Vec<Vec<f32>>);
 
 /// Every Call of the job.
 struct Calls {
-    render: Call<PdfRender>,
+    open: Call<PdfOpen>,
+    render: Call<PdfPageRender>,
     detect: Call<TextDetect>,
     recognize: Call<TextRecognize>,
     page_text: MapCall<Vec<LineText>, String>,
@@ -92,8 +97,8 @@ struct Calls {
 #[pipeline]
 impl Calls {
     fn forward(&self, pdfs: Port<Pdf, PdfFile>) -> Port<Pdf, Document> {
-        let pages = self.render(pdfs);
-        let lines = expand!(self.detect(expand!(pages => Page)) => Line);
+        let pages = self.render(expand!(self.open(pdfs) => Page));
+        let lines = expand!(self.detect(pages) => Line);
         let text = self.page_text(reduce!(self.recognize(lines)));
         let embedding = self.embed(text);
         self.assemble(self.name(pdfs), reduce!(text), reduce!(embedding))
@@ -125,14 +130,19 @@ fn calls(args: &cli::Args, assets: &rayorch_models::Assets) -> Calls {
         ..RecognizeConfig::default()
     };
     Calls {
-        render: Call::new("render", move || Ok(PdfRender::new(render_cfg.clone())))
+        open: Call::new("open", || Ok(PdfOpen)).batch_size(1),
+        // Nearest completion: a short document's pages are not queued
+        // behind every page of a long one admitted just before it.
+        render: Call::new("render", move || Ok(PdfPageRender::new(render_cfg.clone())))
             .replicas(args.render_replicas)
-            .batch_size(1),
+            .batch_size(args.render_batch)
+            .reservation(Reservation::NearestCompletion),
         detect: Call::new("detect", move || {
             Ok(TextDetect::new(TextDetector::from_assets(&a1, det_cfg.clone())?))
         })
         .replicas(args.detect_replicas)
-        .batch_size(args.detect_batch),
+        .batch_size(args.detect_batch)
+        .reservation(Reservation::NearestCompletion),
         recognize: Call::new("recognize", move || {
             Ok(TextRecognize::new(LineRecognizer::from_assets(
                 &a2,
@@ -204,6 +214,8 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
 
     let runner = Runner::new(&plan)
         .window(args.window)
+        .window_children(args.window_pages)
+        .backpressure(args.backpressure)
         .observe(Bars(progress.clone()));
     let stop = runner.cancel_handle();
     ctrlc::set_handler(move || match STOP.fetch_add(1, Ordering::SeqCst) {
@@ -253,6 +265,8 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
             .collect::<Vec<_>>(),
         "threads_per_session": args.threads,
         "window": args.window,
+        "window_pages": args.window_pages,
+        "backpressure": args.backpressure,
         "scores": outputs.scores,
     });
     std::fs::write(

@@ -48,6 +48,9 @@ pub use embed::{EmbedConfig, SentenceEmbed, SentenceEmbedder};
 pub use error::ModelError;
 pub use onnx::{Device, OnnxConfig, OnnxSession};
 pub use orient::{LineOrientation, is_tall, page_turn, turn};
-pub use pdf::{PdfRender, RenderConfig, RenderError, render_document};
+pub use pdf::{
+    PdfOpen, PdfPage, PdfPageRender, PdfPages, PdfRender, RenderConfig, RenderError, open_document,
+    render_document, render_page,
+};
 pub use rec::{CharDict, LineRecognizer, RecognizeConfig, TextRecognize, ctc_greedy, padded_width};
 pub use types::{LineText, PageImage, PdfFile, TextLine, page_text};

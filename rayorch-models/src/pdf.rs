@@ -1,10 +1,24 @@
-//! `PdfRender`: a whole PDF document to page images, with hayro (pure Rust).
+//! PDF rendering with hayro (pure Rust): whole documents, or per page.
 //!
-//! One Grain is one document: it is parsed once and its pages rendered in
-//! order on the replica's own thread (hayro's render cache is per thread).
+//! Per page (what the OCR job does): [`PdfOpen`] parses a document once into
+//! [`PdfPages`], a cheap list of page handles ([`PdfPage`]: the shared parsed
+//! document and an index) that `expand!` turns into page Entities; then
+//! [`PdfPageRender`] renders each page in its own Grain, batched and
+//! replicated like any Call. Rendered pages in flight are bounded by batch
+//! sizes, replicas and queues, not by document length, and a page whose
+//! siblings failed is never rendered. [`render_document`] renders a whole
+//! document at once (open + every page); both paths make identical images.
+//!
 //! Bad documents are record failures that name the file and the problem:
-//! not a PDF, encrypted, corrupt, or a renderer crash on one page. A PDF with
-//! zero pages renders to an empty list: an empty expansion, not an error.
+//! not a PDF, encrypted, corrupt. A renderer crash on one page is a group
+//! failure of that page (its document is then suppressed, naming the page,
+//! and its siblings' renders are skipped). A PDF with zero pages opens to an
+//! empty list: an empty expansion, not an error.
+//!
+//! Sharing: hayro's `Pdf` is `Send + Sync` (checked at compile time below),
+//! so one parsed document behind an `Arc` serves every replica. Its render
+//! cache borrows the document and is not `Send`: a batch renders each
+//! document's pages with one cache made for that batch.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -110,7 +124,8 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_string())
 }
 
-/// Render every page of `file`.
+/// Render every page of `file`: [`open_document`], then [`render_page`] on
+/// each page with one cache.
 ///
 /// ```
 /// use rayorch_models::{PdfFile, RenderConfig, render_document};
@@ -120,6 +135,114 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 /// assert_eq!(pages[0].image.width(), 1275); // US letter at 150 dpi
 /// ```
 pub fn render_document(file: &PdfFile, cfg: &RenderConfig) -> Result<Vec<PageImage>, RenderError> {
+    let pages: Vec<PdfPage> = open_document(file)?.into_iter().collect();
+    let cache = RenderCache::new();
+    pages.iter().map(|p| render_page(p, &cache, cfg)).collect()
+}
+
+/// A parsed document, shared by its pages.
+pub struct OpenPdf {
+    name: Arc<str>,
+    pdf: Pdf,
+}
+
+impl std::fmt::Debug for OpenPdf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenPdf")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+// Pages of one document render on any replica's thread.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<OpenPdf>();
+};
+
+/// One page of an opened document: a cheap handle (an `Arc` and an index).
+#[derive(Clone, Debug)]
+pub struct PdfPage {
+    doc: Arc<OpenPdf>,
+    index: usize,
+}
+
+impl PdfPage {
+    /// The document's name.
+    pub fn doc(&self) -> &Arc<str> {
+        &self.doc.name
+    }
+
+    /// Zero-based page number.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+/// The pages of an opened document, in order: `expand!` yields one
+/// [`PdfPage`] per page.
+#[derive(Clone, Debug)]
+pub struct PdfPages {
+    doc: Arc<OpenPdf>,
+}
+
+impl PdfPages {
+    /// Number of pages.
+    pub fn len(&self) -> usize {
+        self.doc.pdf.pages().len()
+    }
+
+    /// No pages at all?
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Iterator over the [`PdfPage`]s of a [`PdfPages`].
+pub struct PdfPageIter {
+    doc: Arc<OpenPdf>,
+    next: usize,
+    len: usize,
+}
+
+impl Iterator for PdfPageIter {
+    type Item = PdfPage;
+    fn next(&mut self) -> Option<PdfPage> {
+        (self.next < self.len).then(|| {
+            self.next += 1;
+            PdfPage {
+                doc: self.doc.clone(),
+                index: self.next - 1,
+            }
+        })
+    }
+}
+
+impl IntoIterator for PdfPages {
+    type Item = PdfPage;
+    type IntoIter = PdfPageIter;
+    fn into_iter(self) -> PdfPageIter {
+        let len = self.len();
+        PdfPageIter {
+            doc: self.doc,
+            next: 0,
+            len,
+        }
+    }
+}
+
+/// Read and parse `file` once, rendering nothing.
+///
+/// ```
+/// use rayorch_models::{PdfFile, RenderConfig, open_document, render_page};
+/// let pdf = rayorch_models::pdfgen::text_pdf(&[vec!["a".into()], vec!["b".into()]], 24.0);
+/// let pages = open_document(&PdfFile::from_bytes("two.pdf", pdf)).unwrap();
+/// assert_eq!(pages.len(), 2);
+/// let cache = hayro::RenderCache::new();
+/// let second = pages.into_iter().nth(1).unwrap();
+/// assert_eq!(render_page(&second, &cache, &RenderConfig::default()).unwrap().page, 1);
+/// ```
+pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
     let doc = file.name.to_string();
     let bytes: Arc<[u8]> = match &file.source {
         PdfSource::Bytes(b) => b.clone(),
@@ -162,56 +285,63 @@ pub fn render_document(file: &PdfFile, cfg: &RenderConfig) -> Result<Vec<PageIma
     if pdf.pages().is_empty() {
         check_empty_page_tree(&pdf, &doc)?;
     }
-    let cache = RenderCache::new();
-    let interp = InterpreterSettings::default();
-    let settings = RenderSettings::default();
-    let mut out = Vec::with_capacity(pdf.pages().len());
-    for (i, page) in pdf.pages().iter().enumerate() {
-        let (w, h) = page.render_dimensions();
-        let mut scale = cfg.dpi / 72.0;
-        let px = (w * scale) as f64 * (h * scale) as f64;
-        if px > cfg.max_pixels as f64 {
-            scale *= (cfg.max_pixels as f64 / px).sqrt() as f32;
-        }
-        // Pixmaps are u16-sized.
-        scale = scale.min(16_000.0 / w.max(h).max(1.0));
-        let pix = catch_unwind(AssertUnwindSafe(|| {
-            hayro::render(
-                page,
-                &cache,
-                &interp,
-                &settings,
-                &PixmapSettings {
-                    x_scale: scale,
-                    y_scale: scale,
-                    bg_color: WHITE,
-                },
-            )
-        }))
-        .map_err(|p| RenderError::Crashed {
-            doc: doc.clone(),
-            page: i,
-            detail: panic_message(&*p),
-        })?;
-        let (pw, ph) = (pix.width() as u32, pix.height() as u32);
-        let rgba = pix.data_as_u8_slice();
-        let mut rgb = Vec::with_capacity(pw as usize * ph as usize * 3);
-        for px in rgba.chunks_exact(4) {
-            rgb.extend_from_slice(&px[..3]);
-        }
-        let image = RgbImage::from_raw(pw, ph, rgb).ok_or_else(|| RenderError::Crashed {
-            doc: doc.clone(),
-            page: i,
-            detail: "the pixmap has an unexpected size".into(),
-        })?;
-        out.push(PageImage {
-            doc: file.name.clone(),
-            page: i,
-            image: Arc::new(image),
-            dpi: scale * 72.0,
-        });
+    Ok(PdfPages {
+        doc: Arc::new(OpenPdf {
+            name: file.name.clone(),
+            pdf,
+        }),
+    })
+}
+
+/// Render one page with `cache` (made for this page's document).
+pub fn render_page<'a>(
+    page: &'a PdfPage,
+    cache: &RenderCache<'a>,
+    cfg: &RenderConfig,
+) -> Result<PageImage, RenderError> {
+    let i = page.index;
+    let crashed = |detail: String| RenderError::Crashed {
+        doc: page.doc.name.to_string(),
+        page: i,
+        detail,
+    };
+    let p = &page.doc.pdf.pages()[i];
+    let (w, h) = p.render_dimensions();
+    let mut scale = cfg.dpi / 72.0;
+    let px = (w * scale) as f64 * (h * scale) as f64;
+    if px > cfg.max_pixels as f64 {
+        scale *= (cfg.max_pixels as f64 / px).sqrt() as f32;
     }
-    Ok(out)
+    // Pixmaps are u16-sized.
+    scale = scale.min(16_000.0 / w.max(h).max(1.0));
+    let pix = catch_unwind(AssertUnwindSafe(|| {
+        hayro::render(
+            p,
+            cache,
+            &InterpreterSettings::default(),
+            &RenderSettings::default(),
+            &PixmapSettings {
+                x_scale: scale,
+                y_scale: scale,
+                bg_color: WHITE,
+            },
+        )
+    }))
+    .map_err(|p| crashed(panic_message(&*p)))?;
+    let (pw, ph) = (pix.width() as u32, pix.height() as u32);
+    let rgba = pix.data_as_u8_slice();
+    let mut rgb = Vec::with_capacity(pw as usize * ph as usize * 3);
+    for px in rgba.chunks_exact(4) {
+        rgb.extend_from_slice(&px[..3]);
+    }
+    let image =
+        RgbImage::from_raw(pw, ph, rgb).ok_or_else(|| crashed("the pixmap has an unexpected size".into()))?;
+    Ok(PageImage {
+        doc: page.doc.name.clone(),
+        page: i,
+        image: Arc::new(image),
+        dpi: scale * 72.0,
+    })
 }
 
 /// Zero pages is a legal PDF only when the page tree says so: the parser
@@ -265,5 +395,145 @@ impl Stage for PdfRender {
                 }
             })
             .collect())
+    }
+}
+
+/// Opens documents: one document per Grain, parsed once, nothing rendered
+/// (expand its [`PdfPages`] into page Entities and render with
+/// [`PdfPageRender`]).
+#[derive(Clone, Debug, Default)]
+pub struct PdfOpen;
+
+impl Stage for PdfOpen {
+    type In = PdfFile;
+    type Out = PdfPages;
+
+    fn run(&mut self, batch: Vec<PdfFile>, _cx: &StageContext) -> StageResult<PdfPages> {
+        Ok(batch
+            .iter()
+            .map(|f| {
+                let _span = tracing::debug_span!("pdf_open", doc = &*f.name).entered();
+                match open_document(f) {
+                    Ok(pages) => Outcome::Ok(pages),
+                    Err(e) => Outcome::RecordFailure(Cause::new(e.to_string())),
+                }
+            })
+            .collect())
+    }
+}
+
+/// Renders pages: one page per Grain; a batch may mix documents (each
+/// document's pages share one render cache within the batch).
+#[derive(Clone, Debug, Default)]
+pub struct PdfPageRender {
+    cfg: RenderConfig,
+}
+
+impl PdfPageRender {
+    /// A page renderer with `cfg`.
+    pub fn new(cfg: RenderConfig) -> PdfPageRender {
+        PdfPageRender { cfg }
+    }
+}
+
+impl Stage for PdfPageRender {
+    type In = PdfPage;
+    type Out = PageImage;
+
+    fn run(&mut self, batch: Vec<PdfPage>, _cx: &StageContext) -> StageResult<PageImage> {
+        let mut out: Vec<Option<Outcome<PageImage>>> = batch.iter().map(|_| None).collect();
+        for (i, first) in batch.iter().enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
+            // One cache per document in this batch: it borrows the document.
+            let cache = RenderCache::new();
+            for (j, page) in batch.iter().enumerate().skip(i) {
+                if out[j].is_none() && Arc::ptr_eq(&page.doc, &first.doc) {
+                    let _span =
+                        tracing::debug_span!("pdf_render_page", doc = &*page.doc.name, page = page.index)
+                            .entered();
+                    out[j] = Some(match render_page(page, &cache, &self.cfg) {
+                        Ok(image) => Outcome::Ok(image),
+                        // The document cannot be complete: skip its other pages.
+                        Err(e) => Outcome::GroupFailure(Cause::new(e.to_string())),
+                    });
+                }
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pdfgen::text_pdf;
+
+    fn doc(name: &str, pages: usize) -> PdfFile {
+        let texts: Vec<Vec<String>> = (0..pages).map(|i| vec![format!("{name} page {i}")]).collect();
+        PdfFile::from_bytes(name, text_pdf(&texts, 24.0))
+    }
+
+    fn open(f: &PdfFile) -> PdfPages {
+        match PdfOpen
+            .run(vec![f.clone()], &StageContext::new("open", 0))
+            .unwrap()
+            .remove(0)
+        {
+            Outcome::Ok(p) => p,
+            _ => panic!("{} opens", f.name),
+        }
+    }
+
+    #[test]
+    fn pages_rendered_one_per_grain_in_mixed_batches_equal_the_whole_document() {
+        let cfg = RenderConfig {
+            dpi: 40.0,
+            ..RenderConfig::default()
+        };
+        let (a, b) = (doc("a.pdf", 3), doc("b.pdf", 2));
+        let (pa, pb) = (open(&a), open(&b));
+        assert_eq!((pa.len(), pb.len()), (3, 2));
+        // Interleaved documents, out of page order: one batch.
+        let (va, vb): (Vec<PdfPage>, Vec<PdfPage>) = (pa.into_iter().collect(), pb.into_iter().collect());
+        let batch = vec![
+            va[2].clone(),
+            vb[0].clone(),
+            va[0].clone(),
+            vb[1].clone(),
+            va[1].clone(),
+        ];
+        let out = PdfPageRender::new(cfg.clone())
+            .run(batch, &StageContext::new("render", 0))
+            .unwrap();
+        let whole_a = render_document(&a, &cfg).unwrap();
+        let whole_b = render_document(&b, &cfg).unwrap();
+        let want = [&whole_a[2], &whole_b[0], &whole_a[0], &whole_b[1], &whole_a[1]];
+        assert_eq!(out.len(), want.len());
+        for (got, want) in out.iter().zip(want) {
+            let Outcome::Ok(got) = got else { panic!("rendered") };
+            assert_eq!((&got.doc, got.page, got.dpi), (&want.doc, want.page, want.dpi));
+            assert_eq!(
+                got.image.as_raw(),
+                want.image.as_raw(),
+                "{} page {}",
+                got.doc,
+                got.page
+            );
+        }
+    }
+
+    #[test]
+    fn bad_files_fail_at_open_naming_the_file_and_empty_ones_open_to_no_pages() {
+        let bad = PdfFile::from_bytes("notes.txt", b"just text".to_vec());
+        let out = PdfOpen.run(vec![bad], &StageContext::new("open", 0)).unwrap();
+        match &out[0] {
+            Outcome::RecordFailure(c) => assert!(c.message().starts_with("notes.txt: not a PDF"), "{c:?}"),
+            _ => panic!("not a PDF must fail"),
+        }
+        let empty = open(&PdfFile::from_bytes("empty.pdf", text_pdf(&[], 12.0)));
+        assert!(empty.is_empty());
+        assert_eq!(empty.into_iter().count(), 0);
     }
 }

@@ -173,6 +173,24 @@ fn build(pages: &[Vec<String>], size: f32, encrypt: Option<&str>) -> Vec<u8> {
     w.finish(1, &trailer)
 }
 
+/// A PDF of `pages` letter pages for load and memory runs: blank pages, or
+/// with `text` one short line per page (`"Page 7 of 400"`). 2,000 blank
+/// pages make a file of about 528 KB.
+///
+/// ```
+/// let pdf = rayorch_models::pdfgen::long_pdf(2_000, false);
+/// assert_eq!(pdf.len(), 528_251);
+/// ```
+pub fn long_pdf(pages: usize, text: bool) -> Vec<u8> {
+    let pages: Vec<Vec<String>> = (1..=pages)
+        .map(|i| match text {
+            true => vec![format!("Page {i} of {pages}")],
+            false => Vec::new(),
+        })
+        .collect();
+    text_pdf(&pages, 12.0)
+}
+
 /// A PDF protected by a user password (standard security handler, RC4
 /// 40-bit): readers without the password cannot open it.
 pub fn encrypted_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {

@@ -1,11 +1,13 @@
 //! The whole document job on the bundled samples, through the rayorch
-//! runtime: render → expand Page → detect → expand Line → recognize → reduce
+//! runtime: open → expand Page → render → detect → expand Line → recognize → reduce
 //! → page text → embed → reduce → assemble, with streaming sinks.
 //!
 //! Checks: every bad input gets its failure line with a clear cause while
 //! every healthy (and the empty) document is written; OCR quality per
 //! document (CER ≤ 5%); recognition batches mix documents; the Parquet file
-//! reads back with the expected schema and the same documents.
+//! reads back with the expected schema and the same documents. Pages are
+//! rendered one per Grain under a window in pages and backpressure, as in
+//! the main job.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,8 +18,8 @@ use rayorch::{RootOutcome, Runner, sink::Callback};
 use rayorch_models::output::{Document, ParquetWriter, document_schema, read_documents};
 use rayorch_models::pdfgen::{SampleKind, read_manifest};
 use rayorch_models::{
-    DetectConfig, EmbedConfig, LineRecognizer, LineText, PdfFile, PdfRender, RecognizeConfig, RenderConfig,
-    SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector, TextRecognize, page_text,
+    DetectConfig, EmbedConfig, LineRecognizer, LineText, PdfFile, PdfOpen, PdfPageRender, RecognizeConfig,
+    RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector, TextRecognize, page_text,
 };
 
 domain!(Pdf);
@@ -43,7 +45,10 @@ fn the_document_job_writes_healthy_documents_and_a_failure_line_per_bad_input() 
     std::fs::create_dir_all(&out_dir).unwrap();
 
     let (a1, a2, a3) = (a.clone(), a.clone(), a.clone());
-    let render = Call::new("render", || Ok(PdfRender::new(RenderConfig::default()))).batch_size(1);
+    let open = Call::new("open", || Ok(PdfOpen)).batch_size(1);
+    let render = Call::new("render", || Ok(PdfPageRender::new(RenderConfig::default())))
+        .batch_size(2)
+        .reservation(Reservation::NearestCompletion);
     let detect = Call::new("detect", move || {
         Ok(TextDetect::new(TextDetector::from_assets(
             &a1,
@@ -72,7 +77,7 @@ fn the_document_job_writes_healthy_documents_and_a_failure_line_per_bad_input() 
     });
     let (plan, out) = Plan::build(|b| {
         let pdfs = b.source::<Pdf, PdfFile>();
-        let pages = expand::<Page, _, _>(render.apply(pdfs));
+        let pages = render.apply(expand::<Page, _, _>(open.apply(pdfs)));
         let lines = expand::<Line, _, _>(detect.apply(pages));
         let text = join.apply(reduce(recognize.apply(lines)));
         let emb = embed.apply(text);
@@ -86,6 +91,8 @@ fn the_document_job_writes_healthy_documents_and_a_failure_line_per_bad_input() 
     let mut parquet = Some(ParquetWriter::create(&out_dir.join("documents.parquet"), 384, 2).unwrap());
     let summary = Runner::new(&plan)
         .window(4)
+        .window_children(6)
+        .backpressure(1)
         .run(
             files
                 .iter()
@@ -152,10 +159,10 @@ fn the_document_job_writes_healthy_documents_and_a_failure_line_per_bad_input() 
                     SampleKind::Encrypted => "is encrypted",
                     _ => "not a PDF",
                 };
-                // The render Grain failed; the document's output was suppressed by it.
+                // The open Grain failed; the document's output was suppressed by it.
                 assert!(matches!(f.outcome.as_str(), "failed" | "suppressed"), "{f:?}");
                 assert!(f.cause.starts_with(&file) && f.cause.contains(want), "{f:?}");
-                assert!(f.at.as_deref().is_some_and(|at| at.contains("render")), "{f:?}");
+                assert!(f.at.as_deref().is_some_and(|at| at.contains("open")), "{f:?}");
             }
         }
     }

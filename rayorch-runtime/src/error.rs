@@ -121,6 +121,19 @@ pub enum RunError {
         /// The window size.
         window: usize,
     },
+    /// The children window is full, or a live root has not expanded yet
+    /// (its child count is unknown): see `EngineConfig::window_children`.
+    #[error(
+        "the children window is full ({children} child Entities live, bound {window_children}, {unexpanded} root(s) not yet expanded); wait for a root to finish"
+    )]
+    ChildrenWindowFull {
+        /// Child Entities live.
+        children: usize,
+        /// The bound.
+        window_children: usize,
+        /// Live roots without children yet.
+        unexpanded: usize,
+    },
     /// A Call with `Recovery::Abort` failed an attempt.
     #[error(
         "Call `{call}` aborted the run: attempt on {entity} failed: {cause}; use a retry or isolate recovery policy to keep going"

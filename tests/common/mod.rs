@@ -140,6 +140,7 @@ impl Driver {
                 EngineConfig {
                     window: 1 << 16,
                     seed: 7,
+                    ..EngineConfig::default()
                 },
             ),
             replicas: plan.calls().iter().map(|_| None).collect(),

@@ -33,6 +33,7 @@
 //!   assertion and, in release, ends the run with
 //!   [`RunError::InvalidTransition`] (never a silent skip).
 
+mod admission;
 mod call_state;
 mod commit;
 mod expand_state;
@@ -111,9 +112,16 @@ impl Engine {
         self.core.lineage.live_keys.len()
     }
 
-    /// Can another root be admitted now?
+    /// Child Entities live now (every Domain below the root, every depth):
+    /// what [`EngineConfig::window_children`] bounds.
+    pub fn live_children(&self) -> usize {
+        self.core.live_children(&self.plan)
+    }
+
+    /// Can another root be admitted now? (Both windows; see
+    /// `engine/admission.rs`.)
     pub fn can_admit(&self) -> bool {
-        self.core.aborted.is_none() && self.live_roots() < self.core.config.window
+        self.core.aborted.is_none() && self.core.admissible(&self.plan)
     }
 
     /// Batches reserved and not yet reported.
@@ -147,6 +155,13 @@ impl Engine {
     /// May Call `c` have ready work? (Cheap; may be a false positive.)
     pub fn may_have_ready(&self, c: usize) -> bool {
         self.core.calls.queues[c].len_upper_bound() > 0
+    }
+
+    /// Grains queued at Call `c`, ready or in recovery: an upper bound
+    /// (Grains suppressed or released in place count until they are
+    /// skipped).
+    pub fn queued_upper_bound(&self, c: usize) -> usize {
+        self.core.calls.queues[c].len_upper_bound()
     }
 
     /// The next finished root, in completion order.
@@ -204,6 +219,13 @@ impl Core {
                 window: self.config.window,
             });
         }
+        if !self.admissible(plan) {
+            return Err(RunError::ChildrenWindowFull {
+                children: self.live_children(plan),
+                window_children: self.config.window_children,
+                unexpanded: self.lineage.unexpanded,
+            });
+        }
         if std::any::Any::type_id(&*input) != plan.source_type.0 {
             return Err(RunError::InputType {
                 key,
@@ -217,7 +239,9 @@ impl Core {
         self.lineage.roots[r as usize] = store::RootRec {
             key,
             outputs_pending: plan.outputs.len() as u32,
+            expanded: false,
         };
+        self.lineage.unexpanded += 1;
         self.lineage.live_keys.insert(key, r);
         self.stats.roots_admitted += 1;
         match plan.source_split {
@@ -238,6 +262,21 @@ impl Core {
         }
         self.drain(plan);
         Ok(())
+    }
+
+    fn live_children(&self, plan: &PlanInner) -> usize {
+        let doms = &self.lineage.doms;
+        doms.iter().map(|d| d.live).sum::<usize>() - doms[plan.root].live
+    }
+
+    fn admissible(&self, plan: &PlanInner) -> bool {
+        let live = admission::Live {
+            roots: self.lineage.live_keys.len(),
+            children: self.live_children(plan),
+            unexpanded_roots: self.lineage.unexpanded,
+        };
+        let expands = !plan.domains[plan.root].children.is_empty();
+        admission::admissible(live, self.config.window, self.config.window_children, expands)
     }
 
     /// End the run with `error` unless it already ended; the first error wins.

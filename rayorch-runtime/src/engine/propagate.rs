@@ -94,7 +94,14 @@ impl Core {
     pub(crate) fn alloc(&mut self, plan: &PlanInner, dom: usize, at: Option<ChildSlot>) -> u32 {
         let (e, grew) = match at {
             None => self.lineage.doms[dom].alloc_root(),
-            Some(at) => self.lineage.doms[dom].alloc(at.root, at.parent, at.ordinal),
+            Some(at) => {
+                let root = &mut self.lineage.roots[at.root as usize];
+                if !root.expanded {
+                    root.expanded = true;
+                    self.lineage.unexpanded -= 1;
+                }
+                self.lineage.doms[dom].alloc(at.root, at.parent, at.ordinal)
+            }
         };
         let spec = &plan.domains[dom];
         let i = e as usize;
@@ -151,6 +158,9 @@ impl Core {
             .collect();
         let key = self.lineage.roots[r as usize].key;
         self.lineage.live_keys.remove(&key);
+        if !self.lineage.roots[r as usize].expanded {
+            self.lineage.unexpanded -= 1;
+        }
         self.free_tree(plan, plan.root, r);
         let out = RootOutcome {
             key,

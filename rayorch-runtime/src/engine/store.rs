@@ -33,6 +33,9 @@ pub(crate) struct Fact {
 pub(crate) struct RootRec {
     pub(crate) key: u64,
     pub(crate) outputs_pending: u32,
+    /// A child Entity has been allocated under this root (its first-level
+    /// child count is known); see `admission.rs`.
+    pub(crate) expanded: bool,
 }
 
 /// The placeholder left in a slot whose value moved to its only consumer.
@@ -43,6 +46,8 @@ pub(crate) struct Lineage {
     pub(crate) items: Vec<Vec<Slot>>,
     pub(crate) roots: Vec<RootRec>,
     pub(crate) live_keys: HashMap<u64, u32>,
+    /// Live roots with no child Entity yet (`RootRec::expanded` false).
+    pub(crate) unexpanded: usize,
     pub(crate) work: VecDeque<Fact>,
     pub(crate) to_finish: Vec<u32>,
     /// Conflicting publications (always a bug; must stay 0).
@@ -57,6 +62,7 @@ impl Lineage {
             items: (0..plan.ports.len()).map(|_| Vec::new()).collect(),
             roots: Vec::new(),
             live_keys: HashMap::new(),
+            unexpanded: 0,
             work: VecDeque::new(),
             to_finish: Vec::new(),
             conflicts: 0,

@@ -8,7 +8,8 @@ use crate::{Call, Plan, domain, expand, reduce};
 domain!(Doc);
 domain!(Page: Doc);
 
-fn split_ocr() -> (Plan, crate::Output<Vec<u32>>) {
+/// Doc → `n` pages, each OCRed (`+ 1`), gathered back.
+pub(crate) fn split_ocr() -> (Plan, crate::Output<Vec<u32>>) {
     let split = Call::map("split", |n: u32| (0..n).collect::<Vec<u32>>());
     let ocr = Call::map("ocr", |x: u32| x + 1);
     Plan::build(|b| {

@@ -17,6 +17,10 @@ use crate::value::{Cause, Data, Item, ItemKind, Value, take_value};
 pub struct EngineConfig {
     /// At most this many roots in flight (the admission window).
     pub window: usize,
+    /// No root is admitted while this many child Entities (all Domains
+    /// below the root) are live; `usize::MAX` turns the bound off. See
+    /// `engine/admission.rs` for the rule and its guarantee.
+    pub window_children: usize,
     /// Seed for the unordered reservation policy.
     pub seed: u64,
 }
@@ -25,6 +29,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             window: 64,
+            window_children: usize::MAX,
             seed: 0x5eed,
         }
     }

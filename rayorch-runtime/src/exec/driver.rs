@@ -6,6 +6,9 @@
 //!   event, the earliest attempt deadline (over blocking *and* async
 //!   attempts), the source (only while the window has room: that is the
 //!   backpressure), or a control request. `driver_wakeups` counts the turns.
+//! - Finished roots are delivered before any new root is admitted: admitted
+//!   roots not yet delivered never exceed the window (a slow sink holds the
+//!   source back instead of letting outcomes queue up).
 //! - Every root the source yields reaches the sink exactly once: its outcome,
 //!   a failure naming the key when the key was already given to this run, or
 //!   a cancellation failure when the run is cancelled while it is live.
@@ -117,10 +120,18 @@ impl<'p, S: Sink> Driver<'p, S> {
                 break;
             }
             exhausted |= !self.control.admitting();
+            // Deliver before admitting: a finished root leaves the window
+            // only once the sink has it, so roots pulled from the source
+            // never exceed roots delivered plus the window, however slow
+            // the sink (backpressure, not buffering).
+            self.deliver()?;
             // Admit what the source has ready, as far as the window allows.
             while !exhausted && self.engine.can_admit() {
                 match source.next().now_or_never() {
-                    Some(Some((key, v))) => self.admit(key, v)?,
+                    Some(Some((key, v))) => {
+                        self.admit(key, v)?;
+                        self.deliver()?;
+                    }
                     Some(None) => exhausted = true,
                     None => break,
                 }
@@ -172,6 +183,11 @@ impl<'p, S: Sink> Driver<'p, S> {
         }
         self.observe_domains();
         Ok(self.summary())
+    }
+
+    /// Hold producers whose consumers are behind (`Runner::backpressure`).
+    pub(crate) fn backpressure(&mut self, bp: Option<crate::exec::backpressure::Backpressure>) {
+        self.replicas.backpressure = bp;
     }
 
     pub(crate) fn shutdown(&mut self, ended_normally: bool) {

@@ -26,6 +26,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::engine::{BatchId, Engine};
+use crate::exec::backpressure::Backpressure;
 use crate::exec::stage::{
     AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox, panic_text,
 };
@@ -98,6 +99,10 @@ pub(crate) struct Replicas {
     /// Replicas torn down and restarted, per Call.
     pub(crate) replaced: Vec<u64>,
     next_incarnation: u64,
+    /// Holds producers whose consumers are behind (`Runner::backpressure`).
+    pub(crate) backpressure: Option<Backpressure>,
+    /// The pool of each Call.
+    pool_of: Vec<usize>,
 }
 
 impl Replicas {
@@ -141,6 +146,8 @@ impl Replicas {
             attempts: HashMap::new(),
             replaced: vec![0; calls.len()],
             next_incarnation: 1,
+            backpressure: None,
+            pool_of: calls.iter().map(|c| by_pool[&c.pool]).collect(),
         }
     }
 
@@ -263,7 +270,7 @@ impl Replicas {
         for i in 0..n {
             let k = (self.pools[p].next_call + i) % n;
             let c = self.pools[p].calls[k];
-            if !engine.may_have_ready(c) {
+            if !engine.may_have_ready(c) || self.held(plan, engine, c) {
                 continue;
             }
             let mixed_before = engine.call_stats(c).mixed_parent_batches;
@@ -275,6 +282,18 @@ impl Replicas {
             }
         }
         None
+    }
+
+    /// Is Call `c` held by backpressure (see `backpressure.rs`)?
+    fn held(&self, plan: &Plan, engine: &Engine, c: usize) -> bool {
+        self.backpressure.as_ref().is_some_and(|bp| {
+            bp.held(plan, engine, c, |d| {
+                self.pools[self.pool_of[d]]
+                    .slots
+                    .iter()
+                    .any(|s| s.busy > 0 || s.state == SlotState::Initialising)
+            })
+        })
     }
 
     fn send(&mut self, plan: &Plan, p: usize, s: usize, batch: crate::engine::Batch) {

@@ -30,6 +30,7 @@ use futures::{Stream, StreamExt};
 
 use crate::engine::EngineConfig;
 use crate::error::RunError;
+use crate::exec::backpressure::Backpressure;
 use crate::exec::control::{CancelHandle, ControlState, Observer};
 use crate::exec::driver::Driver;
 use crate::exec::metrics::RunSummary;
@@ -71,6 +72,8 @@ use crate::value::{Data, Value};
 pub struct Runner<'p> {
     plan: &'p Plan,
     window: usize,
+    window_children: usize,
+    backpressure: Option<usize>,
     seed: u64,
     control: Arc<ControlState>,
     observer: Mutex<Option<Box<dyn Observer>>>,
@@ -83,6 +86,8 @@ impl<'p> Runner<'p> {
         Runner {
             plan,
             window: 64,
+            window_children: usize::MAX,
+            backpressure: None,
             seed: 0x5eed,
             control: Arc::default(),
             observer: Mutex::new(None),
@@ -93,6 +98,50 @@ impl<'p> Runner<'p> {
     #[must_use]
     pub fn window(mut self, n: usize) -> Self {
         self.window = n.max(1);
+        self
+    }
+
+    /// No new root is admitted while `n` child Entities (all Domains below
+    /// the root, all depths, from their expansion until their root is
+    /// finished) are live, nor while an admitted root has not expanded yet:
+    /// a window of 64 roots then cannot admit 64 × 427 pages at once. The
+    /// live children stay below `n` plus the children of one root; a root
+    /// with more children than `n` is admitted alone, never refused. Off by
+    /// default.
+    ///
+    /// ```
+    /// use rayorch_runtime::{domain, expand, reduce, Call, Plan, Runner, sink::Callback};
+    /// domain!(Doc);
+    /// domain!(Page: Doc);
+    /// let split = Call::map("split", |n: u32| (0..n).collect::<Vec<u32>>());
+    /// let ocr = Call::map("ocr", |p: u32| p + 1).batch_size(16);
+    /// let (plan, out) = Plan::build(|b| {
+    ///     let docs = b.source::<Doc, u32>();
+    ///     b.output(reduce(ocr.apply(expand::<Page, _, _>(split.apply(docs)))))
+    /// }).unwrap();
+    /// let mut pages = 0;
+    /// Runner::new(&plan)
+    ///     .window(64)
+    ///     .window_children(100)
+    ///     .run((0..10u64).map(|k| (k, 427u32)), Callback::new(|o| pages += o.get(out).present().unwrap().len()))
+    ///     .unwrap();
+    /// assert_eq!(pages, 4270);
+    /// ```
+    #[must_use]
+    pub fn window_children(mut self, n: usize) -> Self {
+        self.window_children = n.max(1);
+        self
+    }
+
+    /// Hold a Call (reserve no batch for it) while a Call reading its
+    /// outputs directly has `batches` full batches or more queued and its
+    /// replicas are busy: a fast producer (render a page) then cannot pile
+    /// its payloads up in front of a slow consumer (detect on it). It moves
+    /// only time, never outcomes, and never stalls a run (an idle consumer
+    /// holds nothing). Off by default.
+    #[must_use]
+    pub fn backpressure(mut self, batches: usize) -> Self {
+        self.backpressure = Some(batches.max(1));
         self
     }
 
@@ -175,9 +224,11 @@ impl<'p> Runner<'p> {
         let observer = self.observer.lock().unwrap_or_else(|p| p.into_inner()).take();
         let config = EngineConfig {
             window: self.window,
+            window_children: self.window_children,
             seed: self.seed,
         };
         let mut d = Driver::new(self.plan, config, sink, &self.control, observer);
+        d.backpressure(self.backpressure.map(|k| Backpressure::new(self.plan, k)));
         let source = Box::pin(source.map(|(k, v)| (k, Arc::new(v) as Value)));
         let result = d.run(source).await;
         d.shutdown(result.is_ok());

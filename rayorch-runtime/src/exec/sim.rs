@@ -234,6 +234,7 @@ pub fn run(
         EngineConfig {
             window: cfg.window.max(1),
             seed: cfg.seed,
+            ..EngineConfig::default()
         },
     );
     let calls = plan.calls();

@@ -2,6 +2,14 @@
 //!
 //! A sink runs on the driver, in completion order, once per root. A sink
 //! error stops the run (a full disk must not silently drop results).
+//!
+//! Backpressure, not buffering: the driver calls the sink synchronously and
+//! admits, dispatches and reports nothing while it runs, so a slow sink
+//! slows the run instead of letting finished roots pile up; roots pulled
+//! from the source never exceed roots delivered plus the window
+//! (`tests/sink_backpressure.rs`). A sink that hands outcomes to another
+//! thread must keep that property: [`BoundedChannelSink`] blocks when its
+//! channel is full; [`ChannelSink`] is unbounded (for fast receivers).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -65,11 +73,42 @@ impl<F: FnMut(&RootOutcome) + Send> Sink for Callback<F> {
 }
 
 /// Sends every outcome into a channel (the receiver may live anywhere).
+/// The channel is unbounded: a receiver slower than the run lets outcomes
+/// pile up in it. Use [`BoundedChannelSink`] when it may be slow.
 pub struct ChannelSink(pub std::sync::mpsc::Sender<RootOutcome>);
 
 impl Sink for ChannelSink {
     fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {
         // A dropped receiver means nobody wants more results: not an error.
+        let _ = self.0.send(outcome.clone());
+        Ok(())
+    }
+}
+
+/// Sends every outcome into a bounded channel
+/// (`std::sync::mpsc::sync_channel(n)`): when `n` outcomes wait unread the
+/// run waits for the receiver (backpressure), so at most `n` finished roots
+/// are buffered whatever the receiver's speed.
+///
+/// ```
+/// use rayorch_runtime::{domain, sink::BoundedChannelSink, Call, Plan, Runner};
+/// domain!(Job);
+/// let id = Call::map("id", |x: u64| x);
+/// let (plan, out) = Plan::build(|b| {
+///     let xs = b.source::<Job, u64>();
+///     b.output(id.apply(xs))
+/// }).unwrap();
+/// let (tx, rx) = std::sync::mpsc::sync_channel(2);
+/// let reader = std::thread::spawn(move || rx.iter().map(|o: rayorch_runtime::RootOutcome| o.key).sum::<u64>());
+/// Runner::new(&plan).run((0..10u64).map(|k| (k, k)), BoundedChannelSink(tx)).unwrap();
+/// assert_eq!(reader.join().unwrap(), 45);
+/// ```
+pub struct BoundedChannelSink(pub std::sync::mpsc::SyncSender<RootOutcome>);
+
+impl Sink for BoundedChannelSink {
+    fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {
+        // Blocks while the channel is full; a dropped receiver means nobody
+        // wants more results: not an error.
         let _ = self.0.send(outcome.clone());
         Ok(())
     }

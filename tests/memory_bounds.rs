@@ -1,0 +1,186 @@
+//! Memory bounds of the threaded Runner, by counts (issue 12, item 4):
+//! - a slow sink slows the run instead of letting finished roots pile up
+//!   (roots pulled from the source ≤ roots delivered + window);
+//! - a bounded channel sink buffers at most its capacity;
+//! - `window_children` keeps the pages of admitted roots within the bound
+//!   plus one root's pages;
+//! - `backpressure` keeps a fast producer's outputs parked in front of a
+//!   slow consumer within `k` batches (plus what is in flight).
+//!
+//! The stages sleep to be slow; nothing asserts on time, only on counts that
+//! hold under every schedule.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use rayorch::prelude::*;
+use rayorch::sink::{BoundedChannelSink, Callback};
+use rayorch::{Output, RootOutcome, Runner};
+
+domain!(Doc);
+domain!(Page: Doc);
+
+fn doubling() -> (Plan, Output<u64>) {
+    let double = Call::map("double", |x: u64| 2 * x).batch_size(4).replicas(2);
+    Plan::build(|b| {
+        let xs = b.source::<Doc, u64>();
+        b.output(double.apply(xs))
+    })
+    .unwrap()
+}
+
+/// `n` roots whose source counts every root pulled from it.
+fn counted(n: u64, pulled: &Arc<AtomicUsize>) -> impl Iterator<Item = (u64, u64)> + use<> {
+    let pulled = pulled.clone();
+    (0..n).map(move |k| {
+        pulled.fetch_add(1, SeqCst);
+        (k, k)
+    })
+}
+
+#[test]
+fn a_slow_sink_holds_the_source_back_instead_of_buffering() {
+    let (plan, out) = doubling();
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let (mut delivered, mut worst, mut sum) = (0usize, 0usize, 0u64);
+    let window = 4;
+    Runner::new(&plan)
+        .window(window)
+        .run(
+            counted(200, &pulled),
+            Callback::new(|o: &RootOutcome| {
+                std::thread::sleep(Duration::from_millis(1));
+                delivered += 1;
+                sum += o.get(out).present().unwrap();
+                worst = worst.max(pulled.load(SeqCst) - delivered);
+            }),
+        )
+        .unwrap();
+    assert_eq!((delivered, sum), (200, 2 * (0..200).sum::<u64>()));
+    // The root being delivered is no longer live: at most `window - 1`
+    // others were pulled and not yet delivered.
+    assert!(worst < window, "{worst} roots pulled ahead of the sink");
+}
+
+#[test]
+fn a_bounded_channel_sink_blocks_the_run_when_its_reader_is_slow() {
+    let (plan, out) = doubling();
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = std::sync::mpsc::sync_channel::<RootOutcome>(3);
+    let p = pulled.clone();
+    let reader = std::thread::spawn(move || {
+        let (mut read, mut worst, mut sum) = (0usize, 0usize, 0u64);
+        for o in rx {
+            std::thread::sleep(Duration::from_millis(1));
+            read += 1;
+            sum += o.get(out).present().unwrap();
+            worst = worst.max(p.load(SeqCst) - read);
+        }
+        (read, worst, sum)
+    });
+    let window = 4;
+    Runner::new(&plan)
+        .window(window)
+        .run(counted(200, &pulled), BoundedChannelSink(tx))
+        .unwrap();
+    let (read, worst, sum) = reader.join().unwrap();
+    assert_eq!((read, sum), (200, 2 * (0..200).sum::<u64>()));
+    // Unread: the channel's 3, one blocked in `send`, and the window.
+    assert!(
+        worst <= 3 + 1 + window,
+        "{worst} roots pulled ahead of the reader"
+    );
+}
+
+/// Doc → `n` pages → page + 1 → sum; `live` counts pages published and not
+/// yet delivered, `worst` its maximum.
+fn paged(live: &Arc<AtomicI64>, worst: &Arc<AtomicI64>) -> (Plan, Output<Vec<u32>>) {
+    let (l, w) = (live.clone(), worst.clone());
+    let split = Call::map("split", move |n: u32| {
+        let now = l.fetch_add(n as i64, SeqCst) + n as i64;
+        w.fetch_max(now, SeqCst);
+        (0..n).collect::<Vec<u32>>()
+    })
+    .replicas(2);
+    let ocr = Call::map("ocr", |p: u32| p + 1).batch_size(16).replicas(2);
+    Plan::build(|b| {
+        let d = b.source::<Doc, u32>();
+        b.output(reduce(ocr.apply(expand::<Page, _, _>(split.apply(d)))))
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_children_window_bounds_pages_in_flight_through_the_runner() {
+    let (live, worst) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)));
+    let (plan, out) = paged(&live, &worst);
+    let mut pages = 0usize;
+    Runner::new(&plan)
+        .window(64)
+        .window_children(1_000)
+        .run(
+            (0..40u64).map(|k| (k, 427u32)),
+            Callback::new(|o: &RootOutcome| {
+                let n = o.get(out).present().unwrap().len();
+                pages += n;
+                live.fetch_sub(n as i64, SeqCst);
+            }),
+        )
+        .unwrap();
+    assert_eq!(pages, 40 * 427);
+    let worst = worst.load(SeqCst);
+    assert!(worst < 1_000 + 427, "{worst} pages live");
+    assert!(worst >= 1_000, "{worst}: the bound was never reached");
+}
+
+#[test]
+fn backpressure_keeps_a_fast_producer_a_few_batches_ahead_of_a_slow_consumer() {
+    let parked = Arc::new(AtomicI64::new(0));
+    let worst = Arc::new(AtomicI64::new(0));
+    let (p, w, q) = (parked.clone(), worst.clone(), parked.clone());
+    let split = Call::map("split", |n: u32| (0..n).collect::<Vec<u32>>());
+    // Fast: counts each output as parked until the consumer starts on it.
+    let render = Call::map("render", move |x: u32| {
+        let now = p.fetch_add(1, SeqCst) + 1;
+        w.fetch_max(now, SeqCst);
+        x
+    })
+    .batch_size(2);
+    // Slow: 1 ms per Grain.
+    let detect = Call::map("detect", move |x: u32| {
+        q.fetch_sub(1, SeqCst);
+        std::thread::sleep(Duration::from_millis(1));
+        x * 3
+    })
+    .batch_size(4);
+    let (plan, out) = Plan::build(|b| {
+        let d = b.source::<Doc, u32>();
+        b.output(reduce(
+            detect.apply(render.apply(expand::<Page, _, _>(split.apply(d)))),
+        ))
+    })
+    .unwrap();
+    let mut total = 0u64;
+    Runner::new(&plan)
+        .backpressure(2)
+        .run(
+            [(0u64, 300u32), (1, 5)],
+            Callback::new(|o: &RootOutcome| {
+                total += o
+                    .get(out)
+                    .present()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| x as u64)
+                    .sum::<u64>();
+            }),
+        )
+        .unwrap();
+    assert_eq!(total, 3 * ((0..300u64).sum::<u64>() + (0..5u64).sum::<u64>()));
+    // Held at 2 × 4 queued; plus render's batch in flight (2), detect's
+    // batch being reserved (4) and one more render batch committed while
+    // detect was between batches (2).
+    let worst = worst.load(SeqCst);
+    assert!(worst <= 2 * 4 + 2 + 4 + 2, "{worst} rendered outputs parked");
+}
