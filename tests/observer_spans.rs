@@ -35,7 +35,7 @@ fn every_batch_is_one_span_on_its_replica_and_a_replica_runs_one_at_a_time() {
         .window(4)
         .observe(Record(spans.clone()))
         .run(
-            [(0u64, 6u32), (1, 9), (2, 5)].into_iter(),
+            [(0u64, 6u32), (1, 9), (2, 5)],
             Callback(|o: &RootOutcome| rows.push(o.get(out))),
         )
         .unwrap();
