@@ -20,8 +20,11 @@
 //! `documents.parquet`, `failures.jsonl`, `summary.json`, `timeline.svg`.
 //! Ctrl-C once: no new documents, those in flight finish and everything is
 //! closed properly; twice: in-flight work is abandoned (reported as failures).
-//! Progress bars and Ctrl-C use the runner's observer and cancellation handle:
-//! the stages are the models' own, unwrapped.
+//! Progress bars, the timeline's per-batch spans and Ctrl-C use the runner's
+//! observer and cancellation handle: the stages are the models' own, unwrapped.
+//! Replicas and ONNX threads default to what the machine has (`--help`); a
+//! path that cannot be read is one failed document, and the exit status says
+//! whether any document failed (`cli::EXIT_CODES`).
 
 mod cli;
 mod outputs;
@@ -59,10 +62,15 @@ static STOP: AtomicU8 = AtomicU8::new(0);
 
 /// Moves the page and line bars from the run's per-Domain counts: a bar's
 /// length is the Entities that reached the Domain's first Call, its position
-/// those that ended (done, failed or suppressed).
-struct Bars(Arc<Progress>);
+/// those that ended (done, failed or suppressed); logs every batch for the
+/// timeline.
+struct Bars(Arc<Progress>, timeline::SpanLog);
 
 impl Observer for Bars {
+    fn batch_finished(&mut self, b: &rayorch::BatchFinished<'_>) {
+        self.1.record(b);
+    }
+
     fn domains(&mut self, counts: &[DomainCounts]) {
         for c in counts {
             let bar = match c.domain {
@@ -109,9 +117,9 @@ fn build_plan(c: &Calls) -> Result<(Plan, Output<Document>), PlanErrors> {
     c.build_plan()
 }
 
-fn calls(args: &cli::Args, assets: &rayorch_models::Assets) -> Calls {
+fn calls(args: &cli::Args, k: &cli::Knobs, assets: &rayorch_models::Assets) -> Calls {
     let onnx = OnnxConfig {
-        intra_threads: args.threads,
+        intra_threads: k.threads,
         device: if args.cuda { Device::Cuda(0) } else { Device::Cpu },
     };
     let render_cfg = RenderConfig {
@@ -131,25 +139,21 @@ fn calls(args: &cli::Args, assets: &rayorch_models::Assets) -> Calls {
     };
     Calls {
         open: Call::new("open", || Ok(PdfOpen)).batch_size(1),
-        // Nearest completion: a short document's pages are not queued
-        // behind every page of a long one admitted just before it.
         render: Call::new("render", move || Ok(PdfPageRender::new(render_cfg.clone())))
-            .replicas(args.render_replicas)
-            .batch_size(args.render_batch)
-            .reservation(Reservation::NearestCompletion),
+            .replicas(k.render_replicas)
+            .batch_size(args.render_batch),
         detect: Call::new("detect", move || {
             Ok(TextDetect::new(TextDetector::from_assets(&a1, det_cfg.clone())?))
         })
-        .replicas(args.detect_replicas)
-        .batch_size(args.detect_batch)
-        .reservation(Reservation::NearestCompletion),
+        .replicas(k.detect_replicas)
+        .batch_size(args.detect_batch),
         recognize: Call::new("recognize", move || {
             Ok(TextRecognize::new(LineRecognizer::from_assets(
                 &a2,
                 rec_cfg.clone(),
             )?))
         })
-        .replicas(args.recognize_replicas)
+        .replicas(k.recognize_replicas)
         .batch_size(args.recognize_batch),
         page_text: Call::map("page_text", |lines: Vec<LineText>| page_text(&lines)),
         embed: Call::new("embed", move || {
@@ -158,7 +162,7 @@ fn calls(args: &cli::Args, assets: &rayorch_models::Assets) -> Calls {
                 &EmbedConfig::default(),
             )?))
         })
-        .replicas(args.embed_replicas)
+        .replicas(k.embed_replicas)
         .batch_size(args.embed_batch),
         name: Call::map("name", |f: PdfFile| f.name.to_string()),
         assemble: Call::map(
@@ -180,7 +184,8 @@ fn embedding_dim(dir: &std::path::Path) -> Result<usize, String> {
         .ok_or_else(|| "config.json has no hidden_size".to_string())
 }
 
-fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
+/// Run the job; `Ok` carries the exit status (see `cli::EXIT_CODES`).
+fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
     let default_inputs = args.inputs.is_empty();
     let inputs = if default_inputs {
         vec![cli::samples_dir().display().to_string()]
@@ -207,16 +212,18 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
     let dim = embedding_dim(&assets.embed_dir)?;
 
     let progress = Arc::new(Progress::new(files.len() as u64, !args.no_progress));
-    let c = calls(&args, &assets);
+    let knobs = args.knobs(cli::machine_cores());
+    let c = calls(&args, &knobs, &assets);
     let (plan, out) = build_plan(&c)?;
     let names: Arc<Vec<String>> = Arc::new(files.iter().map(|f| f.display().to_string()).collect());
     let mut outputs = outputs::Outputs::create(&args.out, out, names, dim, progress.clone(), expected)?;
 
+    let spans = timeline::SpanLog::default();
     let runner = Runner::new(&plan)
         .window(args.window)
         .window_children(args.window_pages)
         .backpressure(args.backpressure)
-        .observe(Bars(progress.clone()));
+        .observe(Bars(progress.clone(), spans.clone()));
     let stop = runner.cancel_handle();
     ctrlc::set_handler(move || match STOP.fetch_add(1, Ordering::SeqCst) {
         0 => {
@@ -231,10 +238,14 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
     })?;
 
     progress.println(format!(
-        "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, outputs in {}",
+        "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, replicas render {} detect {} recognize {} embed {}, outputs in {}",
         files.len(),
         args.window,
-        args.threads,
+        knobs.threads,
+        knobs.render_replicas,
+        knobs.detect_replicas,
+        knobs.recognize_replicas,
+        knobs.embed_replicas,
         args.out.display()
     ));
     let source = files
@@ -263,7 +274,14 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
             .filter(|k| !outputs.seen.contains(k))
             .map(|k| files[k as usize].display().to_string())
             .collect::<Vec<_>>(),
-        "threads_per_session": args.threads,
+        "documents_unexpected": outputs.unexpected,
+        "threads_per_session": knobs.threads,
+        "replicas": {
+            "render": knobs.render_replicas,
+            "detect": knobs.detect_replicas,
+            "recognize": knobs.recognize_replicas,
+            "embed": knobs.embed_replicas,
+        },
         "window": args.window,
         "window_pages": args.window_pages,
         "backpressure": args.backpressure,
@@ -279,7 +297,7 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
     );
     std::fs::write(
         args.out.join("timeline.svg"),
-        timeline::svg(&summary, &outputs.written_at, &title),
+        timeline::svg(&summary, &spans.spans(), &outputs.written_at, &title),
     )?;
 
     let first_text = outputs
@@ -332,13 +350,12 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
         }
     }
     println!("outputs in {}", args.out.display());
-    Ok(!interrupted)
+    Ok(outputs.exit_code(interrupted))
 }
 
 fn main() -> ExitCode {
     match run(cli::Args::parse()) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(130),
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

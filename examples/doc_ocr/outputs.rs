@@ -4,7 +4,10 @@
 //! - `documents.parquet`: the same rows, a row group every few documents,
 //!   readable once the run has closed it (Ctrl-C closes it too);
 //! - `failures.jsonl`: one line per document that did not complete, with the
-//!   cause and where it arose.
+//!   cause and where it arose. A document whose output was never computed
+//!   because an earlier step failed (the engine's `Suppressed`, e.g. a render
+//!   failure) is `failed` here too: for the user the document failed, and
+//!   `cause`/`at` say where.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -14,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rayorch::sink::Sink;
-use rayorch::{BoxError, Item, Output, RootOutcome};
+use rayorch::{BoxError, Item, ItemKind, Output, RootOutcome};
 use rayorch_models::cer::cer;
 use rayorch_models::output::{Document, ParquetWriter};
 use rayorch_models::pdfgen::{Sample, SampleKind};
@@ -53,6 +56,17 @@ pub struct Score {
     pub as_expected: bool,
 }
 
+/// The `outcome` a document's output kind is reported as.
+pub fn outcome_label(kind: ItemKind) -> &'static str {
+    match kind {
+        ItemKind::Present => "written",
+        ItemKind::Dropped => "dropped",
+        // Suppressed: an upstream step (render, detect, ...) failed for this
+        // document; the cause names it.
+        ItemKind::Failed | ItemKind::Suppressed => "failed",
+    }
+}
+
 pub struct Outputs {
     out: Output<Document>,
     names: Arc<Vec<String>>,
@@ -67,6 +81,9 @@ pub struct Outputs {
     pub written_at_pages: Vec<(f64, usize)>,
     pub written: usize,
     pub failed: usize,
+    /// Documents that ended otherwise than the manifest says (no manifest
+    /// entry: any document not written).
+    pub unexpected: usize,
     /// Keys of every document that reached the sink.
     pub seen: Vec<u64>,
     pub pages: usize,
@@ -105,14 +122,21 @@ impl Outputs {
             written_at_pages: Vec::new(),
             written: 0,
             failed: 0,
+            unexpected: 0,
             seen: Vec::new(),
             pages: 0,
             scores: Vec::new(),
         })
     }
 
+    /// Score `doc` against the manifest and count it when it ended
+    /// otherwise than expected (without a manifest entry, a document is
+    /// expected to be written).
     fn score(&mut self, name: &str, outcome: &str, doc: Option<&Document>) -> Option<f64> {
-        let sample = self.expected.get(&file_name(name))?;
+        let Some(sample) = self.expected.get(&file_name(name)) else {
+            self.unexpected += usize::from(doc.is_none());
+            return None;
+        };
         let cer = match (doc, sample.kind) {
             (Some(d), SampleKind::Text) => {
                 Some(cer(&sample.page_texts().join("\n"), &d.page_texts.join("\n")))
@@ -124,6 +148,7 @@ impl Outputs {
             SampleKind::Empty => doc.is_some_and(|d| d.pages == 0),
             _ => doc.is_none(),
         };
+        self.unexpected += usize::from(!as_expected);
         self.scores.push(Score {
             name: name.to_string(),
             expected: sample.kind,
@@ -133,6 +158,21 @@ impl Outputs {
             as_expected,
         });
         cer
+    }
+}
+
+impl Outputs {
+    /// The process exit status after the run (see `cli::EXIT_CODES`): 130
+    /// when interrupted, 3 when any document ended otherwise than expected
+    /// (failed; with a manifest: not as the manifest says), else 0.
+    pub fn exit_code(&self, interrupted: bool) -> u8 {
+        if interrupted {
+            130
+        } else if self.unexpected > 0 {
+            3
+        } else {
+            0
+        }
     }
 }
 
@@ -168,7 +208,7 @@ impl Sink for Outputs {
                 }
             }
             other => {
-                let outcome = format!("{:?}", other.kind()).to_lowercase();
+                let outcome = outcome_label(other.kind()).to_string();
                 let cause = other.cause();
                 let line = FailureLine {
                     key: o.key,

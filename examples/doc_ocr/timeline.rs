@@ -1,14 +1,57 @@
-//! The stage-window timeline (the RayOrch paper's Figure 7) as an SVG.
+//! The run's timeline (the RayOrch paper's Figure 7) as an SVG.
 //!
-//! One bar per Call from its first batch start to its last batch end
-//! (concurrent windows overlap rather than add), labelled with its busy time
-//! summed over replicas; a row of ticks where documents were written; a
-//! dashed line at the end of the run. Written by hand: a few rectangles and
-//! lines need no plotting library, and no fonts are measured.
+//! One row per replica of each Call, holding one rectangle per batch that
+//! replica ran (from the runner's observer: [`SpanLog`]), so gaps are idle
+//! time and the picture shows where the time went; each Call's label carries
+//! its busy time summed over replicas. Then a row of ticks where documents
+//! were written, and a dashed line at the end of the run. Written by hand: a
+//! few rectangles and lines need no plotting library, and no fonts are
+//! measured.
 
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
-use rayorch::RunSummary;
+use rayorch::{BatchFinished, Observer, RunSummary};
+
+/// One batch a replica ran, in seconds from the run's start.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span {
+    /// The Call's index in the plan (and in `RunSummary::calls`).
+    pub call: usize,
+    pub replica: usize,
+    pub start: f64,
+    pub end: f64,
+    pub size: usize,
+}
+
+/// Records every finished batch as a [`Span`]; share the log with
+/// [`SpanLog::spans`] after the run.
+#[derive(Clone, Default)]
+pub struct SpanLog(Arc<Mutex<Vec<Span>>>);
+
+impl SpanLog {
+    pub fn record(&self, b: &BatchFinished<'_>) {
+        let start = b.started.as_secs_f64();
+        let span = Span {
+            call: b.call_index,
+            replica: b.replica,
+            start,
+            end: start + b.duration.as_secs_f64(),
+            size: b.size,
+        };
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(span);
+    }
+
+    pub fn spans(&self) -> Vec<Span> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Observer for SpanLog {
+    fn batch_finished(&mut self, b: &BatchFinished<'_>) {
+        self.record(b);
+    }
+}
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
@@ -24,9 +67,28 @@ fn nice_step(span: f64) -> f64 {
         .unwrap_or(10.0 * mag)
 }
 
-pub fn svg(summary: &RunSummary, written_at: &[f64], title: &str) -> String {
-    let (w, left, right, row, top) = (960.0, 170.0, 30.0, 30.0, 50.0);
-    let rows = summary.calls.len() + 1;
+/// The timeline of a run: `spans` from a [`SpanLog`] observing it.
+pub fn svg(summary: &RunSummary, spans: &[Span], written_at: &[f64], title: &str) -> String {
+    let (w, left, right, row, top) = (960.0, 190.0, 30.0, 22.0, 50.0);
+    // One row per replica slot of each Call (at least one, so an idle Call shows).
+    let lanes: Vec<usize> = summary
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let seen = spans.iter().filter(|s| s.call == i).map(|s| s.replica + 1).max();
+            c.replicas.max(seen.unwrap_or(0)).max(1)
+        })
+        .collect();
+    let first_lane: Vec<usize> = lanes
+        .iter()
+        .scan(0, |acc, n| {
+            let at = *acc;
+            *acc += n;
+            Some(at)
+        })
+        .collect();
+    let rows = lanes.iter().sum::<usize>() + 1;
     let h = top + rows as f64 * row + 50.0;
     let end = summary.wall_s.max(1e-3);
     let x = |t: f64| left + (t / end).clamp(0.0, 1.0) * (w - left - right);
@@ -64,41 +126,44 @@ pub fn svg(summary: &RunSummary, written_at: &[f64], title: &str) -> String {
         "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
     ];
     for (i, c) in summary.calls.iter().enumerate() {
-        let y = top + i as f64 * row;
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{} (B={}, ×{})</text>"#,
-            left - 8.0,
-            y + row / 2.0 + 4.0,
-            escape(&c.name),
-            c.batch_size,
-            c.replicas
-        );
-        if let (Some(a), Some(b)) = (c.window_start_s, c.window_end_s) {
-            let (xa, xb) = (x(a), x(b).max(x(a) + 1.0));
+        for lane in 0..lanes[i] {
+            let y = top + (first_lane[i] + lane) as f64 * row;
+            let label = if lane == 0 {
+                format!("{} (B={}, busy {:.1} s) #{lane}", c.name, c.batch_size, c.busy_s)
+            } else {
+                format!("#{lane}")
+            };
             let _ = writeln!(
                 s,
-                r#"<rect x="{xa:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}" opacity="0.8"><title>{}: {a:.2}–{b:.2} s, busy {:.2} s, {} batches, mean {:.1} ({:.0}% full)</title></rect>"#,
-                y + 5.0,
-                xb - xa,
-                row - 10.0,
-                colors[i % colors.len()],
-                escape(&c.name),
-                c.busy_s,
-                c.rpcs,
-                c.mean_batch,
-                c.fill * 100.0
-            );
-            let _ = writeln!(
-                s,
-                r#"<text x="{:.1}" y="{:.1}" fill="white" font-size="11">busy {:.1} s</text>"#,
-                xa + 4.0,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                left - 8.0,
                 y + row / 2.0 + 4.0,
-                c.busy_s
+                escape(&label)
             );
         }
     }
-    let y = top + summary.calls.len() as f64 * row;
+    for sp in spans {
+        let Some(c) = summary.calls.get(sp.call) else {
+            continue;
+        };
+        let y = top + (first_lane[sp.call] + sp.replica) as f64 * row;
+        let (xa, xb) = (x(sp.start), x(sp.end));
+        // Sub-pixel batches still show as a hairline.
+        let _ = writeln!(
+            s,
+            r#"<rect class="batch" x="{xa:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{}"><title>{} #{}: {:.3}–{:.3} s, {} grains</title></rect>"#,
+            y + 3.0,
+            (xb - xa).max(0.5),
+            row - 6.0,
+            colors[sp.call % colors.len()],
+            escape(&c.name),
+            sp.replica,
+            sp.start,
+            sp.end,
+            sp.size
+        );
+    }
+    let y = top + (rows - 1) as f64 * row;
     let _ = writeln!(
         s,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="end">documents written</text>"#,

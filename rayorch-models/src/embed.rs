@@ -1,20 +1,26 @@
 //! Sentence embeddings: all-MiniLM-L6-v2 (BERT) on candle, masked mean
 //! pooling, L2-normalised, as sentence-transformers computes them.
 //!
-//! Texts longer than `max_tokens` word pieces are cut (sentence-transformers
-//! does the same at the model's `max_seq_length`, 256 for this model), so a
-//! page's embedding covers its first ~200 words.
+//! The encoder is `candle_transformers::models::bert` and the tokenizer is the
+//! `tokenizers` crate reading the model folder's `tokenizer.json`: the field's
+//! implementations, not our own. Invariants:
+//! - texts longer than `max_tokens` word pieces are cut (sentence-transformers
+//!   does the same at the model's `max_seq_length`, 256 for this model), so a
+//!   page's embedding covers its first ~200 words;
+//! - the `tokenizer.json` padding is switched off: a batch is padded here to
+//!   its longest text and the padding is masked out of attention and pooling,
+//!   so a text's embedding does not depend on the rest of its batch.
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{D, DType, Device, Tensor};
 use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
 use rayorch::{Outcome, Stage, StageContext, StageResult};
+use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::assets::Assets;
-use crate::bert::{BertModel, Config, mean_pool_normalized};
 use crate::error::ModelError;
-use crate::wordpiece::WordPiece;
 
 /// How the embedder runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,7 +35,7 @@ pub struct EmbedConfig {
 /// A loaded sentence-embedding model.
 pub struct SentenceEmbedder {
     model: BertModel,
-    tokenizer: WordPiece,
+    tokenizer: Tokenizer,
     device: Device,
     max_tokens: usize,
     dim: usize,
@@ -51,7 +57,6 @@ impl SentenceEmbedder {
         let read = |f: &str| std::fs::read_to_string(dir.join(f)).map_err(ModelError::io(dir.join(f)));
         let config: Config = serde_json::from_str(&read("config.json")?)
             .map_err(|e| ModelError::model(dir.join("config.json").display().to_string(), e))?;
-        let tokenizer = WordPiece::load(&dir.join("tokenizer.json"))?;
         let max_tokens = cfg.max_tokens.unwrap_or_else(|| {
             read("sentence_bert_config.json")
                 .ok()
@@ -60,7 +65,8 @@ impl SentenceEmbedder {
                 .map_or(256, |n| n as usize)
         });
         let max_tokens = max_tokens.clamp(2, config.max_position_embeddings);
-        let device = crate::bert::device(cfg.cuda_device)?;
+        let tokenizer = load_tokenizer(&dir.join("tokenizer.json"), max_tokens)?;
+        let device = device(cfg.cuda_device)?;
         let weights = dir.join("model.safetensors");
         if !weights.is_file() {
             return Err(ModelError::MissingFile {
@@ -93,9 +99,19 @@ impl SentenceEmbedder {
         self.dim
     }
 
-    /// The tokenizer.
-    pub fn tokenizer(&self) -> &WordPiece {
+    /// The tokenizer (`tokenizer.json`, padding off, truncation at `max_tokens`).
+    pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    /// The word-piece ids of `text`, `[CLS]` and `[SEP]` included, cut to
+    /// `max_tokens`.
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| ModelError::model("tokenizer.json", e))?;
+        Ok(enc.get_ids().to_vec())
     }
 
     /// One unit-length embedding per text, padded to the longest in the call.
@@ -105,8 +121,8 @@ impl SentenceEmbedder {
         }
         let ids: Vec<Vec<u32>> = texts
             .iter()
-            .map(|t| self.tokenizer.encode(t, self.max_tokens))
-            .collect();
+            .map(|t| self.token_ids(t))
+            .collect::<Result<_, _>>()?;
         let s = ids.iter().map(Vec::len).max().unwrap_or(2);
         let mut flat = Vec::with_capacity(ids.len() * s);
         let mut mask = Vec::with_capacity(ids.len() * s);
@@ -116,9 +132,47 @@ impl SentenceEmbedder {
         }
         let ids_t = Tensor::from_vec(flat, (ids.len(), s), &self.device)?;
         let mask_t = Tensor::from_vec(mask, (ids.len(), s), &self.device)?;
-        let hidden = self.model.forward(&ids_t, &mask_t)?;
+        let types = ids_t.zeros_like()?;
+        let hidden = self.model.forward(&ids_t, &types, Some(&mask_t))?;
         let pooled = mean_pool_normalized(&hidden, &mask_t)?;
         Ok(pooled.to_vec2::<f32>()?)
+    }
+}
+
+fn load_tokenizer(path: &Path, max_tokens: usize) -> Result<Tokenizer, ModelError> {
+    let name = path.display().to_string();
+    let mut t = Tokenizer::from_file(path).map_err(|e| ModelError::model(name.clone(), e))?;
+    // The file pads every text to a fixed 128 and cuts there; we pad per
+    // batch ourselves and cut at the sentence-transformers length.
+    t.with_padding(None);
+    t.with_truncation(Some(TruncationParams {
+        max_length: max_tokens,
+        ..TruncationParams::default()
+    }))
+    .map_err(|e| ModelError::model(name, e))?;
+    Ok(t)
+}
+
+/// Masked mean over the sequence, then L2 normalisation: `[b, s, h]` → `[b, h]`.
+fn mean_pool_normalized(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+    let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+    let sum = hidden.broadcast_mul(&m)?.sum(1)?;
+    let count = m.sum(1)?.clamp(1e-9, f64::MAX)?;
+    let mean = sum.broadcast_div(&count)?;
+    let norm = mean
+        .sqr()?
+        .sum_keepdim(D::Minus1)?
+        .sqrt()?
+        .clamp(1e-12, f64::MAX)?;
+    mean.broadcast_div(&norm)
+}
+
+/// The candle device for `ordinal` (`None` = CPU). CUDA needs the crate's
+/// `candle-cuda` feature.
+fn device(ordinal: Option<usize>) -> candle_core::Result<Device> {
+    match ordinal {
+        None => Ok(Device::Cpu),
+        Some(i) => Device::new_cuda(i),
     }
 }
 

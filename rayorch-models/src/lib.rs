@@ -22,7 +22,6 @@
 //! a stage never panics on user data.
 
 pub mod assets;
-pub mod bert;
 pub mod cer;
 mod db;
 mod det;
@@ -39,7 +38,6 @@ mod rec;
 pub mod speech;
 mod types;
 pub mod wer;
-pub mod wordpiece;
 
 pub use assets::Assets;
 pub use db::{DbParams, TextBox, db_boxes, skew_deg};

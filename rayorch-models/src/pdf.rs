@@ -282,9 +282,7 @@ pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
             });
         }
     };
-    if pdf.pages().is_empty() {
-        check_empty_page_tree(&pdf, &doc)?;
-    }
+    check_page_count(&pdf, &doc)?;
     Ok(PdfPages {
         doc: Arc::new(OpenPdf {
             name: file.name.clone(),
@@ -344,25 +342,29 @@ pub fn render_page<'a>(
     })
 }
 
-/// Zero pages is a legal PDF only when the page tree says so: the parser
-/// recovers what it can from a damaged file, and a truncated file often
-/// yields no pages at all, which must not pass for an empty document.
-fn check_empty_page_tree(pdf: &Pdf, doc: &str) -> Result<(), RenderError> {
+/// Every page the page tree declares must be readable: the parser recovers
+/// what it can from a damaged file, and a truncated file often yields fewer
+/// pages (or none), which must not pass for a shorter (or empty) document.
+/// Zero pages is legal only when the page tree says so.
+fn check_page_count(pdf: &Pdf, doc: &str) -> Result<(), RenderError> {
+    let read = pdf.pages().len();
     let xref = pdf.xref();
     let catalog: Option<Dict<'_>> = xref.get(xref.root_id());
-    let count = catalog
+    let declared = catalog
         .and_then(|c| c.get::<Dict<'_>>(b"Pages"))
         .and_then(|p| p.get::<i64>(b"Count"));
-    match count {
-        Some(0) => Ok(()),
-        Some(n) => Err(RenderError::Corrupt {
-            doc: doc.to_string(),
-            detail: format!("the page tree declares {n} pages but none could be read"),
-        }),
-        None => Err(RenderError::Corrupt {
-            doc: doc.to_string(),
-            detail: "no page tree could be read".into(),
-        }),
+    let corrupt = |detail: String| RenderError::Corrupt {
+        doc: doc.to_string(),
+        detail,
+    };
+    match declared {
+        Some(n) if n > read as i64 => Err(corrupt(format!(
+            "the page tree declares {n} pages but only {read} could be read (is the file truncated?)"
+        ))),
+        Some(_) => Ok(()),
+        None if read == 0 => Err(corrupt("no page tree could be read".into())),
+        // A damaged root whose pages were still found: their count is all we know.
+        None => Ok(()),
     }
 }
 

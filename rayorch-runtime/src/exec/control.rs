@@ -117,6 +117,12 @@ pub struct BatchFinished<'a> {
     pub call_index: usize,
     /// Grains in the batch.
     pub size: usize,
+    /// The replica that ran it: its slot in the Call's pool, `0..replicas`
+    /// (a replaced replica keeps its slot).
+    pub replica: usize,
+    /// When it was dispatched, from the run's start (the clock of
+    /// [`RunSummary::wall_s`](crate::RunSummary::wall_s)).
+    pub started: Duration,
     /// Time from dispatch to report.
     pub duration: Duration,
     /// Records the stage returned as `Outcome::Ok`.

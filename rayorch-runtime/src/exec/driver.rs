@@ -27,7 +27,7 @@ use crate::engine::{Batch, Engine, EngineConfig, RootOutcome};
 use crate::error::RunError;
 use crate::exec::control::{BatchDispatched, BatchFinished, ControlState, Observer, Watch};
 use crate::exec::metrics::{CallMetrics, DomainCounts, RunSummary, secs};
-use crate::exec::replica::{Event, Replicas, timed_out};
+use crate::exec::replica::{Attempt, Event, Replicas, timed_out};
 use crate::exec::sink::Sink;
 use crate::exec::stage::{AttemptError, AttemptResult, panic_text};
 use crate::plan::Plan;
@@ -297,7 +297,7 @@ impl<'p, S: Sink> Driver<'p, S> {
                 // A report from an attempt the driver gave up on (timed out)
                 // still goes to the engine, whose gate refuses it.
                 if let Some(a) = self.replicas.finish(self.plan, batch, dead) {
-                    self.finished(a.call, a.size, a.dispatched, &result, dead);
+                    self.finished(&a, &result, dead);
                 }
                 self.engine.report(batch, result);
                 Ok(())
@@ -310,14 +310,15 @@ impl<'p, S: Sink> Driver<'p, S> {
         for batch in self.replicas.expired(now) {
             if let Some(a) = self.replicas.time_out(self.plan, batch) {
                 let result = Err(timed_out(self.plan.calls()[a.call].config.timeout));
-                self.finished(a.call, a.size, a.dispatched, &result, true);
+                self.finished(&a, &result, true);
                 self.engine.report(batch, result);
             }
         }
     }
 
     /// Timing and the observer's batch event for one ended attempt.
-    fn finished(&mut self, c: usize, size: usize, dispatched: Instant, result: &AttemptResult, dead: bool) {
+    fn finished(&mut self, a: &Attempt, result: &AttemptResult, dead: bool) {
+        let (c, dispatched) = (a.call, a.dispatched);
         let now = Instant::now();
         let t = &mut self.timing[c];
         t.busy += now.saturating_duration_since(dispatched);
@@ -343,7 +344,9 @@ impl<'p, S: Sink> Driver<'p, S> {
         self.watch.finished(&BatchFinished {
             call: &self.plan.calls()[c].name,
             call_index: c,
-            size,
+            size: a.size,
+            replica: a.slot,
+            started: dispatched.saturating_duration_since(self.start),
             duration: now.saturating_duration_since(dispatched),
             ok: counts[0],
             record_failures: counts[1],
