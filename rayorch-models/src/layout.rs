@@ -145,6 +145,25 @@ pub fn nms(mut cands: Vec<LayoutBox>, iou_thresh: f32, keep: usize) -> Vec<Layou
     out
 }
 
+/// Drop a region when higher-scored regions (of any class) already cover at
+/// least 60% of it: per-class NMS keeps a paragraph detected both alone and
+/// inside a larger text block, and its text would be read twice.
+pub fn suppress_covered(mut boxes: Vec<LayoutBox>) -> Vec<LayoutBox> {
+    boxes.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let area = |r: &[f32; 4]| (r[2] - r[0]).max(0.0) * (r[3] - r[1]).max(0.0);
+    let inter = |a: &[f32; 4], b: &[f32; 4]| {
+        (a[2].min(b[2]) - a[0].max(b[0])).max(0.0) * (a[3].min(b[3]) - a[1].max(b[1])).max(0.0)
+    };
+    let mut kept: Vec<LayoutBox> = Vec::new();
+    for b in boxes {
+        let covered: f32 = kept.iter().map(|k| inter(&k.bbox, &b.bbox)).sum();
+        if covered < 0.6 * area(&b.bbox) {
+            kept.push(b);
+        }
+    }
+    kept
+}
+
 /// GFL decode of one page: `heads` holds, per stride 8/16/32/64, the class
 /// scores `[cells, classes]` and the box distributions `[cells, 4 * 8]`
 /// (row-major). Each cell centre is `((col + 0.5) s, (row + 0.5) s)`; a
@@ -289,7 +308,7 @@ impl LayoutDetector {
                     (bbox[2] > bbox[0] && bbox[3] > bbox[1]).then_some(LayoutBox { kind, score, bbox })
                 })
                 .collect();
-            out.push(nms(cands, self.cfg.iou_thresh, 100));
+            out.push(suppress_covered(nms(cands, self.cfg.iou_thresh, 100)));
         }
         Ok(out)
     }
@@ -465,6 +484,19 @@ mod tests {
                 (RegionKind::Title, 0.7)
             ]
         );
+    }
+
+    #[test]
+    fn a_region_mostly_covered_by_better_ones_is_dropped() {
+        let b = |kind, score, bbox| LayoutBox { kind, score, bbox };
+        let kept = suppress_covered(vec![
+            b(RegionKind::Text, 0.6, [0.0, 0.0, 100.0, 100.0]),
+            b(RegionKind::Text, 0.9, [0.0, 0.0, 100.0, 45.0]),
+            b(RegionKind::Text, 0.8, [0.0, 50.0, 100.0, 100.0]),
+            b(RegionKind::Title, 0.7, [0.0, 200.0, 100.0, 220.0]),
+        ]);
+        let scores: Vec<f32> = kept.iter().map(|k| k.score).collect();
+        assert_eq!(scores, vec![0.9, 0.8, 0.7]);
     }
 
     #[test]

@@ -334,12 +334,11 @@ pub fn corpus() -> (Vec<GtPage>, Vec<u8>) {
     let mut w = Writer::new();
     let n = built.len();
     let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 6 + 2 * i)).collect();
+    // Objects: 1 catalog, 2 page tree, 3 and 4 fonts, then (content, page) pairs from 5.
     w.object(b"<< /Type /Catalog /Pages 2 0 R >>");
     w.object(format!("<< /Type /Pages /Kids [{}] /Count {n} >>", kids.join(" ")).as_bytes());
     w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>");
     w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>");
-    // Object 5 is unused padding so that pages are (content, page) pairs from 6.
-    w.object(b"null");
     let mut pages = Vec::with_capacity(n);
     for (kind, (p, table)) in built {
         let content = w.stream(p.ops.as_bytes());

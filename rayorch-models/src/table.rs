@@ -9,7 +9,9 @@
 //!   and `eos` at the end (`<td></td>` is already in it); decoding stops at
 //!   the first `eos` after step 0.
 //! - A cell box is the step's 8 numbers (a 4-point polygon, normalised to
-//!   the *unpadded* crop) times the crop's width and height.
+//!   the padded 488×488 input) times the crop's long side. (Scaling x by the
+//!   width and y by the height, as `rapid_table` 0.3.0 does, put every cell
+//!   of a wide table near its top on the generated corpus.)
 //! - The grid is rebuilt from the tokens with row/col spans; every cell gets
 //!   a `(row, col)` and a text line lands in the one cell it overlaps most.
 
@@ -282,7 +284,10 @@ impl TableRecognizer {
         let (loc, structure) = (loc.as_slice().unwrap_or(&[]), structure.as_slice().unwrap_or(&[]));
         let mut out = Vec::with_capacity(crops.len());
         for (n, c) in crops.iter().enumerate() {
-            let (cw, ch) = (c.width() as f32, c.height() as f32);
+            // Boxes are normalised to the padded square: scale both axes by
+            // the crop's long side (the side that was resized to 488).
+            let side = c.width().max(c.height()) as f32;
+            let (cw, ch) = (side, side);
             let mut tokens = Vec::new();
             let mut boxes = Vec::new();
             for step in 0..t {

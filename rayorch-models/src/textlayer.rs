@@ -50,7 +50,8 @@ impl<'a> Device<'a> for Collect {
         for g in run.glyphs() {
             let t = props.transform * g.transform();
             let o = t * Point::new(0.0, 0.0);
-            let up = t * Point::new(0.0, 1.0);
+            // Glyph space has 1000 units per em (hayro_font::UNITS_PER_EM).
+            let up = t * Point::new(0.0, 1000.0);
             let size = ((up.x - o.x).powi(2) + (up.y - o.y).powi(2)).sqrt() as f32;
             let text = match (&**g as &HGlyph<'_>).as_unicode() {
                 Some(BfString::Char(c)) => c.to_string(),
@@ -118,8 +119,8 @@ fn usable(glyphs: &[Glyph], unmapped: usize) -> bool {
 
 /// The lines of text-layer glyphs whose centre lies in `bbox` (page pixels),
 /// top to bottom, as [`LineText`]s with confidence 1. Glyphs on one baseline
-/// (within a third of the font size) form a line; a gap wider than a quarter
-/// of the font size after a glyph's estimated end (0.55 em past its origin;
+/// (within a third of the font size) form a line; a gap wider than 0.35
+/// of the font size after a glyph's estimated end (0.6 em past its origin;
 /// the layer gives no advance widths) reads as a space, and a gap wider than
 /// one em starts a new segment (a table cell, another column) on the same row.
 pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
@@ -169,11 +170,11 @@ fn segment(l: &[&Glyph], row: usize) -> LineText {
         // A glyph's advance is unknown here: estimate its end from the font
         // size (wide enough for most Latin letters).
         let gap = prev_end.map_or(0.0, |e| g.x - e);
-        if gap > 0.3 * g.size && !text.ends_with(' ') && g.text != " " {
+        if gap > 0.35 * g.size && !text.ends_with(' ') && g.text != " " {
             text.push(' ');
         }
         text.push_str(&g.text);
-        prev_end = Some(g.x + 0.55 * g.size);
+        prev_end = Some(g.x + 0.6 * g.size);
     }
     let x0 = l.iter().map(|g| g.x).fold(f32::MAX, f32::min);
     let x1 = l.iter().map(|g| g.x + 0.55 * g.size).fold(f32::MIN, f32::max);
