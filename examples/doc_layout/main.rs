@@ -199,7 +199,8 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
     let c = calls(&args, &assets, &layout_assets);
     let (plan, out) = build_plan(&c)?;
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-    let mut outputs = outputs::Outputs::create(&args.out, out, names, truth, args.dpi)?;
+    let mut outputs =
+        outputs::Outputs::create(&args.out, out, names, truth, args.dpi).map_err(|e| e.to_string())?;
     eprintln!(
         "doc_layout: {} documents, window {}, text layer {}, outputs in {}",
         files.len(),

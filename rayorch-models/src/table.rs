@@ -100,8 +100,7 @@ pub fn cells_from_tokens(tokens: &[&str], boxes: &[[f32; 4]]) -> Table {
             while occupied[r].get(col).copied().unwrap_or(false) {
                 col += 1;
             }
-            for rr in r..r + rowspan {
-                let cols = &mut occupied[rr];
+            for cols in occupied.iter_mut().skip(r).take(rowspan) {
                 if cols.len() < col + colspan {
                     cols.resize(col + colspan, false);
                 }
