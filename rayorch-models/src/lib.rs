@@ -9,6 +9,10 @@
 //! | [`TextDetect`] | [`PageImage`] → `Vec<TextLine>` (in reading order) | PP-OCRv6 tiny det on ONNX Runtime |
 //! | [`TextRecognize`] | [`TextLine`] → [`LineText`] (crops of many pages per batch) | PP-OCRv6 tiny rec on ONNX Runtime |
 //! | [`SentenceEmbed`] | `String` → `Vec<f32>` (L2-normalised) | all-MiniLM-L6-v2 on candle |
+//! | [`LayoutRender`] | [`PdfFile`] → `Vec<LayoutPage>` (pages with their text layer) | hayro |
+//! | [`LayoutDetect`] | [`LayoutPage`] → `Vec<Region>` | PicoDet CDLA on ONNX Runtime |
+//! | [`RegionDetect`] | [`Region`] → `Vec<TextLine>` (OCR regions only) | PP-OCRv6 tiny det |
+//! | [`TableStructure`] | [`Region`] → `Option<Table>` | SLANet-plus on ONNX Runtime |
 //! | [`speech::WhisperStage`] | 16 kHz mono clip `Vec<f32>` → `String` (clips of many videos per encoder pass) | whisper tiny.en on candle-transformers |
 //!
 //! [`speech::Vad`] (silero VAD on ONNX Runtime) finds the speech spans to cut
@@ -29,13 +33,21 @@ mod embed;
 mod error;
 pub mod geometry;
 mod image_ops;
+pub mod layout;
+pub mod layoutgen;
+pub mod markdown;
 pub mod onnx;
 mod orient;
 pub mod output;
 pub mod pdf;
 pub mod pdfgen;
+pub mod reading_order;
 mod rec;
+pub mod records;
+pub mod regions;
 pub mod speech;
+pub mod table;
+pub mod textlayer;
 mod types;
 pub mod wer;
 
@@ -44,6 +56,7 @@ pub use db::{DbParams, TextBox, db_boxes, skew_deg};
 pub use det::{DetectConfig, PageLines, TextDetect, TextDetector};
 pub use embed::{EmbedConfig, SentenceEmbed, SentenceEmbedder};
 pub use error::ModelError;
+pub use layout::{LayoutConfig, LayoutDetect, LayoutDetector, LayoutPage, Region, RegionKind, TextSource};
 pub use onnx::{Device, OnnxConfig, OnnxSession};
 pub use orient::{LineOrientation, is_tall, page_turn, turn};
 pub use pdf::{
@@ -51,4 +64,6 @@ pub use pdf::{
     render_document, render_page,
 };
 pub use rec::{CharDict, LineRecognizer, RecognizeConfig, TextRecognize, ctc_greedy, padded_width};
+pub use regions::{LayoutRender, RegionDetect};
+pub use table::{Table, TableConfig, TableRecognizer, TableStructure};
 pub use types::{LineText, PageImage, PdfFile, TextLine, page_text};

@@ -145,6 +145,29 @@ impl OnnxSession {
         &mut self.session
     }
 
+    /// A custom metadata value of the model (e.g. the label list some
+    /// Paddle exports keep under `character`).
+    pub fn metadata(&self, key: &str) -> Option<String> {
+        self.session.metadata().ok()?.custom(key)
+    }
+
+    /// Run a single-input f32 model and return every output with its name,
+    /// in the model's output order.
+    pub fn run_all(&mut self, input: ArrayViewD<'_, f32>) -> Result<Vec<(String, ArrayD<f32>)>, ModelError> {
+        let name = &self.name;
+        let fail = |e: ort::Error| ModelError::Onnx(format!("running {name}: {e}"));
+        let tensor = ort::value::TensorRef::from_array_view(input).map_err(fail)?;
+        let outputs = self.session.run(ort::inputs![tensor]).map_err(fail)?;
+        let mut out = Vec::with_capacity(outputs.len());
+        for (n, v) in outputs.iter() {
+            out.push((
+                n.to_string(),
+                v.try_extract_array::<f32>().map_err(fail)?.to_owned(),
+            ));
+        }
+        Ok(out)
+    }
+
     /// Run a single-input, single-output f32 model.
     pub fn run(&mut self, input: ArrayViewD<'_, f32>) -> Result<ArrayD<f32>, ModelError> {
         let name = &self.name;

@@ -66,7 +66,7 @@ pub fn wrap(text: &str, size: f32, width: f32) -> Vec<String> {
     lines
 }
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -82,13 +82,13 @@ fn escape(s: &str) -> String {
 }
 
 /// Serialises numbered objects and writes the cross-reference table.
-struct Writer {
+pub(crate) struct Writer {
     buf: Vec<u8>,
     offsets: Vec<usize>,
 }
 
 impl Writer {
-    fn new() -> Writer {
+    pub(crate) fn new() -> Writer {
         let mut buf = Vec::new();
         buf.extend_from_slice(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n");
         Writer {
@@ -98,7 +98,7 @@ impl Writer {
     }
 
     /// Append object number `offsets.len() + 1`.
-    fn object(&mut self, body: &[u8]) -> usize {
+    pub(crate) fn object(&mut self, body: &[u8]) -> usize {
         let n = self.offsets.len() + 1;
         self.offsets.push(self.buf.len());
         self.buf.extend_from_slice(format!("{n} 0 obj\n").as_bytes());
@@ -107,14 +107,14 @@ impl Writer {
         n
     }
 
-    fn stream(&mut self, data: &[u8]) -> usize {
+    pub(crate) fn stream(&mut self, data: &[u8]) -> usize {
         let mut body = format!("<< /Length {} >>\nstream\n", data.len()).into_bytes();
         body.extend_from_slice(data);
         body.extend_from_slice(b"\nendstream");
         self.object(&body)
     }
 
-    fn finish(mut self, root: usize, extra_trailer: &str) -> Vec<u8> {
+    pub(crate) fn finish(mut self, root: usize, extra_trailer: &str) -> Vec<u8> {
         let xref = self.buf.len();
         let mut t = format!("xref\n0 {}\n0000000000 65535 f \n", self.offsets.len() + 1);
         for o in &self.offsets {
@@ -261,7 +261,7 @@ impl Sample {
     }
 }
 
-const SENTENCES: &[&str] = &[
+pub(crate) const SENTENCES: &[&str] = &[
     "The quarterly report shows revenue of 4,210 dollars against costs of 3,875 dollars.",
     "Every parent document returns to its own place in the output, in the order it was declared.",
     "Pages from many documents share one batch, so the model never waits for a slow file.",

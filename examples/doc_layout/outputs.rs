@@ -1,0 +1,199 @@
+//! The layout job's sink: each document is written the moment it completes.
+//!
+//! - `markdown/<file stem>.md`: the document as Markdown;
+//! - `documents.jsonl`: one line per document (name, per-page text source, Markdown);
+//! - `regions.jsonl` and `regions.parquet`: one row per region;
+//! - `failures.jsonl`: one line per document that did not complete.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use rayorch::sink::Sink;
+use rayorch::{BoxError, Item, Output, RootOutcome};
+use rayorch_models::layout::TextSource;
+use rayorch_models::layoutgen::{GtPage, PageScore, score_page};
+use rayorch_models::markdown::LayoutDocument;
+use rayorch_models::pdfgen::SampleKind;
+use rayorch_models::records::RegionParquet;
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct DocLine<'a> {
+    key: u64,
+    name: &'a str,
+    pages: usize,
+    text_sources: Vec<TextSource>,
+    markdown: &'a str,
+}
+
+/// A corpus page's score, for the summary and the console.
+#[derive(Serialize)]
+pub struct Scored {
+    pub page: usize,
+    #[serde(flatten)]
+    pub score: PageScore,
+}
+
+impl std::fmt::Display for Scored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.score;
+        write!(
+            f,
+            "corpus page {} ({:<10}) CER {:>5.2}%  order errors {:>5.1}% over {} regions",
+            self.page + 1,
+            s.kind,
+            s.cer * 100.0,
+            s.order_errors * 100.0,
+            s.matched_regions
+        )?;
+        if let (Some((r, c)), Some(a)) = (s.table_shape, s.cell_accuracy) {
+            write!(f, "  table {r}x{c}, cells {:.0}%", a * 100.0)?;
+        }
+        Ok(())
+    }
+}
+
+pub struct Outputs {
+    out: Output<LayoutDocument>,
+    names: Vec<String>,
+    dir: PathBuf,
+    docs: BufWriter<File>,
+    regions: BufWriter<File>,
+    failures: BufWriter<File>,
+    parquet: Option<RegionParquet>,
+    truth: Option<(String, Vec<GtPage>)>,
+    dpi: f32,
+    failed_names: Vec<String>,
+    pub written: usize,
+    pub failed: usize,
+    pub pages: usize,
+    pub scores: Vec<Scored>,
+}
+
+impl Outputs {
+    pub fn create(
+        dir: &Path,
+        out: Output<LayoutDocument>,
+        names: Vec<String>,
+        truth: Option<(String, Vec<GtPage>)>,
+        dpi: f32,
+    ) -> Result<Outputs, BoxError> {
+        std::fs::create_dir_all(dir.join("markdown"))?;
+        let file = |n: &str| File::create(dir.join(n)).map(BufWriter::new);
+        Ok(Outputs {
+            out,
+            names,
+            dir: dir.to_path_buf(),
+            docs: file("documents.jsonl")?,
+            regions: file("regions.jsonl")?,
+            failures: file("failures.jsonl")?,
+            parquet: Some(RegionParquet::create(&dir.join("regions.parquet"), 256)?),
+            truth,
+            dpi,
+            failed_names: Vec::new(),
+            written: 0,
+            failed: 0,
+            pages: 0,
+            scores: Vec::new(),
+        })
+    }
+
+    /// Did only the bundled samples that are broken on purpose fail?
+    pub fn only_expected_failures(&self) -> bool {
+        let Ok(manifest) =
+            rayorch_models::pdfgen::read_manifest(&Path::new(env!("CARGO_MANIFEST_DIR")).join("samples"))
+        else {
+            return false;
+        };
+        self.failed_names.iter().all(|n| {
+            manifest
+                .iter()
+                .any(|s| n.ends_with(&s.file) && !matches!(s.kind, SampleKind::Text | SampleKind::Empty))
+        })
+    }
+
+    fn write_doc(&mut self, key: u64, doc: &LayoutDocument) -> Result<(), BoxError> {
+        let stem = Path::new(&doc.name)
+            .file_stem()
+            .map_or_else(|| format!("doc-{key}"), |s| s.to_string_lossy().into_owned());
+        std::fs::write(
+            self.dir.join("markdown").join(format!("{stem}.md")),
+            &doc.markdown,
+        )?;
+        serde_json::to_writer(
+            &mut self.docs,
+            &DocLine {
+                key,
+                name: &doc.name,
+                pages: doc.pages.len(),
+                text_sources: doc.pages.iter().map(|p| p.text_source).collect(),
+                markdown: &doc.markdown,
+            },
+        )?;
+        self.docs.write_all(b"\n")?;
+        self.docs.flush()?;
+        for p in &doc.pages {
+            for r in &p.regions {
+                serde_json::to_writer(&mut self.regions, r)?;
+                self.regions.write_all(b"\n")?;
+            }
+            if let Some(pq) = self.parquet.as_mut() {
+                pq.write(&p.regions)?;
+            }
+        }
+        self.regions.flush()?;
+        if let Some((name, truth)) = &self.truth
+            && *name == doc.name
+        {
+            for (t, p) in truth.iter().zip(&doc.pages) {
+                self.scores.push(Scored {
+                    page: p.page,
+                    score: score_page(t, p, self.dpi),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Sink for Outputs {
+    fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
+        let name = self.names.get(o.key as usize).cloned().unwrap_or_default();
+        match o.get(self.out) {
+            Item::Present(doc) => {
+                self.write_doc(o.key, &doc)?;
+                self.written += 1;
+                self.pages += doc.pages.len();
+                eprintln!("wrote  {name} ({} pages)", doc.pages.len());
+            }
+            other => {
+                let cause = other.cause().map(|c| c.message().to_string()).unwrap_or_default();
+                let line = serde_json::json!({
+                    "key": o.key,
+                    "name": name,
+                    "outcome": "failed",
+                    "kind": format!("{:?}", other.kind()).to_lowercase(),
+                    "cause": cause,
+                });
+                serde_json::to_writer(&mut self.failures, &line)?;
+                self.failures.write_all(b"\n")?;
+                self.failures.flush()?;
+                self.failed += 1;
+                eprintln!("FAILED {name}: {cause}");
+                self.failed_names.push(name);
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), BoxError> {
+        self.docs.flush()?;
+        self.regions.flush()?;
+        self.failures.flush()?;
+        if let Some(p) = self.parquet.take() {
+            p.close()?;
+        }
+        Ok(())
+    }
+}
