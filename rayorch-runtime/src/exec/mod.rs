@@ -4,6 +4,7 @@
 
 pub mod control;
 mod driver;
+pub mod journal;
 pub mod metrics;
 mod replica;
 pub mod runner;

@@ -13,6 +13,7 @@ pub(crate) mod call;
 #[doc(hidden)]
 pub mod check;
 pub mod domain;
+mod fingerprint;
 pub(crate) mod pipeline;
 pub(crate) mod port;
 
