@@ -117,6 +117,22 @@ impl<A: Sink, B: Sink> Sink for (A, B) {
     }
 }
 
+/// An optional sink (`None` takes every root and writes nothing).
+impl<S: Sink> Sink for Option<S> {
+    fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {
+        self.as_mut().map_or(Ok(()), |s| s.root(outcome))
+    }
+    fn close(&mut self) -> Result<(), BoxError> {
+        self.as_mut().map_or(Ok(()), Sink::close)
+    }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        self.as_mut().map_or(Ok(()), |s| s.sync(durable, positions))
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        self.as_mut().map_or(Ok(()), |s| s.truncate_to(positions))
+    }
+}
+
 impl<S: Sink + ?Sized> Sink for &mut S {
     fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {
         (**self).root(outcome)
