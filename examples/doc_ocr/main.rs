@@ -203,7 +203,8 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
     let (plan, out) = build_plan(&c)?;
     let names: Arc<Vec<String>> = Arc::new(files.iter().map(|f| f.display().to_string()).collect());
     let journal = args.out.join("journal.redb");
-    let done = journal_check(&args, &journal, files.len())?;
+    let source = source_description(&names);
+    let done = journal_check(&args, &journal, files.len(), &source)?;
     let mut outputs = outputs::Outputs::create(
         &args.out,
         out,
@@ -218,7 +219,7 @@ fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
         .window(args.window)
         .observe(Bars(progress.clone()))
         .journal(&journal)
-        .journal_source(source_description(&names));
+        .journal_source(source);
     let stop = runner.cancel_handle();
     ctrlc::set_handler(move || match STOP.fetch_add(1, Ordering::SeqCst) {
         0 => {
@@ -368,15 +369,26 @@ fn exactly_once(dir: &std::path::Path) -> Result<String, Box<dyn std::error::Err
     ))
 }
 
-/// Refuse to overwrite a journaled run by accident; `--force` starts over.
+/// Refuse to overwrite an unfinished journaled run by accident; `--force`
+/// starts over.
 /// Returns the keys the journal already holds.
 fn journal_check(
     args: &cli::Args,
     journal: &std::path::Path,
     documents: usize,
+    source: &str,
 ) -> Result<std::collections::HashSet<u64>, Box<dyn std::error::Error>> {
     let state = rayorch::journal::JournalState::read(journal)?;
+    // A finished run (every document of the same list terminal) is replaced
+    // like before journals: only an unfinished one needs --resume/--force.
+    let finished = state
+        .as_ref()
+        .is_some_and(|s| s.roots.len() == documents && s.source == source);
     match (&state, args.resume, args.force) {
+        (Some(_), false, false) if finished => {
+            std::fs::remove_file(journal)?;
+            Ok(Default::default())
+        }
         (Some(s), false, false) => Err(format!(
             "{} holds a journaled run ({} of {documents} documents finished): continue it with --resume, or start over with --force",
             args.out.display(),
