@@ -389,6 +389,12 @@ fn journal_check(
             std::fs::remove_file(journal)?;
             Ok(Default::default())
         }
+        (Some(s), false, false) if s.source != source => Err(format!(
+            "{} holds a journaled run over another document list ({}; this run: {source}): give another --out, resume with the same inputs, or start over with --force",
+            args.out.display(),
+            s.source
+        )
+        .into()),
         (Some(s), false, false) => Err(format!(
             "{} holds a journaled run ({} of {documents} documents finished): continue it with --resume, or start over with --force",
             args.out.display(),
