@@ -135,9 +135,18 @@ fn through_runner(docs: &[u32]) -> (u64, f64) {
         b.output(assemble.apply(reduce(ocr.apply(page))))
     })
     .expect("valid plan");
+    let mut runner = rayorch::Runner::new(&plan).window(256);
+    // `BENCH_JOURNAL=DIR`: journal the run (the roots only: no file sinks).
+    if let Some(dir) = std::env::var_os("BENCH_JOURNAL") {
+        let path = std::path::Path::new(&dir).join("control_plane.journal");
+        let _ = std::fs::remove_file(&path);
+        runner = runner.journal(path);
+        if std::env::var("BENCH_FSYNC").as_deref() == Ok("wakeup") {
+            runner = runner.fsync(rayorch::journal::FsyncPolicy::EveryWakeup);
+        }
+    }
     let start = Instant::now();
-    let summary = rayorch::Runner::new(&plan)
-        .window(256)
+    let summary = runner
         .run(
             docs.iter().enumerate().map(|(i, &n)| (i as u64, n)),
             rayorch::sink::Callback(|_: &rayorch::RootOutcome| {}),

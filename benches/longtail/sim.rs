@@ -432,8 +432,7 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
     let admit = Mutex::new(vec![0.0; w.docs.len()]);
     let index: HashMap<u64, usize> = w.docs.iter().enumerate().map(|(i, d)| (d.doc_id, i)).collect();
     let mut correct = true;
-    let summary = Runner::new(&plan)
-        .window(window)
+    let summary = journaled(Runner::new(&plan).window(window))
         .run(
             w.docs.iter().zip(poisoned).enumerate().map(|(idx, (d, &p))| {
                 // The runner pulls a root exactly when it admits it.
@@ -448,19 +447,22 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
                     },
                 )
             }),
-            Callback(|o: &RootOutcome| {
-                let p = poisoned_of(w, poisoned, o.key);
-                match o.get(out) {
-                    Item::Present(id) => {
-                        correct &= !p && id == o.key;
-                        let t = start.elapsed().as_secs_f64();
-                        done.push(t);
-                        done_at[index[&o.key]] = Some(t);
+            (
+                Callback(|o: &RootOutcome| {
+                    let p = poisoned_of(w, poisoned, o.key);
+                    match o.get(out) {
+                        Item::Present(id) => {
+                            correct &= !p && id == o.key;
+                            let t = start.elapsed().as_secs_f64();
+                            done.push(t);
+                            done_at[index[&o.key]] = Some(t);
+                        }
+                        Item::Suppressed(_) => correct &= p,
+                        _ => correct = false,
                     }
-                    Item::Suppressed(_) => correct &= p,
-                    _ => correct = false,
-                }
-            }),
+                }),
+                journal_outputs(out),
+            ),
         )
         .expect("run completes");
     let ocr_m = summary.call("ocr").expect("ocr ran");
@@ -486,6 +488,35 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
         siblings_not_dispatched: ocr_m.suppressed_before_dispatch,
         ..Report::default()
     }
+}
+
+/// `BENCH_JOURNAL=DIR`: journal the run in DIR (emptied first), with the
+/// outputs in a JSONL file and the failures in another, as a durable job
+/// would; `BENCH_FSYNC=wakeup`: one commit per driver wakeup (default: the
+/// runner's interval policy).
+fn journaled(r: Runner<'_>) -> Runner<'_> {
+    let Some(dir) = std::env::var_os("BENCH_JOURNAL") else {
+        return r;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("BENCH_JOURNAL folder");
+    let r = r.journal(dir.join("run.journal"));
+    match std::env::var("BENCH_FSYNC").as_deref() {
+        Ok("wakeup") => r.fsync(rayorch::journal::FsyncPolicy::EveryWakeup),
+        _ => r,
+    }
+}
+
+/// The durable sinks of a journaled run (none without `BENCH_JOURNAL`).
+fn journal_outputs(
+    out: rayorch::Output<u64>,
+) -> Option<(rayorch::sink::JsonlSink<u64>, rayorch::sink::FailuresSink)> {
+    let dir = std::path::PathBuf::from(std::env::var_os("BENCH_JOURNAL")?);
+    Some((
+        rayorch::sink::JsonlSink::open(dir.join("out.jsonl"), out).expect("out.jsonl"),
+        rayorch::sink::FailuresSink::open(dir.join("failures.jsonl")).expect("failures.jsonl"),
+    ))
 }
 
 fn poisoned_of(w: &Workload, poisoned: &[bool], key: u64) -> bool {

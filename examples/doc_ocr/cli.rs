@@ -92,6 +92,14 @@ pub struct Args {
     /// No progress bars (one line per document instead).
     #[arg(long)]
     pub no_progress: bool,
+    /// Continue the interrupted run journaled in `--out` (same inputs):
+    /// finished documents are kept, the others run.
+    #[arg(long, conflicts_with = "force")]
+    pub resume: bool,
+    /// Start over in an `--out` that holds a journaled run (its outputs and
+    /// journal are replaced).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Replicas and ONNX threads of the model Calls.

@@ -17,14 +17,18 @@
 //! `cargo run --example doc_ocr` (see `-- --help` for inputs and knobs; the
 //! dev profile already optimises the model code and its dependencies).
 //! Outputs in `--out` (default `target/doc_ocr`): `documents.jsonl`,
-//! `documents.parquet`, `failures.jsonl`, `summary.json`, `timeline.svg`.
+//! `documents.parquet/` (one segment per journal commit), `failures.jsonl`,
+//! `summary.json`, `timeline.svg`, and the run's journal `journal.redb`.
 //! Ctrl-C once: no new documents, those in flight finish and everything is
 //! closed properly; twice: in-flight work is abandoned (reported as failures).
-//! Progress bars, the timeline's per-batch spans and Ctrl-C use the runner's
-//! observer and cancellation handle: the stages are the models' own, unwrapped.
-//! Replicas and ONNX threads default to what the machine has (`--help`); a
-//! path that cannot be read is one failed document, and the exit status says
-//! whether any document failed (`cli::EXIT_CODES`).
+//! Either way (and after a crash or `kill -9`) `--resume` continues the run:
+//! finished documents are kept, each exactly once, and the others run; a run
+//! into an `--out` holding a journal needs `--resume` or `--force` (start
+//! over). Progress bars, the timeline's per-batch spans and Ctrl-C use the
+//! runner's observer and cancellation handle: the stages are the models' own,
+//! unwrapped. Replicas and ONNX threads default to what the machine has
+//! (`--help`); a path that cannot be read is one failed document, and the exit
+//! status says whether any document failed (`cli::EXIT_CODES`).
 
 mod cli;
 mod outputs;
@@ -216,14 +220,27 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
     let c = calls(&args, &knobs, &assets);
     let (plan, out) = build_plan(&c)?;
     let names: Arc<Vec<String>> = Arc::new(files.iter().map(|f| f.display().to_string()).collect());
-    let mut outputs = outputs::Outputs::create(&args.out, out, names, dim, progress.clone(), expected)?;
+    let journal = args.out.join("journal.redb");
+    let source = source_description(&names);
+    let done = journal_check(&args, &journal, files.len(), &source)?;
+    let mut outputs = outputs::Outputs::create(
+        &args.out,
+        out,
+        names.clone(),
+        dim,
+        progress.clone(),
+        expected,
+        args.resume,
+    )?;
 
     let spans = timeline::SpanLog::default();
     let runner = Runner::new(&plan)
         .window(args.window)
         .window_children(args.window_pages)
         .backpressure(args.backpressure)
-        .observe(Bars(progress.clone(), spans.clone()));
+        .observe(Bars(progress.clone(), spans.clone()))
+        .journal(&journal)
+        .journal_source(source);
     let stop = runner.cancel_handle();
     ctrlc::set_handler(move || match STOP.fetch_add(1, Ordering::SeqCst) {
         0 => {
@@ -270,8 +287,9 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
         "written_at_s": outputs.written_at,
         "first_text_document_s": outputs.written_at_pages.iter().find(|(_, p)| *p > 0).map(|(t, _)| *t),
         "interrupted": interrupted,
+        "resumed_documents": summary.journal_skipped,
         "not_started": (0..files.len() as u64)
-            .filter(|k| !outputs.seen.contains(k))
+            .filter(|k| !outputs.seen.contains(k) && !done.contains(k))
             .map(|k| files[k as usize].display().to_string())
             .collect::<Vec<_>>(),
         "documents_unexpected": outputs.unexpected,
@@ -350,7 +368,103 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
         }
     }
     println!("outputs in {}", args.out.display());
+    println!("{}", exactly_once(&args.out)?);
+    if interrupted || summary.cancelled {
+        println!("interrupted: continue this run with\n  {}", resume_command());
+    }
     Ok(outputs.exit_code(interrupted))
+}
+
+/// Check that the outputs hold each document once, the same ones in
+/// `documents.jsonl` and `documents.parquet` (cheap: only keys are compared).
+fn exactly_once(dir: &std::path::Path) -> Result<String, Box<dyn std::error::Error>> {
+    let mut lines = Vec::new();
+    for line in std::fs::read_to_string(dir.join("documents.jsonl"))?.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        lines.push(v["key"].as_u64().ok_or("documents.jsonl: a line without a key")?);
+    }
+    let (_, rows) = rayorch_models::output::read_documents(&dir.join("documents.parquet"))?;
+    let mut rows: Vec<u64> = rows.into_iter().map(|(k, _)| k).collect();
+    let (n_lines, n_rows) = (lines.len(), rows.len());
+    lines.sort_unstable();
+    lines.dedup();
+    rows.sort_unstable();
+    rows.dedup();
+    if lines.len() != n_lines || rows.len() != n_rows || lines != rows {
+        return Err(format!(
+            "outputs disagree: documents.jsonl has {n_lines} lines ({} keys), documents.parquet {n_rows} rows ({} keys)",
+            lines.len(),
+            rows.len()
+        )
+        .into());
+    }
+    Ok(format!(
+        "documents.jsonl and documents.parquet: {n_lines} documents, each once, the same in both"
+    ))
+}
+
+/// Refuse to overwrite an unfinished journaled run by accident; `--force`
+/// starts over.
+/// Returns the keys the journal already holds.
+fn journal_check(
+    args: &cli::Args,
+    journal: &std::path::Path,
+    documents: usize,
+    source: &str,
+) -> Result<std::collections::HashSet<u64>, Box<dyn std::error::Error>> {
+    let state = rayorch::journal::JournalState::read(journal)?;
+    // A finished run (every document of the same list terminal) is replaced
+    // like before journals: only an unfinished one needs --resume/--force.
+    let finished = state
+        .as_ref()
+        .is_some_and(|s| s.roots.len() == documents && s.source == source);
+    match (&state, args.resume, args.force) {
+        (Some(_), false, false) if finished => {
+            std::fs::remove_file(journal)?;
+            Ok(Default::default())
+        }
+        (Some(s), false, false) if s.source != source => Err(format!(
+            "{} holds a journaled run over another document list ({}; this run: {source}): give another --out, resume with the same inputs, or start over with --force",
+            args.out.display(),
+            s.source
+        )
+        .into()),
+        (Some(s), false, false) => Err(format!(
+            "{} holds a journaled run ({} of {documents} documents finished): continue it with --resume, or start over with --force",
+            args.out.display(),
+            s.roots.len()
+        )
+        .into()),
+        (_, _, true) if journal.exists() => {
+            std::fs::remove_file(journal)?;
+            Ok(Default::default())
+        }
+        (None, true, _) => Err(format!(
+            "--resume: {} holds no journaled run to continue; run without --resume",
+            args.out.display()
+        )
+        .into()),
+        (s, _, _) => Ok(s.as_ref().map(|s| s.roots.keys().copied().collect()).unwrap_or_default()),
+    }
+}
+
+/// The documents and their keys (list order): a resume must see the same.
+fn source_description(names: &[String]) -> String {
+    // FNV-1a over the ordered list: stable across builds and machines.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in names.iter().flat_map(|n| n.bytes().chain([0])) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{} PDF files, list digest {h:016x}", names.len())
+}
+
+/// This command line with `--resume` (the way to continue after Ctrl-C).
+fn resume_command() -> String {
+    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--force").collect();
+    if !args.iter().any(|a| a == "--resume") {
+        args.push("--resume".into());
+    }
+    format!("cargo run --release --example doc_ocr -- {}", args.join(" "))
 }
 
 fn main() -> ExitCode {

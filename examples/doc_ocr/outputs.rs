@@ -1,25 +1,28 @@
 //! The job's sink: every document is written the moment it is complete.
 //!
 //! - `documents.jsonl`: one line per healthy document, flushed at once;
-//! - `documents.parquet`: the same rows, a row group every few documents,
-//!   readable once the run has closed it (Ctrl-C closes it too);
+//! - `documents.parquet/`: the same rows, one `part-NNNNN.parquet` segment
+//!   per journal commit that wrote rows (each readable once closed);
 //! - `failures.jsonl`: one line per document that did not complete, with the
 //!   cause and where it arose. A document whose output was never computed
 //!   because an earlier step failed (the engine's `Suppressed`, e.g. a render
 //!   failure) is `failed` here too: for the user the document failed, and
 //!   `cause`/`at` say where.
+//!
+//! The three follow the run's journal (`journal.redb` beside them): each
+//! journal commit syncs them and stores their positions, and a resumed run
+//! cuts them back to those positions, so every document is in them exactly
+//! once however the previous run ended.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rayorch::sink::Sink;
+use rayorch::sink::{LinesFile, Sink};
 use rayorch::{BoxError, Item, ItemKind, Output, RootOutcome};
 use rayorch_models::cer::cer;
-use rayorch_models::output::{Document, ParquetWriter};
+use rayorch_models::output::{Document, ParquetSegments};
 use rayorch_models::pdfgen::{Sample, SampleKind};
 use serde::Serialize;
 
@@ -70,9 +73,9 @@ pub fn outcome_label(kind: ItemKind) -> &'static str {
 pub struct Outputs {
     out: Output<Document>,
     names: Arc<Vec<String>>,
-    jsonl: BufWriter<File>,
-    failures: BufWriter<File>,
-    parquet: Option<ParquetWriter>,
+    jsonl: LinesFile,
+    failures: LinesFile,
+    parquet: ParquetSegments,
     progress: Arc<Progress>,
     start: Instant,
     expected: HashMap<String, Sample>,
@@ -104,17 +107,26 @@ impl Outputs {
         dim: usize,
         progress: Arc<Progress>,
         expected: Vec<Sample>,
+        resume: bool,
     ) -> std::io::Result<Outputs> {
         std::fs::create_dir_all(dir)?;
-        let file = |n: &str| File::create(dir.join(n)).map(BufWriter::new);
-        let parquet =
-            ParquetWriter::create(&dir.join("documents.parquet"), dim, 8).map_err(std::io::Error::other)?;
+        // A resumed run keeps the files: the runner cuts them back to the
+        // journal's last commit before the first document.
+        let file = |n: &str| {
+            if resume {
+                LinesFile::open(dir.join(n))
+            } else {
+                LinesFile::create(dir.join(n))
+            }
+        };
+        let parquet = ParquetSegments::open(&dir.join("documents.parquet"), dim, 8, !resume)
+            .map_err(std::io::Error::other)?;
         Ok(Outputs {
             out,
             names,
             jsonl: file("documents.jsonl")?,
             failures: file("failures.jsonl")?,
-            parquet: Some(parquet),
+            parquet,
             progress,
             start: Instant::now(),
             expected: expected.into_iter().map(|s| (s.file.clone(), s)).collect(),
@@ -184,16 +196,11 @@ impl Sink for Outputs {
         match o.get(self.out) {
             Item::Present(doc) => {
                 let cer = self.score(&name, "written", Some(&doc));
-                serde_json::to_writer(
-                    &mut self.jsonl,
-                    &DocLine {
-                        key: o.key,
-                        doc: &doc,
-                        cer,
-                    },
-                )?;
-                self.jsonl.write_all(b"\n")?;
-                self.jsonl.flush()?;
+                self.jsonl.line(&serde_json::to_vec(&DocLine {
+                    key: o.key,
+                    doc: &doc,
+                    cer,
+                })?)?;
                 self.written += 1;
                 self.pages += doc.pages;
                 self.written_at.push(t);
@@ -203,9 +210,7 @@ impl Sink for Outputs {
                     "{t:>7.2}s  wrote  {name} ({} pages{cer_text})",
                     doc.pages
                 ));
-                if let Some(p) = self.parquet.as_mut() {
-                    p.write(o.key, doc)?;
-                }
+                self.parquet.write(o.key, doc)?;
             }
             other => {
                 let outcome = outcome_label(other.kind()).to_string();
@@ -218,9 +223,7 @@ impl Sink for Outputs {
                     at: cause.and_then(|c| c.context().map(String::from)),
                 };
                 self.score(&name, &outcome, None);
-                serde_json::to_writer(&mut self.failures, &line)?;
-                self.failures.write_all(b"\n")?;
-                self.failures.flush()?;
+                self.failures.line(&serde_json::to_vec(&line)?)?;
                 self.failed += 1;
                 self.progress
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
@@ -231,11 +234,30 @@ impl Sink for Outputs {
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
-        self.jsonl.flush()?;
-        self.failures.flush()?;
-        if let Some(p) = self.parquet.take() {
-            p.close()?;
-        }
+        Sink::close(&mut self.jsonl)?;
+        Sink::close(&mut self.failures)?;
+        Ok(self.parquet.close()?)
+    }
+
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        positions.push(self.jsonl.sync(durable)?);
+        positions.push(self.failures.sync(durable)?);
+        positions.push(self.parquet.sync(durable)?);
+        Ok(())
+    }
+
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        let p: &[u64] = positions;
+        let (Some(&jsonl), Some(&failures), Some(&parquet)) = (p.first(), p.get(1), p.get(2)) else {
+            return Err(
+                "the journal holds fewer output positions than doc_ocr writes (3): start over with --force"
+                    .into(),
+            );
+        };
+        self.jsonl.truncate_to(jsonl)?;
+        self.failures.truncate_to(failures)?;
+        self.parquet.truncate_to(parquet)?;
+        *positions = &p[3..];
         Ok(())
     }
 }

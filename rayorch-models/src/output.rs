@@ -5,9 +5,17 @@
 //! page. [`ParquetWriter`] appends documents as they complete (one row each)
 //! and flushes a row group every `rows_per_group` documents; the file is
 //! readable once [`ParquetWriter::close`] has written the footer.
+//!
+//! [`ParquetSegments`] is the crash-safe form for journaled runs: a folder
+//! of `part-NNNNN.parquet` files, one per journal commit that wrote rows.
+//! A segment is closed (footer written, `fsync`ed) before the commit that
+//! counts it, so the committed segment count is the folder's durable
+//! position; a resume deletes the segments past it (the unclosed one a crash
+//! left, and closed ones whose commit never happened). [`read_documents`]
+//! reads a file or such a folder.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::builder::{FixedSizeListBuilder, Float32Builder, ListBuilder, StringBuilder};
@@ -184,8 +192,138 @@ impl ParquetWriter {
     }
 }
 
-/// Read a file written by [`ParquetWriter`]: its schema and `(key, document)` rows.
+/// A folder of Parquet segments that follows a run's journal (see the
+/// module note): rows go to the open segment; [`ParquetSegments::sync`]
+/// closes it and returns how many segments are complete.
+pub struct ParquetSegments {
+    dir: PathBuf,
+    dim: usize,
+    rows_per_group: usize,
+    /// Complete segments (`part-00000` .. `part-{done-1}`).
+    done: u64,
+    open: Option<ParquetWriter>,
+}
+
+fn segment(dir: &Path, i: u64) -> PathBuf {
+    dir.join(format!("part-{i:05}.parquet"))
+}
+
+/// The segment numbers in `dir`, ascending.
+fn segments(dir: &Path) -> Result<Vec<u64>, ModelError> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(ModelError::io(dir))? {
+        let name = entry.map_err(ModelError::io(dir))?.file_name();
+        let name = name.to_string_lossy();
+        if let Some(i) = name
+            .strip_prefix("part-")
+            .and_then(|n| n.strip_suffix(".parquet"))
+            .and_then(|n| n.parse().ok())
+        {
+            found.push(i);
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
+impl ParquetSegments {
+    /// Open the folder `dir` (created when missing; a plain file there is
+    /// replaced), keeping its segments; `fresh`: delete them first.
+    pub fn open(
+        dir: &Path,
+        dim: usize,
+        rows_per_group: usize,
+        fresh: bool,
+    ) -> Result<ParquetSegments, ModelError> {
+        if dir.is_file() {
+            std::fs::remove_file(dir).map_err(ModelError::io(dir))?;
+        }
+        std::fs::create_dir_all(dir).map_err(ModelError::io(dir))?;
+        let mut s = ParquetSegments {
+            dir: dir.to_path_buf(),
+            dim,
+            rows_per_group,
+            done: 0,
+            open: None,
+        };
+        s.done = segments(dir)?.last().map_or(0, |i| i + 1);
+        if fresh {
+            s.truncate_to(0)?;
+        }
+        Ok(s)
+    }
+
+    /// Add one document to the open segment (opened on the first row).
+    pub fn write(&mut self, key: u64, doc: Document) -> Result<(), ModelError> {
+        if self.open.is_none() {
+            let path = segment(&self.dir, self.done);
+            self.open = Some(ParquetWriter::create(&path, self.dim, self.rows_per_group)?);
+        }
+        self.open.as_mut().map_or(Ok(()), |w| w.write(key, doc))
+    }
+
+    /// Close the open segment (footer, `fsync` of it and of the folder when
+    /// `durable`) and return the number of complete segments.
+    pub fn sync(&mut self, durable: bool) -> Result<u64, ModelError> {
+        if let Some(w) = self.open.take() {
+            let path = w.path.clone();
+            w.close()?;
+            if durable {
+                File::open(&path)
+                    .and_then(|f| f.sync_all())
+                    .map_err(ModelError::io(&path))?;
+                File::open(&self.dir)
+                    .and_then(|f| f.sync_all())
+                    .map_err(ModelError::io(&self.dir))?;
+            }
+            self.done += 1;
+        }
+        Ok(self.done)
+    }
+
+    /// Keep the first `n` segments; delete the others (and drop the open one).
+    pub fn truncate_to(&mut self, n: u64) -> Result<(), ModelError> {
+        self.open = None;
+        let present = segments(&self.dir)?;
+        if present.iter().filter(|&&i| i < n).count() as u64 != n {
+            return Err(ModelError::model(
+                format!("parquet {}", self.dir.display()),
+                format!(
+                    "the journal committed {n} segment(s) but some are missing: the folder was changed since; start the run over"
+                ),
+            ));
+        }
+        for i in present.into_iter().filter(|&i| i >= n) {
+            let path = segment(&self.dir, i);
+            std::fs::remove_file(&path).map_err(ModelError::io(&path))?;
+        }
+        self.done = n;
+        Ok(())
+    }
+
+    /// Close the open segment (the run ended).
+    pub fn close(&mut self) -> Result<(), ModelError> {
+        self.sync(false).map(|_| ())
+    }
+}
+
+/// Read a file written by [`ParquetWriter`], or a folder of
+/// [`ParquetSegments`] (in segment order): its schema and `(key, document)` rows.
 pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), ModelError> {
+    if path.is_dir() {
+        let mut rows = Vec::new();
+        let mut schema = document_schema(0);
+        for i in segments(path)? {
+            let (s, r) = read_file(&segment(path, i))?;
+            schema = s;
+            rows.extend(r);
+        }
+        return Ok((schema, rows));
+    }
+    read_file(path)
+}
+
+fn read_file(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), ModelError> {
     let file = File::open(path).map_err(ModelError::io(path))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(path))?;
     let schema = builder.schema().clone();
@@ -289,5 +427,39 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("width 1"), "{err}");
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn segments_keep_what_was_committed_and_drop_the_rest() {
+        let dir = std::env::temp_dir().join(format!("rayorch-segments-{}", std::process::id()));
+        let doc = |n: &str| Document::assemble(n, vec![n.into()], vec![vec![1.0, 0.0]]);
+        let mut s = ParquetSegments::open(&dir, 2, 2, true).unwrap();
+        assert_eq!(s.sync(true).unwrap(), 0, "no rows: no segment");
+        s.write(0, doc("a")).unwrap();
+        s.write(1, doc("b")).unwrap();
+        assert_eq!(s.sync(true).unwrap(), 1);
+        s.write(2, doc("c")).unwrap();
+        assert_eq!(s.sync(true).unwrap(), 2);
+        // Rows after the last commit: one closed segment, one left open.
+        s.write(3, doc("d")).unwrap();
+        s.sync(false).unwrap();
+        s.write(4, doc("e")).unwrap();
+        drop(s);
+        let mut s = ParquetSegments::open(&dir, 2, 2, false).unwrap();
+        s.truncate_to(2).unwrap();
+        s.write(3, doc("d")).unwrap();
+        s.close().unwrap();
+        let (_, rows) = read_documents(&dir).unwrap();
+        let keys: Vec<u64> = rows.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, vec![0, 1, 2, 3]);
+        // A committed segment gone missing is an error, not a silent loss.
+        std::fs::remove_file(segment(&dir, 0)).unwrap();
+        assert!(
+            ParquetSegments::open(&dir, 2, 2, false)
+                .unwrap()
+                .truncate_to(2)
+                .is_err()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -190,4 +190,27 @@ pub enum RunError {
     /// Nothing can make progress, yet roots are unfinished.
     #[error("the run stalled: {0}")]
     Stalled(String),
+    /// The journal could not be opened, read or committed (or a sink could
+    /// not be cut back to the journal's positions on resume).
+    #[error("journal {path}: {cause}")]
+    Journal {
+        /// The journal file.
+        path: String,
+        /// What failed and what to do.
+        cause: String,
+    },
+    /// The journal belongs to another run: the plan or the source changed.
+    #[error(
+        "journal {path} was written by another run: its {what} was `{was}`, this run's is `{now}`; nothing ran: resume with the same {what}, force the resume (`Runner::journal_force`) to keep its finished roots anyway, or give a new journal path to start over"
+    )]
+    JournalMismatch {
+        /// The journal file.
+        path: String,
+        /// `plan fingerprint` or `source`.
+        what: &'static str,
+        /// What the journal holds.
+        was: String,
+        /// What this run has.
+        now: String,
+    },
 }

@@ -18,7 +18,7 @@ mod exec;
 mod plan;
 mod value;
 
-pub use exec::{sim, sink};
+pub use exec::{journal, sim, sink};
 #[doc(hidden)]
 pub use plan::check;
 pub use plan::domain;

@@ -15,6 +15,10 @@
 //! - `run` returns once no root is live and no attempt is in flight, or at
 //!   once on an error or a cancellation (attempts in flight are then given
 //!   up: async tasks dropped, blocking threads left to finish alone).
+//! - With a journal (`journal.rs`), every root handed out is recorded there
+//!   (except duplicates and cancelled ones) and committed, grouped, before
+//!   the driver waits again (or by its interval), at the end of the run, and
+//!   before a cancellation hands out its abandoned roots.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -26,6 +30,7 @@ use tokio::time::Instant;
 use crate::engine::{Batch, Engine, EngineConfig, RootOutcome};
 use crate::error::RunError;
 use crate::exec::control::{BatchDispatched, BatchFinished, ControlState, Observer, Watch};
+use crate::exec::journal::Journal;
 use crate::exec::metrics::{CallMetrics, DomainCounts, RunSummary, secs};
 use crate::exec::replica::{Attempt, Event, Replicas, timed_out};
 use crate::exec::sink::Sink;
@@ -63,6 +68,11 @@ pub(crate) struct Driver<'p, S: Sink> {
     abandoned: u64,
     cancelled: bool,
     wakeups: u64,
+    /// The run's commit log, when it is journaled.
+    pub(crate) journal: Option<Journal>,
+    /// Keys the journal holds as terminal: a resumed run skips them.
+    pub(crate) journal_done: HashSet<u64>,
+    journal_skipped: u64,
 }
 
 enum Wake {
@@ -100,6 +110,9 @@ impl<'p, S: Sink> Driver<'p, S> {
             abandoned: 0,
             cancelled: false,
             wakeups: 0,
+            journal: None,
+            journal_done: HashSet::new(),
+            journal_skipped: 0,
             plan,
         }
     }
@@ -116,6 +129,7 @@ impl<'p, S: Sink> Driver<'p, S> {
         loop {
             if self.control.cancelled() {
                 self.deliver()?;
+                self.commit(true)?;
                 self.abandon_live()?;
                 break;
             }
@@ -160,14 +174,17 @@ impl<'p, S: Sink> Driver<'p, S> {
                 }
             }
             self.observe_domains();
+            self.commit(false)?;
             self.wakeups += 1;
             let want_source = !exhausted && self.engine.can_admit();
             let deadline = self.replicas.next_deadline();
+            let commit_at = self.journal.as_ref().and_then(Journal::due);
             let wake = tokio::select! {
                 biased;
                 _ = self.control.changed() => Wake::Control,
                 ev = self.events.recv() => Wake::Event(ev),
                 _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => Wake::Deadline,
+                _ = tokio::time::sleep_until(commit_at.unwrap_or_else(Instant::now)), if commit_at.is_some() => Wake::Deadline,
                 item = source.next(), if want_source => Wake::Source(item),
             };
             match wake {
@@ -181,6 +198,7 @@ impl<'p, S: Sink> Driver<'p, S> {
             }
             self.expire(Instant::now());
         }
+        self.commit(true)?;
         self.observe_domains();
         Ok(self.summary())
     }
@@ -190,17 +208,31 @@ impl<'p, S: Sink> Driver<'p, S> {
         self.replicas.backpressure = bp;
     }
 
+    /// Commit what was handed out to the journal, if any, when due (`force`:
+    /// now).
+    fn commit(&mut self, force: bool) -> Result<(), RunError> {
+        match self.journal.as_mut() {
+            Some(j) => j.commit(&mut self.sink, force),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn shutdown(&mut self, ended_normally: bool) {
         self.replicas.shutdown(ended_normally && !self.cancelled);
     }
 
     fn admit(&mut self, key: u64, v: Value) -> Result<(), RunError> {
+        if self.journal_done.contains(&key) {
+            // Finished in an earlier run of this journal; its output is kept.
+            self.journal_skipped += 1;
+            return Ok(());
+        }
         if !self.keys.insert(key) {
             self.duplicates += 1;
             let cause = Cause::new(format!(
                 "root key {key} was already given to this run; this root was not run: give each root a unique key"
             ));
-            return self.hand_out(&self.failed_outcome(key, cause));
+            return self.hand_out(&self.failed_outcome(key, cause), false);
         }
         self.engine.admit(key, v)?;
         self.live.insert(key);
@@ -215,7 +247,11 @@ impl<'p, S: Sink> Driver<'p, S> {
         }
     }
 
-    fn hand_out(&mut self, o: &RootOutcome) -> Result<(), RunError> {
+    /// Give `o` to the sink; `journaled`: record it as its key's outcome.
+    fn hand_out(&mut self, o: &RootOutcome, journaled: bool) -> Result<(), RunError> {
+        if journaled && let Some(j) = self.journal.as_mut() {
+            j.record(o)?;
+        }
         let at = self.start.elapsed();
         self.first_root.get_or_insert(at);
         if o.kind() == ItemKind::Present {
@@ -232,7 +268,7 @@ impl<'p, S: Sink> Driver<'p, S> {
     fn deliver(&mut self) -> Result<(), RunError> {
         while let Some(o) = self.engine.pop_finished() {
             self.live.remove(&o.key);
-            self.hand_out(&o)?;
+            self.hand_out(&o, true)?;
         }
         Ok(())
     }
@@ -247,7 +283,7 @@ impl<'p, S: Sink> Driver<'p, S> {
             let cause = Cause::new(
                 "the run was cancelled before this root finished; run it again to get its outputs",
             );
-            self.hand_out(&self.failed_outcome(key, cause))?;
+            self.hand_out(&self.failed_outcome(key, cause), false)?;
         }
         Ok(())
     }
@@ -453,6 +489,8 @@ impl<'p, S: Sink> Driver<'p, S> {
             abandoned: self.abandoned,
             driver_wakeups: self.wakeups,
             rejected_reports: st.rejected_reports,
+            journal_skipped: self.journal_skipped,
+            journal_commits: self.journal.as_ref().map_or(0, |j| j.commits),
             calls,
             domains: self.domain_counts(),
         }

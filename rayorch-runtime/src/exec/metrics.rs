@@ -109,6 +109,12 @@ pub struct RunSummary {
     pub driver_wakeups: u64,
     /// Reports for batches no longer in flight (stale or duplicate).
     pub rejected_reports: u64,
+    /// Journaled runs: roots the source gave that the journal already held
+    /// as terminal (not run again, not given to the sink).
+    pub journal_skipped: u64,
+    /// Journaled runs: journal commits (each one fsync of the sinks and one
+    /// of the journal under the default policy).
+    pub journal_commits: u64,
     /// Per-Call figures, in plan order.
     pub calls: Vec<CallMetrics>,
     /// Per-Domain counts, parents before children.

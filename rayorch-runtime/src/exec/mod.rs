@@ -5,6 +5,7 @@
 mod backpressure;
 pub mod control;
 mod driver;
+pub mod journal;
 pub mod metrics;
 mod replica;
 pub mod runner;

@@ -20,6 +20,9 @@
 //! fails ends the run with [`RunError::ReplicaFactory`]; a Call with
 //! `Recovery::Abort` ends it with the engine's `RunError::Aborted`.
 //!
+//! Durable runs: with [`Runner::journal`], each run opens (or creates) a
+//! commit log and resumes what it holds (see [`crate::journal`]).
+//!
 //! Invariant: a `Runner` holds no per-run state besides its cancellation
 //! flag (sticky, see [`CancelHandle`]) and its observer (lent to one run at a
 //! time); each run builds its own engine and replicas.
@@ -33,6 +36,7 @@ use crate::error::RunError;
 use crate::exec::backpressure::Backpressure;
 use crate::exec::control::{CancelHandle, ControlState, Observer};
 use crate::exec::driver::Driver;
+use crate::exec::journal::{FsyncPolicy, Journal, JournalOptions};
 use crate::exec::metrics::RunSummary;
 use crate::exec::sink::Sink;
 use crate::plan::Plan;
@@ -77,6 +81,7 @@ pub struct Runner<'p> {
     seed: u64,
     control: Arc<ControlState>,
     observer: Mutex<Option<Box<dyn Observer>>>,
+    journal: Option<JournalOptions>,
 }
 
 impl<'p> Runner<'p> {
@@ -91,7 +96,77 @@ impl<'p> Runner<'p> {
             seed: 0x5eed,
             control: Arc::default(),
             observer: Mutex::new(None),
+            journal: None,
         }
+    }
+
+    /// Journal runs at `path` (one redb file, created when missing): every
+    /// root handed to the sink is committed there with the sinks' positions,
+    /// and a run over an existing journal *resumes* it: outputs are cut back
+    /// to the last commit and the roots it holds are skipped. Give the sinks
+    /// opened to append (`JsonlSink::open`, `FailuresSink::open`) so a resume
+    /// keeps what was committed.
+    ///
+    /// ```
+    /// use rayorch_runtime::{domain, Call, Plan, Runner, sink::JsonlSink};
+    /// domain!(Job);
+    /// let double = Call::map("double", |x: u64| 2 * x);
+    /// let (plan, out) = Plan::build(|b| {
+    ///     let xs = b.source::<Job, u64>();
+    ///     b.output(double.apply(xs))
+    /// }).unwrap();
+    /// let dir = std::env::temp_dir().join(format!("rayorch-doc-journal-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// let runner = Runner::new(&plan).journal(dir.join("run.journal")).journal_source("0..6");
+    /// let first = runner.run((0..3u64).map(|k| (k, k)), JsonlSink::open(dir.join("out.jsonl"), out).unwrap()).unwrap();
+    /// // A second run over the same journal skips the three finished roots.
+    /// let second = runner.run((0..6u64).map(|k| (k, k)), JsonlSink::open(dir.join("out.jsonl"), out).unwrap()).unwrap();
+    /// assert_eq!((first.present, second.present, second.journal_skipped), (3, 3, 3));
+    /// let lines = std::fs::read_to_string(dir.join("out.jsonl")).unwrap();
+    /// assert_eq!(lines.lines().count(), 6);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    #[must_use]
+    pub fn journal(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        let opts = self.journal.get_or_insert_with(|| JournalOptions {
+            path: std::path::PathBuf::new(),
+            source: String::new(),
+            force: false,
+            fsync: FsyncPolicy::default(),
+        });
+        opts.path = path.into();
+        self
+    }
+
+    /// Describe the source (a glob, a query, a manifest's digest): stored in
+    /// the journal; resuming with another description is
+    /// [`RunError::JournalMismatch`]. Needs [`Runner::journal`].
+    #[must_use]
+    pub fn journal_source(mut self, description: impl Into<String>) -> Self {
+        if let Some(o) = self.journal.as_mut() {
+            o.source = description.into();
+        }
+        self
+    }
+
+    /// Resume the journal even when the plan or the source description
+    /// changed (its finished roots are kept; the new identity is stored).
+    #[must_use]
+    pub fn journal_force(mut self, force: bool) -> Self {
+        if let Some(o) = self.journal.as_mut() {
+            o.force = force;
+        }
+        self
+    }
+
+    /// When the journal commits (each commit `fsync`s the outputs and the
+    /// journal). Default: [`FsyncPolicy::Interval`] of one second.
+    #[must_use]
+    pub fn fsync(mut self, policy: FsyncPolicy) -> Self {
+        if let Some(o) = self.journal.as_mut() {
+            o.fsync = policy;
+        }
+        self
     }
 
     /// At most `n` roots in flight; memory is bounded by it.
@@ -218,9 +293,13 @@ impl<'p> Runner<'p> {
     pub async fn run_stream_async<T: Data>(
         &self,
         source: impl Stream<Item = (u64, T)>,
-        sink: impl Sink,
+        mut sink: impl Sink,
     ) -> Result<RunSummary, RunError> {
         self.plan.check_source::<T>()?;
+        let journal = match &self.journal {
+            Some(opts) => Some(Journal::open(opts, &self.plan.fingerprint(), &mut sink)?),
+            None => None,
+        };
         let observer = self.observer.lock().unwrap_or_else(|p| p.into_inner()).take();
         let config = EngineConfig {
             window: self.window,
@@ -229,6 +308,10 @@ impl<'p> Runner<'p> {
         };
         let mut d = Driver::new(self.plan, config, sink, &self.control, observer);
         d.backpressure(self.backpressure.map(|k| Backpressure::new(self.plan, k)));
+        if let Some((j, done)) = journal {
+            d.journal = Some(j);
+            d.journal_done = done;
+        }
         let source = Box::pin(source.map(|(k, v)| (k, Arc::new(v) as Value)));
         let result = d.run(source).await;
         d.shutdown(result.is_ok());

@@ -10,10 +10,20 @@
 //! (`tests/sink_backpressure.rs`). A sink that hands outcomes to another
 //! thread must keep that property: [`BoundedChannelSink`] blocks when its
 //! channel is full; [`ChannelSink`] is unbounded (for fast receivers).
+//!
+//! Durable half (journaled runs, see [`crate::journal`]): a sink that writes
+//! files reports, at each journal commit, one *position* per file it owns
+//! ([`Sink::sync`], after making everything written so far durable), and on
+//! resume cuts each file back to the position of the last commit
+//! ([`Sink::truncate_to`]). Positions are `u64`s in a fixed order (a tuple
+//! lists its first sink's positions, then its second's), so a root's output
+//! is kept iff the journal holds the root. A sink without files (a
+//! [`Callback`], a [`ChannelSink`]) has no positions: on resume it gets
+//! again the roots delivered after the last commit (at least once).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -33,6 +43,19 @@ pub trait Sink: Send {
     fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError>;
     /// The run ended; flush.
     fn close(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
+    /// Journal commit: flush what was written (and `fsync` it when `durable`),
+    /// then push one position per output this sink owns. Positions pushed
+    /// with `durable` must cover only bytes that survive a power loss.
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        let _ = (durable, positions);
+        Ok(())
+    }
+    /// Resume: cut each output back to its position of the last journal
+    /// commit, taking this sink's positions off the front of `positions`.
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        let _ = positions;
         Ok(())
     }
 }
@@ -123,6 +146,30 @@ impl<A: Sink, B: Sink> Sink for (A, B) {
         self.0.close()?;
         self.1.close()
     }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        self.0.sync(durable, positions)?;
+        self.1.sync(durable, positions)
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        self.0.truncate_to(positions)?;
+        self.1.truncate_to(positions)
+    }
+}
+
+/// An optional sink (`None` takes every root and writes nothing).
+impl<S: Sink> Sink for Option<S> {
+    fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {
+        self.as_mut().map_or(Ok(()), |s| s.root(outcome))
+    }
+    fn close(&mut self) -> Result<(), BoxError> {
+        self.as_mut().map_or(Ok(()), Sink::close)
+    }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        self.as_mut().map_or(Ok(()), |s| s.sync(durable, positions))
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        self.as_mut().map_or(Ok(()), |s| s.truncate_to(positions))
+    }
 }
 
 impl<S: Sink + ?Sized> Sink for &mut S {
@@ -132,12 +179,137 @@ impl<S: Sink + ?Sized> Sink for &mut S {
     fn close(&mut self) -> Result<(), BoxError> {
         (**self).close()
     }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        (**self).sync(durable, positions)
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        (**self).truncate_to(positions)
+    }
+}
+
+/// Make a new file's directory entry durable (a power loss may otherwise
+/// lose a freshly created file whose data was synced).
+pub fn sync_parent(path: &Path) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
+/// An append-only lines file that knows its length: the durable part of
+/// [`JsonlSink`] and [`FailuresSink`] (and of any line writer built on it).
+pub struct LinesFile {
+    w: BufWriter<File>,
+    path: PathBuf,
+    /// Bytes handed to `w` (written or buffered) since the file's start.
+    len: u64,
+    /// The directory entry was made durable (once, at the first durable sync).
+    dir_synced: bool,
+}
+
+impl LinesFile {
+    /// Create (truncate) `path`.
+    pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        Ok(LinesFile {
+            w: BufWriter::new(File::create(&path)?),
+            path,
+            len: 0,
+            dir_synced: false,
+        })
+    }
+
+    /// Open `path` to append (created when missing): a resumed run cuts it
+    /// back to the journal's position before writing.
+    pub fn open(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let f = OpenOptions::new().create(true).append(true).open(&path)?;
+        let len = f.metadata()?.len();
+        Ok(LinesFile {
+            w: BufWriter::new(f),
+            path,
+            len,
+            dir_synced: false,
+        })
+    }
+
+    /// Append one line (`\n` added) and hand it to the OS.
+    pub fn line(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.w.write_all(line)?;
+        self.w.write_all(b"\n")?;
+        self.len += line.len() as u64 + 1;
+        // Each line reaches the OS at once: a crashed process keeps it.
+        self.w.flush()
+    }
+
+    /// Flush, `fsync` when `durable`, and return the length.
+    pub fn sync(&mut self, durable: bool) -> std::io::Result<u64> {
+        self.w.flush()?;
+        if durable {
+            self.w.get_ref().sync_data()?;
+            if !self.dir_synced {
+                sync_parent(&self.path)?;
+                self.dir_synced = true;
+            }
+        }
+        Ok(self.len)
+    }
+
+    /// Cut the file back to `len` bytes (a torn last line goes too).
+    pub fn truncate_to(&mut self, len: u64) -> std::io::Result<()> {
+        self.w.flush()?;
+        let f = self.w.get_ref();
+        let on_disk = f.metadata()?.len();
+        if on_disk < len {
+            return Err(std::io::Error::other(format!(
+                "{} holds {on_disk} bytes but the journal committed {len}: it was truncated or replaced since; restore it, or start the run over without the journal",
+                self.path.display()
+            )));
+        }
+        f.set_len(len)?;
+        f.sync_data()?;
+        // A file opened by `create` writes at its cursor, not at its end.
+        self.w.get_mut().seek(SeekFrom::Start(len))?;
+        self.len = len;
+        Ok(())
+    }
+
+    fn take(positions: &mut &[u64], path: &Path) -> Result<u64, BoxError> {
+        let (&first, rest) = positions.split_first().ok_or_else(|| {
+            format!(
+                "the journal records no position for {}: the run's sinks differ from the journaled run's; pass the same sinks, or start over",
+                path.display()
+            )
+        })?;
+        *positions = rest;
+        Ok(first)
+    }
+}
+
+impl Sink for LinesFile {
+    /// A bare lines file writes nothing per root (its owner writes lines);
+    /// it is a `Sink` for its durable half.
+    fn root(&mut self, _: &RootOutcome) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), BoxError> {
+        Ok(self.w.flush()?)
+    }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        positions.push(LinesFile::sync(self, durable)?);
+        Ok(())
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        let len = LinesFile::take(positions, &self.path)?;
+        Ok(LinesFile::truncate_to(self, len)?)
+    }
 }
 
 /// Writes one JSON line `{"key": k, "value": v}` per root whose output is present.
 pub struct JsonlSink<T> {
     out: Output<T>,
-    w: BufWriter<File>,
+    w: LinesFile,
 }
 
 impl<T> JsonlSink<T> {
@@ -145,7 +317,16 @@ impl<T> JsonlSink<T> {
     pub fn create(path: impl AsRef<Path>, out: Output<T>) -> std::io::Result<Self> {
         Ok(JsonlSink {
             out,
-            w: BufWriter::new(File::create(path)?),
+            w: LinesFile::create(path)?,
+        })
+    }
+
+    /// Open `path` to append, for a journaled run that may resume (see
+    /// [`LinesFile::open`]).
+    pub fn open(path: impl AsRef<Path>, out: Output<T>) -> std::io::Result<Self> {
+        Ok(JsonlSink {
+            out,
+            w: LinesFile::open(path)?,
         })
     }
 }
@@ -159,34 +340,42 @@ struct Line<'a, T> {
 impl<T: Data + Serialize> Sink for JsonlSink<T> {
     fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {
         if let Item::Present(v) = outcome.get(self.out) {
-            serde_json::to_writer(
-                &mut self.w,
-                &Line {
-                    key: outcome.key,
-                    value: &v,
-                },
-            )?;
-            self.w.write_all(b"\n")?;
-            // Each line is durable on its own: a crash keeps what was written.
-            self.w.flush()?;
+            let line = serde_json::to_vec(&Line {
+                key: outcome.key,
+                value: &v,
+            })?;
+            self.w.line(&line)?;
         }
         Ok(())
     }
     fn close(&mut self) -> Result<(), BoxError> {
-        Ok(self.w.flush()?)
+        self.w.close()
+    }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        Sink::sync(&mut self.w, durable, positions)
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        Sink::truncate_to(&mut self.w, positions)
     }
 }
 
 /// Writes one JSON line per root that is not present, with its cause chain.
 pub struct FailuresSink {
-    w: BufWriter<File>,
+    w: LinesFile,
 }
 
 impl FailuresSink {
     /// Create (truncate) `path`.
     pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
         Ok(FailuresSink {
-            w: BufWriter::new(File::create(path)?),
+            w: LinesFile::create(path)?,
+        })
+    }
+
+    /// Open `path` to append, for a journaled run that may resume.
+    pub fn open(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        Ok(FailuresSink {
+            w: LinesFile::open(path)?,
         })
     }
 }
@@ -219,12 +408,16 @@ impl Sink for FailuresSink {
                 .unwrap_or_default(),
             at: outcome.cause().and_then(|c| c.context().map(String::from)),
         };
-        serde_json::to_writer(&mut self.w, &line)?;
-        self.w.write_all(b"\n")?;
-        self.w.flush()?;
+        self.w.line(&serde_json::to_vec(&line)?)?;
         Ok(())
     }
     fn close(&mut self) -> Result<(), BoxError> {
-        Ok(self.w.flush()?)
+        self.w.close()
+    }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        Sink::sync(&mut self.w, durable, positions)
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        Sink::truncate_to(&mut self.w, positions)
     }
 }

@@ -1,96 +1,83 @@
-//! `Plan::fingerprint`: a digest of what a plan *means*, so that two processes
-//! (a lineage owner and its remote workers) can check they built the same graph.
+//! [`Plan::fingerprint`]: a stable digest of a plan's structure.
 //!
-//! Covered: Domains (names, parents), every node in build order with its kind
-//! and ports (Calls with their names, stage types and input optionality;
-//! expand, reduce, filter and broadcast wiring), the source type and the
-//! declared outputs. Not covered: batch sizes, replicas, recovery, timeouts,
-//! reservation: those are tuning, and an owner and a worker may differ there.
-//!
-//! The hash is FNV-1a over 128 bits, written out here (not `std`'s hasher,
-//! whose output may change between Rust releases: the owner and the workers
-//! can be separate builds of the same source).
+//! Invariants:
+//! - Two builds of the same pipeline code give the same fingerprint, in any
+//!   process, on any machine and any Rust version: the digest is SHA-256 over
+//!   an explicit, versioned byte encoding (no `Hash` impls, no `TypeId`, no
+//!   pointer or build ids).
+//! - It covers what decides a root's outcome: the Domains (names, parents),
+//!   the source type, every node in build order with its kind, Domain and
+//!   input/output Ports (optional edges marked), each Call's name, stage type
+//!   and execution, and the plan's outputs.
+//! - It leaves out every tuning knob ([`CallConfig`](crate::CallConfig):
+//!   batch size, replicas, reservation, recovery, timeout, concurrency; the
+//!   Runner's window and seed), so a retuned job still resumes its journal.
+
+use sha2::{Digest, Sha256};
 
 use crate::plan::Plan;
 use crate::plan::build::NodeKind;
+use crate::spi::Execution;
 
-/// FNV-1a, 128-bit.
-struct Fnv(u128);
+/// Bumped whenever the encoding below changes meaning.
+const ENCODING: &[u8] = b"rayorch-plan-fingerprint/1";
 
-impl Fnv {
-    const PRIME: u128 = 0x0000000001000000000000000000013B;
+/// Length-prefixed fields, so that no two structures encode alike.
+struct Enc(Sha256);
 
-    fn new() -> Fnv {
-        Fnv(0x6c62272e07bb014262b821756295c58d)
+impl Enc {
+    fn u64(&mut self, x: u64) {
+        self.0.update(x.to_le_bytes());
     }
-
-    fn bytes(&mut self, b: &[u8]) {
-        for &x in b {
-            self.0 ^= u128::from(x);
-            self.0 = self.0.wrapping_mul(Self::PRIME);
-        }
-    }
-
-    /// A length-prefixed string, so `("ab", "c")` and `("a", "bc")` differ.
     fn str(&mut self, s: &str) {
-        self.num(s.len() as u64);
-        self.bytes(s.as_bytes());
+        self.u64(s.len() as u64);
+        self.0.update(s.as_bytes());
     }
-
-    fn num(&mut self, n: u64) {
-        self.bytes(&n.to_le_bytes());
-    }
-
-    fn nums(&mut self, ns: impl IntoIterator<Item = u32>) {
-        let v: Vec<u32> = ns.into_iter().collect();
-        self.num(v.len() as u64);
-        for n in v {
-            self.num(u64::from(n));
+    fn list(&mut self, xs: impl ExactSizeIterator<Item = u64>) {
+        self.u64(xs.len() as u64);
+        for x in xs {
+            self.u64(x);
         }
     }
 }
 
 impl Plan {
-    /// A hex digest of the plan's structure: Domains, Calls (names, stage
-    /// types, ports) and operators, but not batch sizes or replica counts.
-    /// Equal for two builds of the same pipeline, in any process.
+    /// A stable hex digest (64 characters) of the plan's structure; tuning
+    /// knobs are left out. A durable run's journal stores it and refuses to
+    /// resume under another plan.
     ///
     /// ```
-    /// use rayorch_runtime::{Call, Plan, expand, reduce};
-    /// rayorch_runtime::domain!(Doc);
-    /// rayorch_runtime::domain!(Page: Doc);
-    /// let plan = |batch: usize, name: &str| {
-    ///     let split = Call::map("split", |d: String| d.split(' ').map(String::from).collect::<Vec<_>>());
-    ///     let len = Call::map(name, |w: String| w.len()).batch_size(batch);
+    /// use rayorch_runtime::{domain, Call, Plan};
+    /// domain!(Job);
+    /// let build = |batch: usize| {
+    ///     let double = Call::map("double", |x: u64| 2 * x).batch_size(batch);
     ///     Plan::build(|b| {
-    ///         let docs = b.source::<Doc, String>();
-    ///         b.output(reduce(len.apply(expand::<Page, _, _>(split.apply(docs)))))
-    ///     })
-    ///     .unwrap()
-    ///     .0
+    ///         let xs = b.source::<Job, u64>();
+    ///         b.output(double.apply(xs))
+    ///     }).unwrap().0
     /// };
-    /// // Batch sizes are tuning, not structure; a Call's name is structure.
-    /// assert_eq!(plan(4, "len").fingerprint(), plan(32, "len").fingerprint());
-    /// assert_ne!(plan(4, "len").fingerprint(), plan(4, "length").fingerprint());
+    /// assert_eq!(build(8).fingerprint(), build(64).fingerprint());
+    /// assert_eq!(build(8).fingerprint().len(), 64);
     /// ```
     pub fn fingerprint(&self) -> String {
         let p = &self.inner;
-        let mut h = Fnv::new();
-        h.str("rayorch-plan-v1");
-        h.num(p.domains.len() as u64);
+        let mut e = Enc(Sha256::new());
+        e.0.update(ENCODING);
+        e.str(p.source_type.1);
+        e.u64(p.domains.len() as u64);
         for d in &p.domains {
-            h.str(d.info.name);
-            h.num(d.parent.map_or(u64::MAX, |x| x as u64));
+            e.str(d.info.name);
+            e.u64(d.parent.map_or(0, |x| x as u64 + 1));
         }
-        h.num(p.nodes.len() as u64);
+        e.u64(p.nodes.len() as u64);
         for n in &p.nodes {
-            h.num(n.domain as u64);
-            h.nums(n.outputs.iter().copied());
+            e.u64(n.domain as u64);
+            e.list(n.outputs.iter().map(|&x| u64::from(x)));
             match &n.kind {
                 NodeKind::Source { type_name, split, .. } => {
-                    h.str("source");
-                    h.str(type_name);
-                    h.num(u64::from(split.is_some()));
+                    e.str("source");
+                    e.str(type_name);
+                    e.u64(u64::from(split.is_some()));
                 }
                 NodeKind::Call {
                     name,
@@ -98,15 +85,23 @@ impl Plan {
                     inputs,
                     ..
                 } => {
-                    h.str("call");
-                    h.str(name);
-                    h.str(runtime.stage_name());
-                    h.nums(inputs.iter().map(|e| e.port));
-                    h.nums(inputs.iter().map(|e| u32::from(e.optional)));
+                    e.str("call");
+                    e.str(name);
+                    e.str(runtime.stage_name());
+                    e.str(match runtime.execution() {
+                        Execution::Blocking => "blocking",
+                        Execution::Async => "async",
+                    });
+                    e.list(
+                        inputs
+                            .iter()
+                            .map(|i| u64::from(i.port) << 1 | u64::from(i.optional)),
+                    );
                 }
-                NodeKind::Expand { inputs, .. } => {
-                    h.str("expand");
-                    h.nums(inputs.iter().copied());
+                NodeKind::Expand { inputs, len, .. } => {
+                    e.str("expand");
+                    e.list(inputs.iter().map(|&x| u64::from(x)));
+                    e.u64(len.len() as u64);
                 }
                 NodeKind::Reduce {
                     inputs,
@@ -114,23 +109,22 @@ impl Plan {
                     keep_failed,
                     ..
                 } => {
-                    h.str("reduce");
-                    h.nums(inputs.iter().copied());
-                    h.num(members.map_or(u64::MAX, u64::from));
-                    h.num(u64::from(keep_failed.is_some()));
+                    e.str("reduce");
+                    e.list(inputs.iter().map(|&x| u64::from(x)));
+                    e.u64(members.map_or(0, |m| u64::from(m) + 1));
+                    e.u64(u64::from(keep_failed.is_some()));
                 }
                 NodeKind::Filter { value, mask, .. } => {
-                    h.str("filter");
-                    h.nums([*value, *mask]);
+                    e.str("filter");
+                    e.list([u64::from(*value), u64::from(*mask)].into_iter());
                 }
                 NodeKind::Broadcast { value, like } => {
-                    h.str("broadcast");
-                    h.nums([*value, *like]);
+                    e.str("broadcast");
+                    e.list([u64::from(*value), u64::from(*like)].into_iter());
                 }
             }
         }
-        h.str(p.source_type.1);
-        h.nums(p.outputs.iter().copied());
-        format!("{:032x}", h.0)
+        e.list(p.outputs.iter().map(|&x| u64::from(x)));
+        e.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 }
