@@ -112,7 +112,7 @@ fn run_job(inputs: &[String], out: &Path, expected: Vec<pdfgen::Sample>) -> Ran 
     let (plan, output) = plan().unwrap();
     let names: Arc<Vec<String>> = Arc::new(files.iter().map(|f| f.display().to_string()).collect());
     let progress = Arc::new(progress::Progress::new(files.len() as u64, false));
-    let mut sink = outputs::Outputs::create(out, output, names, DIM, progress, expected).unwrap();
+    let mut sink = outputs::Outputs::create(out, output, names, DIM, progress, expected, false).unwrap();
     let spans = timeline::SpanLog::default();
     let summary = Runner::new(&plan)
         .window(4)

@@ -194,9 +194,11 @@ fn run(args: Args) -> Result<(), rayorch::BoxError> {
         score_replicas: args.score_replicas,
         score_batch: args.batch,
         audio_replicas: 1,
+        ..IndexConfig::default()
     };
     let mix = Arc::new(BatchMix::default());
-    let index = VideoIndex::new(&cfg, &assets, mix.clone());
+    let speech = rayorch_models::assets::ensure_speech()?;
+    let index = VideoIndex::new(&cfg, &assets, &speech, mix.clone());
     let (plan, out) = index.plan()?;
     let bars = Arc::new(Bars::new(files.len() as u64, !args.no_progress));
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();

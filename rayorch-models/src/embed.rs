@@ -169,7 +169,7 @@ fn mean_pool_normalized(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<T
 
 /// The candle device for `ordinal` (`None` = CPU). CUDA needs the crate's
 /// `candle-cuda` feature.
-fn device(ordinal: Option<usize>) -> candle_core::Result<Device> {
+pub(crate) fn device(ordinal: Option<usize>) -> candle_core::Result<Device> {
     match ordinal {
         None => Ok(Device::Cpu),
         Some(i) => Device::new_cuda(i),

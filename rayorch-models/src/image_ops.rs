@@ -12,6 +12,15 @@ pub(crate) fn resize(img: &RgbImage, w: u32, h: u32) -> RgbImage {
     image::imageops::resize(img, w.max(1), h.max(1), FilterType::Triangle)
 }
 
+/// Cut `[x0, y0, x1, y1)` out of `img` (clamped to the image).
+pub(crate) fn crop(img: &RgbImage, b: [u32; 4]) -> RgbImage {
+    let x0 = b[0].min(img.width());
+    let y0 = b[1].min(img.height());
+    let x1 = b[2].clamp(x0, img.width());
+    let y1 = b[3].clamp(y0, img.height());
+    image::imageops::crop_imm(img, x0, y0, x1 - x0, y1 - y0).to_image()
+}
+
 /// Write `img` into slot `n` of an `[N, 3, H, W]` buffer (row-major), in BGR
 /// channel order as Paddle models were trained, as `(px / 255 - mean[c]) / std[c]`.
 /// Pixels outside `img` keep whatever the buffer holds (the padding).

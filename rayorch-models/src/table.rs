@@ -423,6 +423,7 @@ mod tests {
         let l = |text: &str, bbox| LineText {
             text: text.into(),
             confidence: 1.0,
+            low_confidence: false,
             row: 0,
             bbox,
         };

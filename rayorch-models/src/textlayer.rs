@@ -183,6 +183,7 @@ fn segment(l: &[&Glyph], row: usize) -> LineText {
     LineText {
         text: collapse_spaces(&text),
         confidence: 1.0,
+        low_confidence: false,
         row,
         bbox: [
             x0.max(0.0) as u32,

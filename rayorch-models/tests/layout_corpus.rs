@@ -66,6 +66,7 @@ fn read_pages(m: &mut Models, pages: &[LayoutPage]) -> Vec<PageResult> {
                         .map(|((text, confidence), l)| LineText {
                             text,
                             confidence,
+                            low_confidence: false,
                             row: l.row,
                             bbox: l.bbox,
                         })

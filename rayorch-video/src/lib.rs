@@ -6,7 +6,8 @@
 //! ```text
 //! Video ─VideoDecode (probe + histogram scan + shots)─► expand Clip
 //!   Clip ─frame handles─► expand Frame ─ScoreFrames (range decode + open_nsfw)─► reduce
-//!   Clip ─ClipAudioStage (16 kHz mono)──────────────────────────────────────────┘
+//!   Clip ─ClipAudioStage (16 kHz mono level)────────────────────────────────────┘
+//! Video ─SpeechSplit (silero VAD)─► expand Speech ─Transcribe (whisper)─► reduce
 //!   Clip ─merge_clip─► reduce ─merge_video─► VideoRecord
 //! ```
 //!
@@ -23,9 +24,11 @@
 //! Bad files (not a video, empty, truncated, corrupt, audio-only) are typed
 //! [`VideoError`]s that become `RecordFailure`s naming the file.
 //!
-//! Transcripts: [`merge::ClipAudio::transcript`] is empty until a speech
-//! model (VAD + Whisper) is wired into the audio branch; the branch already
-//! extracts each clip's audio as 16 kHz mono ([`decode::extract_audio`]).
+//! Transcripts: a video's audio track ([`decode::extract_audio`], 16 kHz
+//! mono) is cut at the speech spans silero VAD finds ([`SpeechSplit`]); the
+//! pieces of many videos are transcribed together by whisper tiny.en
+//! ([`Transcribe`]) and each text goes to the clip holding its midpoint
+//! ([`merge::assign_speech`]).
 
 pub mod decode;
 pub mod error;
@@ -39,7 +42,9 @@ pub mod stages;
 
 pub use decode::{VideoInfo, probe};
 pub use error::VideoError;
-pub use merge::{ClipAudio, ClipRecord, Shot, VideoRecord};
+pub use merge::{ClipAudio, ClipRecord, Shot, SpeechText, VideoRecord};
 pub use nsfw::{FrameAssets, FrameModel, FrameScore};
 pub use shots::{ClipSpan, FrameRef, ShotConfig};
-pub use stages::{BatchMix, ClipAudioStage, Probed, ScoreFrames, VideoDecode};
+pub use stages::{
+    BatchMix, ClipAudioStage, Probed, ScoreFrames, SpeechPiece, SpeechSplit, Transcribe, VideoDecode,
+};

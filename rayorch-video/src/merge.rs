@@ -18,9 +18,6 @@ pub struct ClipAudio {
     pub seconds: f64,
     /// Root-mean-square level of those samples.
     pub rms: f32,
-    /// The speech transcribed in the clip. Empty until a speech model is
-    /// wired into the audio branch (see the crate docs).
-    pub transcript: String,
 }
 
 impl ClipAudio {
@@ -34,7 +31,41 @@ impl ClipAudio {
         ClipAudio {
             seconds: pcm.len() as f64 / f64::from(crate::decode::AUDIO_RATE),
             rms,
-            transcript: String::new(),
+        }
+    }
+}
+
+/// One transcribed speech piece of a video.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpeechText {
+    /// Start in the video, seconds.
+    pub start_s: f64,
+    /// End in the video, seconds.
+    pub end_s: f64,
+    /// What whisper heard.
+    pub text: String,
+}
+
+/// Give each clip the speech whose midpoint falls inside it (the last clip
+/// also takes a midpoint at its end), in time order: every piece lands in
+/// exactly one clip, so the video's transcript (the clips' transcripts in
+/// order) holds each piece once.
+pub fn assign_speech(clips: &mut [ClipRecord], speech: &[SpeechText]) {
+    for c in clips.iter_mut() {
+        c.transcript.clear();
+    }
+    let n = clips.len();
+    for s in speech.iter().filter(|s| !s.text.is_empty()) {
+        let mid = 0.5 * (s.start_s + s.end_s);
+        let at = clips
+            .iter()
+            .position(|c| mid < c.end_s)
+            .unwrap_or(n.saturating_sub(1));
+        if let Some(c) = clips.get_mut(at) {
+            if !c.transcript.is_empty() {
+                c.transcript.push(' ');
+            }
+            c.transcript.push_str(&s.text);
         }
     }
 }
@@ -118,7 +149,7 @@ pub fn merge_clip(
         embedding: mean_embedding(frames.iter().map(|f| f.embedding.as_slice())),
         audio_s: audio.seconds,
         audio_rms: audio.rms,
-        transcript: audio.transcript.clone(),
+        transcript: String::new(),
         first_embedding: frames.first().map(|f| f.embedding.clone()).unwrap_or_default(),
         last_embedding: frames.last().map(|f| f.embedding.clone()).unwrap_or_default(),
     }
@@ -213,5 +244,49 @@ pub fn merge_video(
         transcript,
         shots,
         clips,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    fn clip(index: usize, start_s: f64, end_s: f64) -> ClipRecord {
+        let span = ClipSpan {
+            video: Arc::new(PathBuf::from("v.mp4")),
+            index,
+            start_s,
+            end_s,
+            starts_shot: index == 0,
+            frames: Vec::new(),
+        };
+        merge_clip(&span, &[], &ClipAudio::default(), 0.5)
+    }
+
+    fn said(start_s: f64, end_s: f64, text: &str) -> SpeechText {
+        SpeechText {
+            start_s,
+            end_s,
+            text: text.to_string(),
+        }
+    }
+
+    #[test]
+    fn each_speech_piece_lands_in_the_clip_holding_its_midpoint_once() {
+        let mut clips = vec![clip(0, 0.0, 3.0), clip(1, 3.0, 6.0), clip(2, 6.0, 9.0)];
+        let speech = [
+            said(0.5, 2.0, "one"),
+            // Crosses the cut at 3 s; its midpoint (3.25 s) is in clip 1.
+            said(2.5, 4.0, "two"),
+            said(4.0, 5.0, ""),
+            said(4.5, 5.5, "three"),
+            // Past the last clip's end: the last clip takes it.
+            said(8.5, 10.0, "four"),
+        ];
+        assign_speech(&mut clips, &speech);
+        let got: Vec<&str> = clips.iter().map(|c| c.transcript.as_str()).collect();
+        assert_eq!(got, ["one", "two three", "four"]);
     }
 }

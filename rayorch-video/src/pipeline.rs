@@ -4,8 +4,15 @@
 //! Video ─decode─► expand Clip ─frames─► expand Frame ─score─► reduce ─┐
 //!                      Clip ─audio─────────────────────────────────────┤
 //!                      Clip ─clip_merge (span, frame scores, audio)◄───┘
-//!                            ─► reduce ─video_merge (probe, clips)─► VideoRecord
+//!                            ─► reduce ─┐
+//! Video ─decode─► speech (VAD) ─► expand Speech ─transcribe─► reduce ─┤
+//!                 video_merge (probe, clips, speech texts)◄───────────┘ ─► VideoRecord
 //! ```
+//!
+//! Speech pieces of many videos share whisper's encoder batches the way
+//! frames share the frame model's; speech is found over a video's whole
+//! track (a sentence crossing a shot cut stays whole) and each piece is given
+//! to the clip holding its midpoint.
 //!
 //! Frame-model batches mix frames of many clips and videos (elastic
 //! reservation); each clip and video is merged the moment its last child is
@@ -17,10 +24,11 @@ use std::sync::Arc;
 use rayorch::prelude::*;
 use rayorch::{Output, PlanErrors};
 
-use crate::merge::{ClipAudio, ClipRecord, VideoRecord, merge_clip, merge_video};
+use crate::merge::{ClipAudio, ClipRecord, SpeechText, VideoRecord, assign_speech, merge_clip, merge_video};
 use crate::nsfw::{FrameAssets, FrameScore};
 use crate::shots::{ClipSpan, FrameRef, ShotConfig, frame_refs};
-use crate::stages::{BatchMix, ClipAudioStage, Probed, ScoreFrames, VideoDecode};
+use crate::stages::{BatchMix, ClipAudioStage, Probed, ScoreFrames, SpeechSplit, Transcribe, VideoDecode};
+use rayorch_models::assets::SpeechAssets;
 
 /// A video file (the root).
 #[derive(Domain)]
@@ -33,11 +41,15 @@ pub struct Clip;
 #[derive(Domain)]
 #[domain(parent = Clip)]
 pub struct Frame;
+/// A speech piece of a video (a VAD span, at most 30 s).
+#[derive(Domain)]
+#[domain(parent = Video)]
+pub struct Speech;
 
 /// What `clip_merge` takes.
 pub type ClipParts = (ClipSpan, Vec<FrameScore>, ClipAudio);
 /// What `video_merge` takes.
-pub type VideoParts = (Probed, Vec<ClipRecord>);
+pub type VideoParts = (Probed, Vec<ClipRecord>, Vec<SpeechText>);
 
 /// Every Call of the pipeline.
 pub struct VideoIndex {
@@ -51,6 +63,10 @@ pub struct VideoIndex {
     pub score: Call<ScoreFrames>,
     /// 16 kHz mono audio per clip.
     pub audio: Call<ClipAudioStage>,
+    /// Speech pieces of a video (16 kHz mono, silero VAD).
+    pub speech: Call<SpeechSplit>,
+    /// whisper tiny.en, batched across videos.
+    pub transcribe: Call<Transcribe>,
     /// Per-clip merge.
     pub clip_merge: FnCall<ClipParts, ClipRecord>,
     /// Per-video merge.
@@ -65,7 +81,8 @@ impl VideoIndex {
         let scores = self.score(expand!(self.frames(clip) => Frame));
         let audio = self.audio(clip);
         let merged = self.clip_merge(clip, reduce!(scores), audio);
-        self.video_merge(probed, reduce!(merged))
+        let texts = self.transcribe(expand!(self.speech(probed) => Speech));
+        self.video_merge(probed, reduce!(merged), reduce!(texts))
     }
 }
 
@@ -82,8 +99,10 @@ pub struct IndexConfig {
     pub score_replicas: usize,
     /// Frames per frame-model batch.
     pub score_batch: usize,
-    /// Audio replicas.
+    /// Audio replicas (level per clip; VAD per video).
     pub audio_replicas: usize,
+    /// Speech pieces per whisper batch.
+    pub transcribe_batch: usize,
 }
 
 impl Default for IndexConfig {
@@ -95,14 +114,21 @@ impl Default for IndexConfig {
             score_replicas: 1,
             score_batch: 16,
             audio_replicas: 1,
+            transcribe_batch: 8,
         }
     }
 }
 
 impl VideoIndex {
-    /// The Calls for `cfg`, the frame model from `assets`; `mix` counts
-    /// how mixed the frame-model batches are.
-    pub fn new(cfg: &IndexConfig, assets: &FrameAssets, mix: Arc<BatchMix>) -> VideoIndex {
+    /// The Calls for `cfg`, the frame model from `assets`, VAD and whisper
+    /// from `speech`; `mix` counts how mixed the frame-model batches are.
+    pub fn new(
+        cfg: &IndexConfig,
+        assets: &FrameAssets,
+        speech: &SpeechAssets,
+        mix: Arc<BatchMix>,
+    ) -> VideoIndex {
+        let (vad_assets, whisper_assets) = (speech.clone(), speech.clone());
         let shots = cfg.shots.clone();
         let (assets, onnx) = (
             assets.clone(),
@@ -126,10 +152,16 @@ impl VideoIndex {
             audio: Call::new("audio", || Ok(ClipAudioStage))
                 .replicas(cfg.audio_replicas)
                 .batch_size(1),
+            speech: Call::new("speech", move || Ok(SpeechSplit::load(&vad_assets)?))
+                .replicas(cfg.audio_replicas)
+                .batch_size(1),
+            transcribe: Call::new("transcribe", move || Ok(Transcribe::load(&whisper_assets)?))
+                .batch_size(cfg.transcribe_batch),
             clip_merge: Call::map("clip_merge", move |(span, frames, audio): ClipParts| {
                 merge_clip(&span, &frames, &audio, th)
             }),
-            video_merge: Call::map("video_merge", move |(p, clips): VideoParts| {
+            video_merge: Call::map("video_merge", move |(p, mut clips, speech): VideoParts| {
+                assign_speech(&mut clips, &speech);
                 merge_video(&p.path.display().to_string(), &p.info, clips, th)
             }),
         }

@@ -1,5 +1,6 @@
 //! The video stages: probe + shot scan per video, frame scoring (decode +
-//! open_nsfw) per batch of frames, audio per clip.
+//! open_nsfw) per batch of frames, audio level per clip, speech pieces per
+//! video (silero VAD) and their transcripts (whisper, batched).
 //!
 //! Invariants:
 //! - Every stage returns one outcome per input, in order. A bad file is a
@@ -20,9 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayorch::{Cause, Outcome, Stage, StageContext, StageResult};
 
 use crate::decode::{VideoInfo, decode_frames, extract_audio, scan};
-use crate::merge::ClipAudio;
+use crate::merge::{ClipAudio, SpeechText};
 use crate::nsfw::{FrameAssets, FrameModel, FrameScore, RESIZE};
 use crate::shots::{ClipSpan, FrameRef, ShotConfig, clip_spans};
+use rayorch_models::assets::SpeechAssets;
+use rayorch_models::speech::{Vad, VadConfig, Whisper, WhisperConfig};
 
 /// A probed video: its facts and its clips.
 #[derive(Clone, Debug, PartialEq)]
@@ -187,6 +190,114 @@ impl Stage for ClipAudioStage {
             .map(|c| match extract_audio(&c.video, c.start_s, c.end_s) {
                 Ok(pcm) => Outcome::Ok(ClipAudio::from_pcm(&pcm)),
                 Err(e) => Outcome::RecordFailure(Cause::new(e.to_string())),
+            })
+            .collect())
+    }
+}
+
+/// One speech piece of a video: 16 kHz mono samples and where they are.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpeechPiece {
+    /// Start in the video, seconds.
+    pub start_s: f64,
+    /// End in the video, seconds.
+    pub end_s: f64,
+    /// The samples (at most whisper's 30 s window).
+    pub pcm: Vec<f32>,
+}
+
+/// whisper's window, in samples of 16 kHz audio.
+const WHISPER_WINDOW: usize = 30 * 16_000;
+
+/// The speech of one probed video: its audio track as 16 kHz mono, cut at
+/// the spans silero VAD finds, each span split into whisper-sized windows.
+/// Speech is found over the whole track, not per clip, so a sentence that
+/// crosses a shot cut is transcribed whole. A video without an audio track
+/// or without speech has no pieces. One VAD model per replica.
+pub struct SpeechSplit {
+    vad: Vad,
+}
+
+impl SpeechSplit {
+    /// Load silero VAD (call it in the Call's factory: one per replica).
+    pub fn load(assets: &SpeechAssets) -> Result<SpeechSplit, rayorch_models::ModelError> {
+        Ok(SpeechSplit {
+            vad: Vad::from_assets(assets, VadConfig::default())?,
+        })
+    }
+
+    fn pieces(&mut self, v: &Probed) -> Result<Vec<SpeechPiece>, String> {
+        let pcm = extract_audio(&v.path, 0.0, v.info.duration_s).map_err(|e| e.to_string())?;
+        if pcm.is_empty() {
+            return Ok(Vec::new());
+        }
+        let spans = self
+            .vad
+            .segments(&pcm)
+            .map_err(|e| format!("speech detection on {}: {e}", v.path.display()))?;
+        let rate = 16_000.0;
+        let mut out = Vec::new();
+        for s in &spans {
+            let first = (s.start_s * rate) as usize;
+            for (k, w) in s.slice(&pcm).chunks(WHISPER_WINDOW).enumerate() {
+                let start = (first + k * WHISPER_WINDOW) as f64 / rate;
+                out.push(SpeechPiece {
+                    start_s: start,
+                    end_s: start + w.len() as f64 / rate,
+                    pcm: w.to_vec(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Stage for SpeechSplit {
+    type In = Probed;
+    type Out = Vec<SpeechPiece>;
+
+    fn run(&mut self, batch: Vec<Probed>, _cx: &StageContext) -> StageResult<Vec<SpeechPiece>> {
+        Ok(batch
+            .iter()
+            .map(|v| match self.pieces(v) {
+                Ok(p) => Outcome::Ok(p),
+                Err(e) => Outcome::RecordFailure(Cause::new(e)),
+            })
+            .collect())
+    }
+}
+
+/// whisper tiny.en over speech pieces, a whole engine batch per encoder pass
+/// (pieces of many videos ride together); each text keeps its piece's times.
+pub struct Transcribe {
+    whisper: Whisper,
+}
+
+impl Transcribe {
+    /// Load whisper (call it in the Call's factory: one per replica).
+    pub fn load(assets: &SpeechAssets) -> Result<Transcribe, rayorch_models::ModelError> {
+        Ok(Transcribe {
+            whisper: Whisper::from_assets(assets, WhisperConfig::default())?,
+        })
+    }
+}
+
+impl Stage for Transcribe {
+    type In = SpeechPiece;
+    type Out = SpeechText;
+
+    fn run(&mut self, batch: Vec<SpeechPiece>, _cx: &StageContext) -> StageResult<SpeechText> {
+        let clips: Vec<&[f32]> = batch.iter().map(|p| p.pcm.as_slice()).collect();
+        let texts = self.whisper.transcribe_batch(&clips)?;
+        Ok(batch
+            .iter()
+            .zip(texts)
+            .map(|(p, text)| {
+                Outcome::Ok(SpeechText {
+                    start_s: p.start_s,
+                    end_s: p.end_s,
+                    text: text.trim().to_string(),
+                })
             })
             .collect())
     }

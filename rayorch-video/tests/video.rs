@@ -140,7 +140,8 @@ type Run = (Vec<(String, Result<VideoRecord, String>)>, (u64, u64, u64, u64));
 fn run_index(cfg: &IndexConfig, files: &[MediaFile]) -> Run {
     let assets = rayorch_video::nsfw::ensure_assets().expect("fetching open_nsfw and ONNX Runtime");
     let mix = Arc::new(BatchMix::default());
-    let index = VideoIndex::new(cfg, &assets, mix.clone());
+    let speech = rayorch_models::assets::ensure_speech().expect("fetching silero VAD and whisper");
+    let index = VideoIndex::new(cfg, &assets, &speech, mix.clone());
     let (plan, out) = index.plan().unwrap();
     let mut got = Vec::new();
     Runner::new(&plan)
@@ -177,10 +178,18 @@ fn the_pipeline_writes_every_good_video_and_fails_every_bad_one() {
         match (&m.expect, r) {
             (
                 Expect::Video {
-                    cuts_s, duration_s, ..
+                    cuts_s,
+                    duration_s,
+                    speech,
                 },
                 Ok(v),
             ) => {
+                if *speech {
+                    let wer = rayorch_models::wer::wer(rayorch_video::media::SENTENCE, &v.transcript);
+                    assert!(wer <= 0.3, "{name}: transcript {:?}, WER {wer:.2}", v.transcript);
+                } else {
+                    assert_eq!(v.transcript, "", "{name}: no speech was muxed in");
+                }
                 assert!((v.info.duration_s - duration_s).abs() < 0.2, "{name}");
                 let starts: Vec<f64> = v.shots.iter().skip(1).map(|s| s.start_s).collect();
                 assert_eq!(
@@ -230,6 +239,7 @@ fn the_pipeline_writes_every_good_video_and_fails_every_bad_one() {
         match (a, b) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(a.shots, b.shots, "{n1}");
+                assert_eq!(a.transcript, b.transcript, "{n1}: whisper batches change no text");
                 assert_eq!(a.frames, b.frames);
                 for (x, y) in a.clips.iter().zip(&b.clips) {
                     assert_eq!((x.start_s, x.end_s, x.frames), (y.start_s, y.end_s, y.frames));
