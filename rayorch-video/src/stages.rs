@@ -25,7 +25,7 @@ use crate::merge::{ClipAudio, SpeechText};
 use crate::nsfw::{FrameAssets, FrameModel, FrameScore, RESIZE};
 use crate::shots::{ClipSpan, FrameRef, ShotConfig, clip_spans};
 use rayorch_models::assets::SpeechAssets;
-use rayorch_models::speech::{Vad, VadConfig, Whisper, WhisperConfig};
+use rayorch_models::speech::{SpeechSpan, Vad, VadConfig, Whisper, WhisperConfig};
 
 /// A probed video: its facts and its clips.
 #[derive(Clone, Debug, PartialEq)]
@@ -209,6 +209,9 @@ pub struct SpeechPiece {
 /// whisper's window, in samples of 16 kHz audio.
 const WHISPER_WINDOW: usize = 30 * 16_000;
 
+/// Seconds of audio kept on each side of a VAD span for whisper.
+const CONTEXT_S: f64 = 0.3;
+
 /// The speech of one probed video: its audio track as 16 kHz mono, cut at
 /// the spans silero VAD finds, each span split into whisper-sized windows.
 /// Speech is found over the whole track, not per clip, so a sentence that
@@ -238,6 +241,12 @@ impl SpeechSplit {
         let rate = 16_000.0;
         let mut out = Vec::new();
         for s in &spans {
+            // whisper reads a span's first and last words better with a
+            // little of the silence around them than cut at the voice's edge.
+            let s = SpeechSpan {
+                start_s: (s.start_s - CONTEXT_S).max(0.0),
+                end_s: (s.end_s + CONTEXT_S).min(pcm.len() as f64 / rate),
+            };
             let first = (s.start_s * rate) as usize;
             for (k, w) in s.slice(&pcm).chunks(WHISPER_WINDOW).enumerate() {
                 let start = (first + k * WHISPER_WINDOW) as f64 / rate;
