@@ -192,20 +192,16 @@ fn two_column(page_no: usize, title: &str, seed: u64) -> (PageBuilder, Option<Ve
     (p, None)
 }
 
-fn table_page(page_no: usize, seed: u64) -> (PageBuilder, Option<Vec<Vec<String>>>) {
+/// A page with its header/footer, a one-line `title` and a three-sentence
+/// paragraph under it: the page, the generator state after the paragraph,
+/// and the y below it.
+fn opened_page(page_no: usize, title: &str, seed: u64) -> (PageBuilder, u64, f32) {
     let mut p = PageBuilder::new();
     let mut rng = seed;
     header_footer(&mut p, page_no);
     let full = LETTER.0 - 2.0 * MARGIN;
-    let mut y = p.lines(
-        GtKind::Title,
-        &["Quarterly results".to_string()],
-        MARGIN,
-        80.0,
-        TITLE,
-        true,
-    ) + 18.0;
-    y = p.lines(
+    let y = p.lines(GtKind::Title, &[title.to_string()], MARGIN, 80.0, TITLE, true) + 18.0;
+    let y = p.lines(
         GtKind::Text,
         &wrap(&paragraph(&mut rng, 3), BODY, full),
         MARGIN,
@@ -213,6 +209,12 @@ fn table_page(page_no: usize, seed: u64) -> (PageBuilder, Option<Vec<Vec<String>
         BODY,
         false,
     ) + 18.0;
+    (p, rng, y)
+}
+
+fn table_page(page_no: usize, seed: u64) -> (PageBuilder, Option<Vec<Vec<String>>>) {
+    let (mut p, mut rng, mut y) = opened_page(page_no, "Quarterly results", seed);
+    let full = LETTER.0 - 2.0 * MARGIN;
     y = p.lines(
         GtKind::Caption,
         &["Table 1: Revenue and costs by region".to_string()],
@@ -264,26 +266,8 @@ fn table_page(page_no: usize, seed: u64) -> (PageBuilder, Option<Vec<Vec<String>
 }
 
 fn figure_page(page_no: usize, seed: u64) -> (PageBuilder, Option<Vec<Vec<String>>>) {
-    let mut p = PageBuilder::new();
-    let mut rng = seed;
-    header_footer(&mut p, page_no);
+    let (mut p, mut rng, mut y) = opened_page(page_no, "Throughput over time", seed);
     let full = LETTER.0 - 2.0 * MARGIN;
-    let mut y = p.lines(
-        GtKind::Title,
-        &["Throughput over time".to_string()],
-        MARGIN,
-        80.0,
-        TITLE,
-        true,
-    ) + 18.0;
-    y = p.lines(
-        GtKind::Text,
-        &wrap(&paragraph(&mut rng, 3), BODY, full),
-        MARGIN,
-        y,
-        BODY,
-        false,
-    ) + 18.0;
     let fig = [MARGIN + 96.0, y, LETTER.0 - MARGIN - 96.0, y + 200.0];
     p.ops.push_str("0.92 g\n");
     p.rect(fig, "f");

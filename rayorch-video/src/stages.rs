@@ -25,7 +25,9 @@ use crate::merge::{ClipAudio, SpeechText};
 use crate::nsfw::{FrameAssets, FrameModel, FrameScore, RESIZE};
 use crate::shots::{ClipSpan, FrameRef, ShotConfig, clip_spans};
 use rayorch_models::assets::SpeechAssets;
-use rayorch_models::speech::{SpeechSpan, Vad, VadConfig, Whisper, WhisperConfig};
+use rayorch_models::speech::{
+    SAMPLE_RATE, SpeechSpan, Vad, VadConfig, WHISPER_WINDOW, Whisper, WhisperConfig,
+};
 
 /// A probed video: its facts and its clips.
 #[derive(Clone, Debug, PartialEq)]
@@ -206,9 +208,6 @@ pub struct SpeechPiece {
     pub pcm: Vec<f32>,
 }
 
-/// whisper's window, in samples of 16 kHz audio.
-const WHISPER_WINDOW: usize = 30 * 16_000;
-
 /// Seconds of audio kept on each side of a VAD span for whisper.
 const CONTEXT_S: f64 = 0.3;
 
@@ -238,7 +237,7 @@ impl SpeechSplit {
             .vad
             .segments(&pcm)
             .map_err(|e| format!("speech detection on {}: {e}", v.path.display()))?;
-        let rate = 16_000.0;
+        let rate = SAMPLE_RATE as f64;
         let mut out = Vec::new();
         for s in &spans {
             // whisper reads a span's first and last words better with a

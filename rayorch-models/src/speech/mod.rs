@@ -35,6 +35,9 @@ pub use whisper::{Whisper, WhisperConfig};
 /// The sample rate both models expect.
 pub const SAMPLE_RATE: usize = 16_000;
 
+/// whisper's window: the longest clip it transcribes, in samples.
+pub const WHISPER_WINDOW: usize = 30 * SAMPLE_RATE;
+
 /// A stretch of speech, in seconds from the start of the signal.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SpeechSpan {

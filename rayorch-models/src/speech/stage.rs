@@ -2,7 +2,7 @@
 
 use rayorch::{Cause, Outcome, Stage, StageContext, StageResult};
 
-use crate::speech::{SAMPLE_RATE, Whisper};
+use crate::speech::{SAMPLE_RATE, WHISPER_WINDOW, Whisper};
 
 /// Transcribe 16 kHz mono clips, a whole engine batch per encoder pass (clips
 /// of many videos ride together). A clip over 30 s is a record failure that
@@ -19,9 +19,6 @@ impl WhisperStage {
     }
 }
 
-/// whisper's window, in samples.
-const MAX_SAMPLES: usize = 30 * SAMPLE_RATE;
-
 impl Stage for WhisperStage {
     type In = Vec<f32>;
     type Out = String;
@@ -30,14 +27,14 @@ impl Stage for WhisperStage {
         let _span = tracing::debug_span!("whisper_stage", clips = batch.len()).entered();
         let fits: Vec<&[f32]> = batch
             .iter()
-            .filter(|c| c.len() <= MAX_SAMPLES)
+            .filter(|c| c.len() <= WHISPER_WINDOW)
             .map(Vec::as_slice)
             .collect();
         let mut texts = self.whisper.transcribe_batch(&fits)?.into_iter();
         Ok(batch
             .iter()
             .map(|c| {
-                if c.len() <= MAX_SAMPLES {
+                if c.len() <= WHISPER_WINDOW {
                     texts.next().map_or_else(
                         || Outcome::RecordFailure(Cause::new("whisper returned fewer texts than clips")),
                         Outcome::Ok,
