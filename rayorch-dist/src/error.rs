@@ -75,9 +75,10 @@ pub enum DistError {
     /// The payload store failed.
     #[error("payload store: {0}")]
     Store(String),
-    /// Owner restart is not supported without a durable journal.
+    /// An owner started over a previous run's unfinished queues without a
+    /// journal to resume from.
     #[error(
-        "job `{job}` already has an owner state on the broker (stream {stream} holds {pending} unfinished batch(es)); this branch has no durable journal, so an owner cannot resume a job: finish or delete the old job (`DistConfig::fresh = true` purges it) and run again"
+        "job `{job}` already has an owner state on the broker (stream {stream} holds {pending} unfinished batch(es)) and this owner has no journal to resume it from: restart the owner with the journal of the interrupted run (`Owner::journal`; `doc_ocr --resume`), or start the job over (`DistConfig::fresh = true` purges it)"
     )]
     OwnerRestart {
         /// The job name.

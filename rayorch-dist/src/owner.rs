@@ -15,8 +15,11 @@ use std::sync::{Arc, Mutex};
 
 use async_nats::jetstream::{self, consumer, object_store, stream};
 use futures::{FutureExt, Stream, StreamExt};
-use rayorch_runtime::spi::{AttemptError, AttemptResult, BatchId, CallStats, Engine, EngineConfig, Value};
-use rayorch_runtime::{Cause, Outcome, Plan, RootOutcome};
+use rayorch_runtime::sink::{Callback, Sink};
+use rayorch_runtime::spi::{
+    AttemptError, AttemptResult, BatchId, CallStats, Engine, EngineConfig, Journal, JournalOptions, Value,
+};
+use rayorch_runtime::{Cause, Outcome, Plan, RootOutcome, RunError};
 use tokio::time::Instant;
 
 use crate::codec::Codecs;
@@ -78,6 +81,9 @@ pub struct OwnerSummary {
     pub per_worker: BTreeMap<(String, String), u64>,
     /// The engine's counters per Call (plan order).
     pub calls: Vec<CallStats>,
+    /// Roots of the source skipped because the journal holds them (a
+    /// resumed run).
+    pub journal_skipped: u64,
 }
 
 /// One dispatched batch, until it is decided.
@@ -103,6 +109,7 @@ pub struct Owner {
     cfg: DistConfig,
     payloads: Payloads,
     stats: Arc<OwnerStats>,
+    journal: Option<JournalOptions>,
 }
 
 impl Owner {
@@ -121,7 +128,19 @@ impl Owner {
             },
             cfg,
             stats,
+            journal: None,
         }
+    }
+
+    /// Journal the run (as [`Runner::journal`](rayorch_runtime::Runner::journal)):
+    /// every root handed to the sink is recorded, and an owner restarted
+    /// over the same journal resumes — the roots it holds are skipped, the
+    /// sink's outputs are cut back to the last commit, the previous run's
+    /// leftover queues are dropped and the rest runs again.
+    #[must_use]
+    pub fn journal(mut self, opts: JournalOptions) -> Owner {
+        self.journal = Some(opts);
+        self
     }
 
     /// The live counters (shared: clone the `Arc` before `run`).
@@ -134,13 +153,31 @@ impl Owner {
     /// was handed out.
     pub async fn run<S>(
         &mut self,
-        mut source: S,
-        mut sink: impl FnMut(&RootOutcome),
+        source: S,
+        sink: impl FnMut(&RootOutcome) + Send,
     ) -> Result<OwnerSummary, DistError>
     where
         S: Stream<Item = (u64, Value)> + Unpin,
     {
+        self.run_into(source, Callback(sink)).await
+    }
+
+    /// [`Owner::run`] into a [`Sink`] (files, journaled with
+    /// [`Owner::journal`]); the sink is closed at the end.
+    pub async fn run_into<S>(&mut self, mut source: S, mut sink: impl Sink) -> Result<OwnerSummary, DistError>
+    where
+        S: Stream<Item = (u64, Value)> + Unpin,
+    {
         self.cfg.check()?;
+        let fingerprint = self.plan.fingerprint();
+        let (mut journal, done) = match &self.journal {
+            Some(opts) => {
+                let (j, done) = Journal::open(opts, &fingerprint, &mut sink)?;
+                (Some(j), done)
+            }
+            None => (None, Default::default()),
+        };
+        let mut journal_skipped = 0u64;
         let cfg = self.cfg.clone();
         let client = async_nats::connect(&cfg.url)
             .await
@@ -156,7 +193,6 @@ impl Owner {
             .await
             .map_err(DistError::nats_any("subscribe"))?;
         let run_id = run_id();
-        let fingerprint = self.plan.fingerprint();
         let calls = self.plan.calls().len();
         let mut engine = Engine::new(
             &self.plan,
@@ -176,6 +212,7 @@ impl Owner {
         let result = loop {
             while !exhausted && engine.can_admit() {
                 match source.next().now_or_never() {
+                    Some(Some((k, _))) if done.contains(&k) => journal_skipped += 1,
                     Some(Some((k, v))) => engine.admit(k, v)?,
                     Some(None) => exhausted = true,
                     None => break,
@@ -183,7 +220,13 @@ impl Owner {
             }
             while let Some(o) = engine.pop_finished() {
                 roots += 1;
-                sink(&o);
+                if let Some(j) = journal.as_mut() {
+                    j.record(&o)?;
+                }
+                sink.root(&o).map_err(|e| RunError::Sink(e.to_string()))?;
+            }
+            if let Some(j) = journal.as_mut() {
+                j.commit(&mut sink, false)?;
             }
             if let Some(e) = engine.aborted() {
                 break Err(DistError::Run(e.clone()));
@@ -227,11 +270,7 @@ impl Owner {
                         .bytes
                         .messages
                         .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                    js.publish(cfg.call_subject(c), bytes.into())
-                        .await
-                        .map_err(DistError::nats_any("publish a batch"))?
-                        .await
-                        .map_err(DistError::nats_any("publish a batch (ack)"))?;
+                    publish_batch(&js, &cfg, c, format!("{run_id}-{t}"), bytes).await?;
                     stats.batches_published.fetch_add(1, Ordering::Relaxed);
                     stats
                         .grains_published
@@ -258,7 +297,8 @@ impl Owner {
                     break Err(DistError::Run(rayorch_runtime::RunError::Stalled(s)));
                 }
             }
-            let deadline = tickets.values().map(|t| t.deadline).min();
+            let commit_at = journal.as_ref().and_then(Journal::due);
+            let deadline = tickets.values().map(|t| t.deadline).chain(commit_at).min();
             let want_source = !exhausted && engine.can_admit();
             tokio::select! {
                 m = ctl.next() => {
@@ -270,6 +310,8 @@ impl Owner {
                                 workers.insert(h.worker, Seen { at: Instant::now(), calls: h.calls });
                             }
                         }
+                        // A claim of an earlier owner run's batch: that run is gone.
+                        Ok(Ctl::Claim(c)) if c.run != run_id => {}
                         Ok(Ctl::Claim(c)) => {
                             stats.claims.fetch_add(1, Ordering::Relaxed);
                             if let Some(t) = tickets.get_mut(&c.ticket) {
@@ -281,7 +323,7 @@ impl Owner {
                             }
                         }
                         Ok(Ctl::Report(r)) => {
-                            self.report(&mut engine, &mut tickets, &mut in_flight, r).await;
+                            self.report(&mut engine, &mut tickets, &mut in_flight, run_id, r).await;
                         }
                         // A frame of another build: refused, the run goes on.
                         Err(_) => { stats.malformed.fetch_add(1, Ordering::Relaxed); }
@@ -303,6 +345,7 @@ impl Owner {
                     }
                 }
                 item = source.next(), if want_source => match item {
+                    Some((k, _)) if done.contains(&k) => journal_skipped += 1,
                     Some((k, v)) => engine.admit(k, v)?,
                     None => exhausted = true,
                 },
@@ -335,15 +378,21 @@ impl Owner {
             .await;
         let _ = client.flush().await;
         if result.is_ok() {
+            if let Some(j) = journal.as_mut() {
+                j.commit(&mut sink, true)?;
+            }
             self.teardown(&js).await;
         }
+        let closed = sink.close().map_err(|e| RunError::Sink(e.to_string()));
         result?;
+        closed?;
         let per_worker = stats.per_worker.lock().map(|m| m.clone()).unwrap_or_default();
         let calls = (0..calls).map(|c| engine.call_stats(c).clone()).collect();
         Ok(OwnerSummary {
             roots,
             per_worker,
             calls,
+            journal_skipped,
         })
     }
 
@@ -353,6 +402,7 @@ impl Owner {
         engine: &mut Engine,
         tickets: &mut HashMap<u64, Ticket>,
         in_flight: &mut [usize],
+        run_id: u64,
         r: Report,
     ) {
         let stats = &self.stats;
@@ -367,6 +417,10 @@ impl Owner {
             Err(_) => Vec::new(),
         };
         let fresh = match tickets.get(&r.claim.ticket) {
+            _ if r.claim.run != run_id => {
+                stats.stale_unknown.fetch_add(1, Ordering::Relaxed);
+                false
+            }
             None => {
                 stats.stale_unknown.fetch_add(1, Ordering::Relaxed);
                 false
@@ -449,7 +503,9 @@ impl Owner {
             let name = cfg.stream(c);
             if let Ok(mut s) = js.get_stream(&name).await {
                 let pending = s.info().await.map(|i| i.state.messages).unwrap_or(0);
-                if pending > 0 && !cfg.fresh {
+                // With a journal a restart resumes: the old run's queues go,
+                // its unjournaled roots run again.
+                if pending > 0 && !cfg.fresh && self.journal.is_none() {
                     return Err(DistError::OwnerRestart {
                         job: cfg.job.clone(),
                         stream: name,
@@ -498,6 +554,38 @@ impl Owner {
             let _ = js.delete_stream(self.cfg.stream(c)).await;
         }
         let _ = js.delete_object_store(self.cfg.bucket()).await;
+    }
+}
+
+/// Publish one batch, retrying while the broker is unreachable (for
+/// `owner_wait`: it restarts, or the network heals). The message id makes
+/// JetStream drop a copy whose first publish did land (its dedup window).
+async fn publish_batch(
+    js: &jetstream::Context,
+    cfg: &DistConfig,
+    call: usize,
+    id: String,
+    bytes: Vec<u8>,
+) -> Result<(), DistError> {
+    let start = Instant::now();
+    loop {
+        let msg = jetstream::message::PublishMessage::build()
+            .payload(bytes.clone().into())
+            .message_id(&id);
+        let sent = match js.send_publish(cfg.call_subject(call), msg).await {
+            Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match sent {
+            Ok(()) => return Ok(()),
+            Err(cause) if start.elapsed() > cfg.owner_wait => {
+                return Err(DistError::Nats {
+                    what: format!("publish a batch of Call {call}"),
+                    cause,
+                });
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+        }
     }
 }
 

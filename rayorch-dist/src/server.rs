@@ -140,6 +140,7 @@ pub fn fetch_into(dir: &Path) -> Result<PathBuf, DistError> {
 /// A `nats-server -js` on 127.0.0.1, stopped (and its store removed) on drop.
 pub struct NatsServer {
     child: Child,
+    bin: PathBuf,
     port: u16,
     store: PathBuf,
 }
@@ -160,21 +161,33 @@ impl NatsServer {
     /// same folder keeps file-stored streams).
     pub fn start_with(bin: &Path, store: &Path) -> Result<NatsServer, DistError> {
         let port = free_port()?;
-        let child = Command::new(bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| DistError::Server(format!("could not start {}: {e}", bin.display())))?;
+        let child = spawn(bin, port, store)?;
         let mut s = NatsServer {
             child,
+            bin: bin.to_path_buf(),
             port,
             store: store.to_path_buf(),
         };
-        let start = Instant::now();
+        s.wait_ready()?;
+        Ok(s)
+    }
+
+    /// Kill the server (`SIGKILL`, as a crash), stay down for `down`, then
+    /// start it again on the same port over the same store folder: streams
+    /// with file storage and their unacknowledged messages survive, clients
+    /// reconnect by themselves.
+    pub fn restart(&mut self, down: Duration) -> Result<(), DistError> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(down);
+        self.child = spawn(&self.bin, self.port, &self.store)?;
+        self.wait_ready()
+    }
+
+    fn wait_ready(&mut self) -> Result<(), DistError> {
+        let (port, start) = (self.port, Instant::now());
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = s.child.try_wait() {
+            if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(DistError::Server(format!(
                     "nats-server exited at start with {status}"
                 )));
@@ -186,7 +199,12 @@ impl NatsServer {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(s)
+        Ok(())
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `nats://127.0.0.1:<port>`.
@@ -206,6 +224,16 @@ impl Drop for NatsServer {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.store);
     }
+}
+
+fn spawn(bin: &Path, port: u16, store: &Path) -> Result<Child, DistError> {
+    Command::new(bin)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| DistError::Server(format!("could not start {}: {e}", bin.display())))
 }
 
 fn free_port() -> Result<u16, DistError> {

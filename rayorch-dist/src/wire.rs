@@ -14,7 +14,7 @@
 
 use crate::error::DistError;
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// One payload slot: absent (a dropped optional input), inline bytes, or a
 /// reference into the payload store.
@@ -46,6 +46,9 @@ pub struct BatchMsg {
 /// A worker took (or still runs) a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
+    /// The owner run the batch belongs to (a report of another run is
+    /// refused: tickets restart with every owner run).
+    pub run: u64,
     /// The ticket.
     pub ticket: u64,
     /// JetStream's delivery count of this copy (1 = first delivery).
@@ -143,6 +146,7 @@ impl W {
         }
     }
     fn claim(&mut self, c: &Claim) {
+        self.u64(c.run);
         self.u64(c.ticket);
         self.u64(c.delivered);
         self.str(&c.worker);
@@ -228,6 +232,7 @@ impl<'a> R<'a> {
     }
     fn claim(&mut self) -> Result<Claim, DistError> {
         Ok(Claim {
+            run: self.u64()?,
             ticket: self.u64()?,
             delivered: self.u64()?,
             worker: self.str()?,
@@ -413,6 +418,7 @@ mod tests {
             assert!(BatchMsg::decode(&e[..cut]).is_err(), "cut at {cut}");
         }
         let claim = Claim {
+            run: 5,
             ticket: 1,
             delivered: 2,
             worker: "w".into(),

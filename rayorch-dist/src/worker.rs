@@ -127,7 +127,10 @@ struct Shared {
     payloads: Payloads,
     cfg: DistConfig,
     id: String,
-    run: u64,
+    /// The owner run this worker serves (a restarted owner starts a new run;
+    /// the worker re-registers and adopts it: [`rejoin`]).
+    run: AtomicU64,
+    hello: Hello,
     claims: AtomicU32,
     fault: Option<Fault>,
     stop: AtomicBool,
@@ -189,7 +192,8 @@ pub async fn worker_with_fault(
         },
         cfg: cfg.clone(),
         id,
-        run,
+        run: AtomicU64::new(run),
+        hello: hello.clone(),
         claims: AtomicU32::new(0),
         fault,
         stop: AtomicBool::new(false),
@@ -227,6 +231,7 @@ pub async fn worker_with_fault(
         tokio::select! {
             m = done.next() => {
                 // Only the end of the run we joined stops us.
+                let run = sh.run.load(Ordering::Relaxed);
                 if m.is_none_or(|m| m.payload.as_ref() == run.to_string().as_bytes()) {
                     sh.stop.store(true, Ordering::Relaxed);
                 }
@@ -302,6 +307,9 @@ async fn slot(
     consumer: PullConsumer,
 ) -> Result<(), DistError> {
     let mut stage = Some(spawn_stage(&rt, &call).await?);
+    // Since when pulls have been failing (the broker restarting, or the
+    // network to it down): tolerated for `owner_wait`.
+    let mut failing: Option<tokio::time::Instant> = None;
     while !sh.stop.load(Ordering::Relaxed) {
         let mut msgs = match consumer
             .fetch()
@@ -310,14 +318,25 @@ async fn slot(
             .messages()
             .await
         {
-            Ok(m) => m,
+            Ok(m) => {
+                failing = None;
+                m
+            }
             // The run ended and the owner removed the stream.
             Err(_) if sh.stop.load(Ordering::Relaxed) => break,
             Err(e) => {
-                return Err(DistError::Nats {
-                    what: format!("pull from Call `{call}`"),
-                    cause: e.to_string(),
-                });
+                let since = *failing.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() > sh.cfg.owner_wait {
+                    return Err(DistError::Nats {
+                        what: format!(
+                            "pull from Call `{call}` (failing for {:.0} s)",
+                            since.elapsed().as_secs_f64()
+                        ),
+                        cause: e.to_string(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
             }
         };
         while let Some(m) = msgs.next().await {
@@ -347,14 +366,28 @@ async fn run_one(
 ) -> Result<(), DistError> {
     let delivered = m.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
     let bm = match BatchMsg::decode(&m.payload) {
-        Ok(b) if b.run == sh.run => b,
-        // Not ours to run (another build, or an older run): drop it for good.
-        _ => {
+        Ok(b) if b.run == sh.run.load(Ordering::Relaxed) => b,
+        Ok(b) => match rejoin(sh).await {
+            Some(run) if run == b.run => b,
+            // An older run's batch (the owner started a new one): drop it.
+            Some(_) => {
+                let _ = m.ack_with(AckKind::Term).await;
+                return Ok(());
+            }
+            // No owner answers: leave it to be redelivered.
+            None => {
+                let _ = m.ack_with(AckKind::Nak(Some(sh.cfg.ack_wait))).await;
+                return Ok(());
+            }
+        },
+        // Not a batch of this build: drop it for good.
+        Err(_) => {
             let _ = m.ack_with(AckKind::Term).await;
             return Ok(());
         }
     };
     let claim = Claim {
+        run: bm.run,
         ticket: bm.ticket,
         delivered,
         worker: sh.id.clone(),
@@ -397,18 +430,45 @@ async fn run_one(
     }
     let wire = encode_result(sh, call, &bm, delivered, result).await;
     let frame = Ctl::Report(Report { claim, result: wire }).encode();
-    sh.client
-        .publish(ctl, frame.into())
-        .await
-        .map_err(DistError::nats_any("publish a report"))?;
-    sh.client
-        .flush()
-        .await
-        .map_err(DistError::nats_any("flush a report"))?;
+    publish_report(sh, ctl, frame).await?;
     // A late ack of a redelivered batch is harmless: the owner's fence
     // already decided the report.
     let _ = m.ack().await;
     Ok(())
+}
+
+/// Publish a report and flush it, retrying while the broker is unreachable
+/// (for `owner_wait`): the client reconnects by itself, and a report that
+/// arrives twice is refused by the owner's fence.
+async fn publish_report(sh: &Arc<Shared>, ctl: String, frame: Vec<u8>) -> Result<(), DistError> {
+    let start = tokio::time::Instant::now();
+    loop {
+        let sent = match sh.client.publish(ctl.clone(), frame.clone().into()).await {
+            Ok(()) => sh.client.flush().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match sent {
+            Ok(()) => return Ok(()),
+            Err(cause) if start.elapsed() > sh.cfg.owner_wait => {
+                return Err(DistError::Nats {
+                    what: "publish a report".into(),
+                    cause,
+                });
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// A batch of another owner run arrived: ask the owner which run is
+/// current and adopt it (the owner restarted and resumed from its journal).
+/// `None` when no owner answers.
+async fn rejoin(sh: &Arc<Shared>) -> Option<u64> {
+    let mut cfg = sh.cfg.clone();
+    cfg.owner_wait = cfg.ack_wait;
+    let run = say_hello(&sh.client, &cfg, &sh.hello).await.ok()?;
+    sh.run.store(run, Ordering::Relaxed);
+    Some(run)
 }
 
 async fn execute(
@@ -475,7 +535,7 @@ async fn encode_result(
             Outcome::Ok(vals) => {
                 let mut slots = Vec::with_capacity(vals.len());
                 for (j, v) in vals.iter().enumerate() {
-                    let key = || format!("{}-{}-d{delivered}-out{i}-{j}", sh.run, bm.ticket);
+                    let key = || format!("{}-{}-d{delivered}-out{i}-{j}", bm.run, bm.ticket);
                     // A value we cannot encode or that is too large fails the
                     // same way on every retry: a contract error, not retried.
                     let s = sh

@@ -50,6 +50,7 @@ pub mod table;
 pub mod textlayer;
 mod types;
 pub mod wer;
+pub mod wire;
 
 pub use assets::Assets;
 pub use db::{DbParams, TextBox, db_boxes, skew_deg};

@@ -142,7 +142,10 @@ pub fn render_document(file: &PdfFile, cfg: &RenderConfig) -> Result<Vec<PageIma
 
 /// A parsed document, shared by its pages.
 pub struct OpenPdf {
-    name: Arc<str>,
+    pub(crate) name: Arc<str>,
+    /// Where it was read from (a page handle sent to another process is
+    /// re-opened from it: [`crate::wire`]).
+    pub(crate) source: PdfSource,
     pdf: Pdf,
 }
 
@@ -163,8 +166,8 @@ const _: () = {
 /// One page of an opened document: a cheap handle (an `Arc` and an index).
 #[derive(Clone, Debug)]
 pub struct PdfPage {
-    doc: Arc<OpenPdf>,
-    index: usize,
+    pub(crate) doc: Arc<OpenPdf>,
+    pub(crate) index: usize,
 }
 
 impl PdfPage {
@@ -183,7 +186,7 @@ impl PdfPage {
 /// [`PdfPage`] per page.
 #[derive(Clone, Debug)]
 pub struct PdfPages {
-    doc: Arc<OpenPdf>,
+    pub(crate) doc: Arc<OpenPdf>,
 }
 
 impl PdfPages {
@@ -286,6 +289,7 @@ pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
     Ok(PdfPages {
         doc: Arc::new(OpenPdf {
             name: file.name.clone(),
+            source: file.source.clone(),
             pdf,
         }),
     })

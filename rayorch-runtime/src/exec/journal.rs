@@ -140,17 +140,49 @@ impl JournalState {
     }
 }
 
-/// How a [`Runner`](crate::Runner) journals its runs.
+/// How a run is journaled (a [`Runner`](crate::Runner) builds these from
+/// its `journal*` methods; another executor builds them directly).
 #[derive(Clone, Debug)]
-pub(crate) struct JournalOptions {
+pub struct JournalOptions {
     pub(crate) path: PathBuf,
     pub(crate) source: String,
     pub(crate) force: bool,
     pub(crate) fsync: FsyncPolicy,
 }
 
-/// An open journal, owned by the driver of one run.
-pub(crate) struct Journal {
+impl JournalOptions {
+    /// A journal at `path` for a source described by `source` (see
+    /// [`Runner::journal_source`](crate::Runner::journal_source)); not
+    /// forced, default fsync policy.
+    pub fn new(path: impl Into<PathBuf>, source: impl Into<String>) -> JournalOptions {
+        JournalOptions {
+            path: path.into(),
+            source: source.into(),
+            force: false,
+            fsync: FsyncPolicy::default(),
+        }
+    }
+
+    /// Resume even when the plan or source changed.
+    #[must_use]
+    pub fn force(mut self, force: bool) -> JournalOptions {
+        self.force = force;
+        self
+    }
+
+    /// When commits happen.
+    #[must_use]
+    pub fn fsync(mut self, policy: FsyncPolicy) -> JournalOptions {
+        self.fsync = policy;
+        self
+    }
+}
+
+/// An open journal, owned by the executor of one run (the local driver, or
+/// a distributed owner): [`Journal::open`] before the first root,
+/// [`Journal::record`] each root handed to the sink, [`Journal::commit`]
+/// when [`Journal::due`] (and with `force` at the end).
+pub struct Journal {
     db: Database,
     path: PathBuf,
     fsync: FsyncPolicy,
@@ -158,6 +190,15 @@ pub(crate) struct Journal {
     pending: Vec<(u64, Vec<u8>)>,
     last_commit: Instant,
     pub(crate) commits: u64,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("path", &self.path)
+            .field("commits", &self.commits)
+            .finish_non_exhaustive()
+    }
 }
 
 fn journal_err(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> RunError + '_ {
@@ -208,7 +249,7 @@ impl Journal {
     /// Open (or create) the journal for a run of a plan with `fingerprint`:
     /// check its identity, cut `sink`'s outputs back to the committed
     /// positions, and return the keys already terminal.
-    pub(crate) fn open(
+    pub fn open(
         opts: &JournalOptions,
         fingerprint: &str,
         sink: &mut impl Sink,
@@ -286,7 +327,7 @@ impl Journal {
     }
 
     /// Note a root handed to the sink; it is durable at the next commit.
-    pub(crate) fn record(&mut self, o: &RootOutcome) -> Result<(), RunError> {
+    pub fn record(&mut self, o: &RootOutcome) -> Result<(), RunError> {
         debug_assert!(o.kind() != ItemKind::Present || o.cause().is_none());
         let bytes = serde_json::to_vec(&RootRecord::of(o)).map_err(|e| journal_err(&self.path)(&e))?;
         self.pending.push((o.key, bytes));
@@ -294,7 +335,7 @@ impl Journal {
     }
 
     /// When the pending roots must be committed (none pending: never).
-    pub(crate) fn due(&self) -> Option<Instant> {
+    pub fn due(&self) -> Option<Instant> {
         if self.pending.is_empty() {
             return None;
         }
@@ -306,7 +347,7 @@ impl Journal {
 
     /// Commit the pending roots with `sink`'s durable positions when due
     /// (or now, with `force`).
-    pub(crate) fn commit(&mut self, sink: &mut impl Sink, force: bool) -> Result<(), RunError> {
+    pub fn commit(&mut self, sink: &mut impl Sink, force: bool) -> Result<(), RunError> {
         match self.due() {
             Some(at) if force || at <= Instant::now() => {}
             _ => return Ok(()),
@@ -331,5 +372,10 @@ impl Journal {
         self.commits += 1;
         self.last_commit = Instant::now();
         Ok(())
+    }
+
+    /// Commits so far.
+    pub fn commits(&self) -> u64 {
+        self.commits
     }
 }

@@ -128,12 +128,9 @@ impl<'p> Runner<'p> {
     /// ```
     #[must_use]
     pub fn journal(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        let opts = self.journal.get_or_insert_with(|| JournalOptions {
-            path: std::path::PathBuf::new(),
-            source: String::new(),
-            force: false,
-            fsync: FsyncPolicy::default(),
-        });
+        let opts = self
+            .journal
+            .get_or_insert_with(|| JournalOptions::new(std::path::PathBuf::new(), String::new()));
         opts.path = path.into();
         self
     }

@@ -1,0 +1,463 @@
+//! Wire formats for the document job's values, so its Calls can run in
+//! other processes (`rayorch::dist`: the owner and the workers register the
+//! same codecs).
+//!
+//! Invariants:
+//! - `decode(encode(v))` is `v`, bit for bit: pixels travel raw (RGB8),
+//!   floats as their IEEE bits, so a document's output is the same whichever
+//!   process ran each Call.
+//! - A page handle ([`PdfPage`], [`PdfPages`]) travels as its document's
+//!   source (path, or bytes for an in-memory document) and page index; the
+//!   receiving process re-opens the document once and shares it among every
+//!   page handle it decodes while any is alive (a weak cache), as
+//!   [`open_document`] does within one process. So workers must reach the
+//!   same paths as the owner (a shared file system), or the documents must
+//!   be given as bytes.
+//! - Decoding never panics: truncated or foreign bytes are an `Err` naming
+//!   what was being read.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+
+use image::RgbImage;
+
+use crate::output::Document;
+use crate::pdf::{OpenPdf, PdfPage, PdfPages, open_document};
+use crate::types::{LineText, PageImage, PdfFile, PdfSource, TextLine};
+
+/// A value with a byte encoding of its own.
+pub trait Wire: Sized {
+    /// A stable name for the type on the wire.
+    const TAG: &'static str;
+    /// Append the encoding of `self` to `out`.
+    fn put(&self, out: &mut Vec<u8>);
+    /// Read one value.
+    fn get(r: &mut Reader<'_>) -> Result<Self, String>;
+
+    /// The encoding alone.
+    fn to_wire(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.put(&mut out);
+        out
+    }
+
+    /// Decode a whole buffer (trailing bytes are an error).
+    fn from_wire(b: &[u8]) -> Result<Self, String> {
+        let mut r = Reader { b, at: 0 };
+        let v = Self::get(&mut r)?;
+        if r.at != b.len() {
+            return Err(format!(
+                "{}: {} bytes left over after the value",
+                Self::TAG,
+                b.len() - r.at
+            ));
+        }
+        Ok(v)
+    }
+}
+
+/// Reads values back from a buffer.
+pub struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or_else(|| {
+                format!(
+                    "truncated value: {what} needs {n} bytes at offset {}, the buffer holds {}",
+                    self.at,
+                    self.b.len()
+                )
+            })?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64, String> {
+        let s = self.take(8, what)?;
+        Ok(u64::from_le_bytes(s.try_into().unwrap_or([0; 8])))
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, String> {
+        let s = self.take(4, what)?;
+        Ok(u32::from_le_bytes(s.try_into().unwrap_or([0; 4])))
+    }
+
+    fn len(&mut self, what: &str) -> Result<usize, String> {
+        let n = self.u64(what)?;
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= self.b.len() - self.at)
+            .ok_or_else(|| format!("bad value: {what} claims {n} items, more than the buffer holds"))
+    }
+
+    fn bytes(&mut self, what: &str) -> Result<&'a [u8], String> {
+        let n = self.len(what)?;
+        self.take(n, what)
+    }
+
+    fn string(&mut self, what: &str) -> Result<String, String> {
+        let b = self.bytes(what)?;
+        String::from_utf8(b.to_vec()).map_err(|_| format!("bad value: {what} is not UTF-8"))
+    }
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u64(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+fn put_image(out: &mut Vec<u8>, im: &RgbImage) {
+    out.extend_from_slice(&im.width().to_le_bytes());
+    out.extend_from_slice(&im.height().to_le_bytes());
+    put_bytes(out, im.as_raw());
+}
+
+fn put_box(out: &mut Vec<u8>, b: [u32; 4]) {
+    for v in b {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+fn get_box(r: &mut Reader<'_>) -> Result<[u32; 4], String> {
+    let mut b = [0u32; 4];
+    for v in &mut b {
+        *v = r.u32("a box")?;
+    }
+    Ok(b)
+}
+
+fn get_image(r: &mut Reader<'_>, what: &str) -> Result<RgbImage, String> {
+    let (w, h) = (r.u32(what)?, r.u32(what)?);
+    let raw = r.bytes(what)?.to_vec();
+    RgbImage::from_raw(w, h, raw).ok_or_else(|| format!("bad value: {what} is not a {w}×{h} RGB image"))
+}
+
+impl Wire for String {
+    const TAG: &'static str = "string";
+    fn put(&self, out: &mut Vec<u8>) {
+        put_bytes(out, self.as_bytes());
+    }
+    fn get(r: &mut Reader<'_>) -> Result<String, String> {
+        r.string("a string")
+    }
+}
+
+impl Wire for Vec<f32> {
+    const TAG: &'static str = "f32s";
+    fn put(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.len() as u64);
+        for x in self {
+            out.extend_from_slice(&x.to_bits().to_le_bytes());
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Vec<f32>, String> {
+        let n = r.len("a float vector")?;
+        (0..n).map(|_| r.u32("a float").map(f32::from_bits)).collect()
+    }
+}
+
+/// Lists of wire values: a count, then each value.
+macro_rules! wire_list {
+    ($($t:ty => $tag:literal),* $(,)?) => {$(
+        impl Wire for Vec<$t> {
+            const TAG: &'static str = $tag;
+            fn put(&self, out: &mut Vec<u8>) {
+                put_u64(out, self.len() as u64);
+                for v in self {
+                    v.put(out);
+                }
+            }
+            fn get(r: &mut Reader<'_>) -> Result<Self, String> {
+                let n = r.len($tag)?;
+                (0..n).map(|_| <$t>::get(r)).collect()
+            }
+        }
+    )*};
+}
+
+wire_list!(
+    String => "strings",
+    Vec<f32> => "f32 lists",
+    TextLine => "text lines",
+    LineText => "line texts",
+);
+
+impl Wire for LineText {
+    const TAG: &'static str = "line text";
+    fn put(&self, out: &mut Vec<u8>) {
+        self.text.put(out);
+        out.extend_from_slice(&self.confidence.to_bits().to_le_bytes());
+        out.push(u8::from(self.low_confidence));
+        put_u64(out, self.row as u64);
+        put_box(out, self.bbox);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<LineText, String> {
+        let text = String::get(r)?;
+        let confidence = f32::from_bits(r.u32("a confidence")?);
+        let low_confidence = r.take(1, "a flag")?[0] != 0;
+        let row = r.u64("a row")? as usize;
+        let bbox = get_box(r)?;
+        Ok(LineText {
+            text,
+            confidence,
+            low_confidence,
+            row,
+            bbox,
+        })
+    }
+}
+
+impl Wire for PdfFile {
+    const TAG: &'static str = "pdf file";
+    fn put(&self, out: &mut Vec<u8>) {
+        put_bytes(out, self.name.as_bytes());
+        match &self.source {
+            PdfSource::Path(p) => {
+                out.push(0);
+                put_bytes(out, p.as_os_str().as_encoded_bytes());
+            }
+            PdfSource::Bytes(b) => {
+                out.push(1);
+                put_bytes(out, b);
+            }
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<PdfFile, String> {
+        let name: Arc<str> = r.string("a document name")?.into();
+        let source = match r.take(1, "a document source")?[0] {
+            0 => {
+                let b = r.bytes("a document path")?;
+                // Paths were written by `as_encoded_bytes` of this same build.
+                let s = std::str::from_utf8(b).map_err(|_| format!("{name}: the path is not UTF-8"))?;
+                PdfSource::Path(PathBuf::from(s))
+            }
+            1 => PdfSource::Bytes(r.bytes("document bytes")?.into()),
+            t => return Err(format!("{name}: unknown document source tag {t}")),
+        };
+        Ok(PdfFile { name, source })
+    }
+}
+
+/// Documents this process re-opened for decoded page handles, while any
+/// handle holds them.
+static OPENED: Mutex<Vec<Weak<OpenPdf>>> = Mutex::new(Vec::new());
+
+fn same_source(a: &PdfSource, b: &PdfSource) -> bool {
+    match (a, b) {
+        (PdfSource::Path(x), PdfSource::Path(y)) => x == y,
+        (PdfSource::Bytes(x), PdfSource::Bytes(y)) => Arc::ptr_eq(x, y) || x[..] == y[..],
+        _ => false,
+    }
+}
+
+/// The document of `file`, opened once per process while it is in use.
+fn reopen(file: &PdfFile) -> Result<Arc<OpenPdf>, String> {
+    let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    opened.retain(|w| w.strong_count() > 0);
+    let hit = opened
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|d| d.name == file.name && same_source(&d.source, &file.source));
+    if let Some(d) = hit {
+        return Ok(d);
+    }
+    let doc = open_document(file).map_err(|e| e.to_string())?.doc;
+    opened.push(Arc::downgrade(&doc));
+    Ok(doc)
+}
+
+fn doc_file(doc: &OpenPdf) -> PdfFile {
+    PdfFile {
+        name: doc.name.clone(),
+        source: doc.source.clone(),
+    }
+}
+
+impl Wire for PdfPages {
+    const TAG: &'static str = "pdf pages";
+    fn put(&self, out: &mut Vec<u8>) {
+        doc_file(&self.doc).put(out);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<PdfPages, String> {
+        Ok(PdfPages {
+            doc: reopen(&PdfFile::get(r)?)?,
+        })
+    }
+}
+
+impl Wire for PdfPage {
+    const TAG: &'static str = "pdf page";
+    fn put(&self, out: &mut Vec<u8>) {
+        doc_file(&self.doc).put(out);
+        put_u64(out, self.index as u64);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<PdfPage, String> {
+        let doc = reopen(&PdfFile::get(r)?)?;
+        let index = r.u64("a page index")? as usize;
+        let pages = PdfPages { doc: doc.clone() }.len();
+        if index >= pages {
+            return Err(format!("{}: page {index} of a {pages}-page document", doc.name));
+        }
+        Ok(PdfPage { doc, index })
+    }
+}
+
+impl Wire for PageImage {
+    const TAG: &'static str = "page image";
+    fn put(&self, out: &mut Vec<u8>) {
+        put_bytes(out, self.doc.as_bytes());
+        put_u64(out, self.page as u64);
+        out.extend_from_slice(&self.dpi.to_bits().to_le_bytes());
+        put_image(out, &self.image);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<PageImage, String> {
+        Ok(PageImage {
+            doc: r.string("a document name")?.into(),
+            page: r.u64("a page number")? as usize,
+            dpi: f32::from_bits(r.u32("a resolution")?),
+            image: Arc::new(get_image(r, "a page image")?),
+        })
+    }
+}
+
+impl Wire for TextLine {
+    const TAG: &'static str = "text line";
+    fn put(&self, out: &mut Vec<u8>) {
+        put_bytes(out, self.doc.as_bytes());
+        put_u64(out, self.page as u64);
+        put_u64(out, self.row as u64);
+        put_box(out, self.bbox);
+        out.extend_from_slice(&self.score.to_bits().to_le_bytes());
+        put_image(out, &self.crop);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<TextLine, String> {
+        let doc = r.string("a document name")?.into();
+        let page = r.u64("a page number")? as usize;
+        let row = r.u64("a row")? as usize;
+        let bbox = get_box(r)?;
+        Ok(TextLine {
+            doc,
+            page,
+            row,
+            bbox,
+            score: f32::from_bits(r.u32("a score")?),
+            crop: Arc::new(get_image(r, "a line crop")?),
+        })
+    }
+}
+
+impl Wire for Document {
+    const TAG: &'static str = "document";
+    fn put(&self, out: &mut Vec<u8>) {
+        self.name.put(out);
+        put_u64(out, self.pages as u64);
+        self.markdown.put(out);
+        self.page_texts.put(out);
+        self.page_embeddings.put(out);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Document, String> {
+        Ok(Document {
+            name: String::get(r)?,
+            pages: r.u64("a page count")? as usize,
+            markdown: String::get(r)?,
+            page_texts: Vec::get(r)?,
+            page_embeddings: Vec::get(r)?,
+        })
+    }
+}
+
+/// `(name, page texts, page embeddings)`: what the OCR job's `assemble` takes.
+impl Wire for (String, Vec<String>, Vec<Vec<f32>>) {
+    const TAG: &'static str = "document parts";
+    fn put(&self, out: &mut Vec<u8>) {
+        self.0.put(out);
+        self.1.put(out);
+        self.2.put(out);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, String> {
+        Ok((String::get(r)?, Vec::get(r)?, Vec::get(r)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pdfgen::text_pdf;
+
+    fn round_trip<T: Wire>(v: &T) -> T {
+        T::from_wire(&v.to_wire()).unwrap()
+    }
+
+    #[test]
+    fn values_come_back_bit_for_bit() {
+        let floats = vec![0.1f32, -0.0, f32::MIN_POSITIVE, 1.0 / 3.0, f32::NAN];
+        let back = round_trip(&floats);
+        assert_eq!(
+            back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            floats.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        let doc = Document::assemble(
+            "a.pdf",
+            vec!["Hé".into(), "".into()],
+            vec![vec![0.25, 1e-9], vec![]],
+        );
+        assert_eq!(round_trip(&doc), doc);
+        let parts = ("x".to_string(), vec!["a".to_string()], vec![vec![2.5f32]]);
+        assert_eq!(round_trip(&parts), parts);
+        let line = TextLine {
+            doc: "d".into(),
+            page: 3,
+            row: 7,
+            bbox: [1, 2, 30, 40],
+            score: 0.75,
+            crop: Arc::new(RgbImage::from_fn(5, 2, |x, y| image::Rgb([x as u8, y as u8, 9]))),
+        };
+        let back = round_trip(&vec![line.clone()]);
+        assert_eq!((back[0].row, back[0].bbox, back[0].score), (7, line.bbox, 0.75));
+        assert_eq!(back[0].crop.as_raw(), line.crop.as_raw());
+    }
+
+    #[test]
+    fn page_handles_reopen_their_document_once() {
+        let file = PdfFile::from_bytes("two.pdf", text_pdf(&[vec!["a".into()], vec!["b".into()]], 24.0));
+        let pages = open_document(&file).unwrap();
+        let wire: Vec<Vec<u8>> = pages.clone().into_iter().map(|p| p.to_wire()).collect();
+        let back: Vec<PdfPage> = wire.iter().map(|b| PdfPage::from_wire(b).unwrap()).collect();
+        assert_eq!(back.iter().map(PdfPage::index).collect::<Vec<_>>(), [0, 1]);
+        // Both decoded handles share one re-opened document.
+        assert!(Arc::ptr_eq(&back[0].doc, &back[1].doc));
+        assert_eq!(PdfPages::from_wire(&pages.to_wire()).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn damaged_bytes_are_errors_not_panics() {
+        let line = vec![String::from("hello")].to_wire();
+        for cut in 0..line.len() {
+            assert!(Vec::<String>::from_wire(&line[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut huge = Vec::new();
+        put_u64(&mut huge, u64::MAX);
+        assert!(Vec::<f32>::from_wire(&huge).unwrap_err().contains("claims"));
+        let mut bad = PdfFile::from_path("/x.pdf").to_wire();
+        bad[8 + 6] = 9;
+        assert!(PdfFile::from_wire(&bad).unwrap_err().contains("source tag"));
+        let missing = PdfPage::from_wire(&{
+            let mut b = PdfFile::from_path("/no/such/file.pdf").to_wire();
+            put_u64(&mut b, 0);
+            b
+        });
+        assert!(missing.unwrap_err().contains("file.pdf"));
+    }
+}
