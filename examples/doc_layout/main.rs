@@ -2,20 +2,23 @@
 //! each region read by its own model, gathered back in reading order.
 //!
 //! ```text
-//! Pdf ─render (+ text layer)─► expand Page ─layout─► expand Region
+//! Pdf ─render (+ text layer)─► expand Page ─upright─► layout─► expand Region
 //!   Region ─detect (OCR regions only)─► expand Line ─recognize─► reduce (region lines)
 //!   Region ─table (tables only)─► structure
 //!   (region, lines, structure) ─finish─► reduce (page regions) ─page─► reduce ─assemble─► Document
 //! ```
 //! Layout is PicoDet CDLA, tables SLANet-plus, lines PP-OCRv6 tiny, all on
 //! ONNX Runtime. Pages with a usable text layer take their text from it
-//! (`--force-ocr` reads every page with OCR). Batches mix pages, regions and
+//! (`--force-ocr` reads every page with OCR); the others (scans) are first
+//! turned upright and deskewed (a low-resolution line-detection pass with
+//! the PP-OCR line-orientation classifier). Batches mix pages, regions and
 //! lines of many documents; each document is written when its last region
 //! is done.
 //!
 //! `cargo run --example doc_layout` runs the generated layout corpus (two
-//! columns, a table, a figure with caption, headers/footers; scored against
-//! its truth) and the bundled samples. Outputs in `--out` (default
+//! columns, a table, a figure with caption, headers/footers), its scanned
+//! twin (image-only pages: degraded, turned 90/180/270°, skewed 2° and 5°),
+//! both scored against their truth, and the bundled samples. Outputs in `--out` (default
 //! `target/doc_layout`): `markdown/<name>.md`, `documents.jsonl`,
 //! `regions.jsonl`, `regions.parquet`, `failures.jsonl`, `summary.json`.
 
@@ -27,11 +30,13 @@ use std::process::ExitCode;
 use clap::Parser;
 use rayorch::prelude::*;
 use rayorch::{Output, PlanErrors, Runner};
+use rayorch_models::layout::PageInfo;
+use rayorch_models::layout::upright::{PageUpright, UprightConfig};
 use rayorch_models::markdown::{LayoutDocument, PageResult, RegionResult, assemble_page, finish_region};
 use rayorch_models::{
     DetectConfig, LayoutConfig, LayoutDetect, LayoutDetector, LayoutPage, LayoutRender, LineRecognizer,
     LineText, OnnxConfig, PdfFile, RecognizeConfig, RegionDetect, RenderConfig, Table, TableConfig,
-    TableRecognizer, TableStructure, TextDetector, TextRecognize, TextSource,
+    TableRecognizer, TableStructure, TextDetector, TextRecognize,
 };
 
 type PageRegion = rayorch_models::Region;
@@ -53,13 +58,14 @@ type MapCall<I, O> = FnCall<I, O>;
 /// Every Call of the job.
 struct Calls {
     render: Call<LayoutRender>,
+    upright: Call<PageUpright>,
     layout: Call<LayoutDetect>,
     detect: Call<RegionDetect>,
     recognize: Call<TextRecognize>,
     table: Call<TableStructure>,
     finish: MapCall<(PageRegion, Vec<LineText>, Option<Table>), RegionResult>,
-    source: MapCall<LayoutPage, (usize, TextSource)>,
-    page: MapCall<((usize, TextSource), Vec<RegionResult>), PageResult>,
+    info: MapCall<LayoutPage, PageInfo>,
+    page: MapCall<(PageInfo, Vec<RegionResult>), PageResult>,
     name: MapCall<PdfFile, String>,
     assemble: MapCall<(String, Vec<PageResult>), LayoutDocument>,
 }
@@ -69,13 +75,13 @@ struct Calls {
 #[pipeline]
 impl Calls {
     fn forward(&self, pdfs: Port<Pdf, PdfFile>) -> Port<Pdf, LayoutDocument> {
-        let pages = expand!(self.render(pdfs) => Page);
+        let pages = self.upright(expand!(self.render(pdfs) => Page));
         let regions = expand!(self.layout(pages) => Region);
         let lines = expand!(self.detect(regions) => Line);
         let texts = reduce!(self.recognize(lines));
         let tables = self.table(regions);
         let results = self.finish(regions, texts, tables);
-        let page = self.page(self.source(pages), reduce!(results));
+        let page = self.page(self.info(pages), reduce!(results));
         self.assemble(self.name(pdfs), reduce!(page))
     }
 }
@@ -94,6 +100,13 @@ fn calls(args: &cli::Args, a: &rayorch_models::Assets, la: &rayorch_models::asse
         ..RenderConfig::default()
     };
     let force_ocr = args.force_ocr;
+    let up_cfg = UprightConfig {
+        detect: DetectConfig {
+            onnx: onnx.clone(),
+            ..UprightConfig::default().detect
+        },
+        ..UprightConfig::default()
+    };
     let (lay_cfg, det_cfg, rec_cfg, tab_cfg) = (
         LayoutConfig {
             onnx: onnx.clone(),
@@ -109,7 +122,7 @@ fn calls(args: &cli::Args, a: &rayorch_models::Assets, la: &rayorch_models::asse
         },
         TableConfig { onnx },
     );
-    let (a1, a2, a3, a4) = (a.clone(), a.clone(), la.clone(), la.clone());
+    let (a0, a1, a2, a3, a4) = (a.clone(), a.clone(), a.clone(), la.clone(), la.clone());
     let ort = a.ort_lib.clone();
     let ort2 = a.ort_lib.clone();
     Calls {
@@ -117,6 +130,11 @@ fn calls(args: &cli::Args, a: &rayorch_models::Assets, la: &rayorch_models::asse
             Ok(LayoutRender::new(render_cfg.clone(), force_ocr))
         })
         .batch_size(1),
+        upright: Call::new("upright", move || {
+            Ok(PageUpright::from_assets(&a0, up_cfg.clone())?)
+        })
+        .replicas(args.replicas)
+        .batch_size(args.layout_batch),
         layout: Call::new("layout", move || {
             Ok(LayoutDetect::new(LayoutDetector::load(
                 &a3.layout_model,
@@ -153,20 +171,10 @@ fn calls(args: &cli::Args, a: &rayorch_models::Assets, la: &rayorch_models::asse
             "finish",
             |(r, lines, table): (PageRegion, Vec<LineText>, Option<Table>)| finish_region(&r, &lines, table),
         ),
-        source: Call::map("source", |p: LayoutPage| {
-            let s = if p.glyphs.is_some() {
-                TextSource::Layer
-            } else {
-                TextSource::Ocr
-            };
-            (p.image.page, s)
+        info: Call::map("info", |p: LayoutPage| p.info()),
+        page: Call::map("page", |(info, regions): (PageInfo, Vec<RegionResult>)| {
+            assemble_page(info, regions)
         }),
-        page: Call::map(
-            "page",
-            |((page, source), regions): ((usize, TextSource), Vec<RegionResult>)| {
-                assemble_page(page, source, regions)
-            },
-        ),
         name: Call::map("name", |f: PdfFile| f.name.to_string()),
         assemble: Call::map("assemble", |(name, pages): (String, Vec<PageResult>)| {
             LayoutDocument::assemble(&name, pages)
@@ -176,14 +184,19 @@ fn calls(args: &cli::Args, a: &rayorch_models::Assets, la: &rayorch_models::asse
 
 fn run(args: cli::Args) -> Result<bool, Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&args.out)?;
-    let mut truth = None;
+    let mut truth = Vec::new();
     let files = if args.inputs.is_empty() {
-        let (pages, pdf) = rayorch_models::layoutgen::corpus();
-        let corpus = args.out.join("corpus.pdf");
-        std::fs::write(&corpus, pdf)?;
-        truth = Some((corpus.display().to_string(), pages));
+        let mut files = Vec::new();
+        for (name, (pages, pdf)) in [
+            ("corpus.pdf", rayorch_models::layoutgen::corpus()),
+            ("scans.pdf", rayorch_models::layoutgen::scan_corpus()),
+        ] {
+            let path = args.out.join(name);
+            std::fs::write(&path, pdf)?;
+            truth.push((path.display().to_string(), pages));
+            files.push(path);
+        }
         let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples");
-        let mut files = vec![corpus];
         let mut s: Vec<_> = std::fs::read_dir(&samples)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "pdf"))

@@ -1,7 +1,8 @@
 //! The layout job's sink: each document is written the moment it completes.
 //!
 //! - `markdown/<file stem>.md`: the document as Markdown;
-//! - `documents.jsonl`: one line per document (name, per-page text source, Markdown);
+//! - `documents.jsonl`: one line per document (name, per-page text source
+//!   and orientation, Markdown);
 //! - `regions.jsonl` and `regions.parquet`: one row per region;
 //! - `failures.jsonl`: one line per document that did not complete.
 
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
-use rayorch_models::layout::TextSource;
+use rayorch_models::layout::{Orientation, TextSource};
 use rayorch_models::layoutgen::{GtPage, PageScore, score_page};
 use rayorch_models::markdown::LayoutDocument;
 use rayorch_models::pdfgen::SampleKind;
@@ -24,6 +25,7 @@ struct DocLine<'a> {
     name: &'a str,
     pages: usize,
     text_sources: Vec<TextSource>,
+    orientations: Vec<Orientation>,
     markdown: &'a str,
 }
 
@@ -40,7 +42,7 @@ impl std::fmt::Display for Scored {
         let s = &self.score;
         write!(
             f,
-            "corpus page {} ({:<10}) CER {:>5.2}%  order errors {:>5.1}% over {} regions",
+            "corpus page {} ({:<11}) CER {:>5.2}%  order errors {:>5.1}% over {} regions",
             self.page + 1,
             s.kind,
             s.cer * 100.0,
@@ -62,7 +64,7 @@ pub struct Outputs {
     regions: BufWriter<File>,
     failures: BufWriter<File>,
     parquet: Option<RegionParquet>,
-    truth: Option<(String, Vec<GtPage>)>,
+    truth: Vec<(String, Vec<GtPage>)>,
     dpi: f32,
     failed_names: Vec<String>,
     pub written: usize,
@@ -76,7 +78,7 @@ impl Outputs {
         dir: &Path,
         out: Output<LayoutDocument>,
         names: Vec<String>,
-        truth: Option<(String, Vec<GtPage>)>,
+        truth: Vec<(String, Vec<GtPage>)>,
         dpi: f32,
     ) -> Result<Outputs, BoxError> {
         std::fs::create_dir_all(dir.join("markdown"))?;
@@ -128,6 +130,7 @@ impl Outputs {
                 name: &doc.name,
                 pages: doc.pages.len(),
                 text_sources: doc.pages.iter().map(|p| p.text_source).collect(),
+                orientations: doc.pages.iter().map(|p| p.orientation).collect(),
                 markdown: &doc.markdown,
             },
         )?;
@@ -143,9 +146,7 @@ impl Outputs {
             }
         }
         self.regions.flush()?;
-        if let Some((name, truth)) = &self.truth
-            && *name == doc.name
-        {
+        if let Some((_, truth)) = self.truth.iter().find(|(name, _)| *name == doc.name) {
             for (t, p) in truth.iter().zip(&doc.pages) {
                 self.scores.push(Scored {
                     page: p.page,

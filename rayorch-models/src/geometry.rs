@@ -345,6 +345,19 @@ pub fn rotate_image(img: &RgbImage, degrees: f32, fill: Rgb<u8>) -> RgbImage {
     // The tolerance keeps quarter turns exact (cos 90° is not 0 in f32).
     let dim = |v: f32| (v - 1e-3).ceil().max(1.0);
     let (nw, nh) = (dim(w * c.abs() + h * s.abs()), dim(w * s.abs() + h * c.abs()));
+    rotate_onto(img, degrees, fill, (nw, nh))
+}
+
+/// Rotate `img` by `degrees` (positive = clockwise) about its centre onto a
+/// canvas of its own size (corners that leave it are cut, `fill` where
+/// nothing lands): a page deskewed this way keeps its size and coordinates.
+pub fn rotate_image_within(img: &RgbImage, degrees: f32, fill: Rgb<u8>) -> RgbImage {
+    rotate_onto(img, degrees, fill, (img.width() as f32, img.height() as f32))
+}
+
+fn rotate_onto(img: &RgbImage, degrees: f32, fill: Rgb<u8>, (nw, nh): (f32, f32)) -> RgbImage {
+    let (w, h) = (img.width() as f32, img.height() as f32);
+    let (s, c) = degrees.to_radians().sin_cos();
     let (cx, cy, ncx, ncy) = (w / 2.0, h / 2.0, nw / 2.0, nh / 2.0);
     RgbImage::from_fn(nw as u32, nh as u32, |i, j| {
         // Inverse map: destination → source.

@@ -13,6 +13,10 @@
 //! - Boxes come back in page pixels, clipped to the page; per-class hard NMS.
 //! - The model's input has a fixed batch of one, so a batch of pages (of many
 //!   documents) is a loop of one-page calls inside one engine call.
+//! - Pages read by OCR are brought upright first ([`upright`]): the model
+//!   sees upright pages, and region boxes are in the upright page's pixels.
+
+pub mod upright;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,6 +31,7 @@ use crate::image_ops::{crop, resize, write_bgr_chw};
 use crate::onnx::{OnnxConfig, OnnxSession};
 use crate::textlayer::{Glyph, layer_lines};
 use crate::types::{LineText, PageImage};
+pub use upright::Orientation;
 
 const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 const STD: [f32; 3] = [0.229, 0.224, 0.225];
@@ -322,6 +327,41 @@ pub struct LayoutPage {
     /// The page's text layer in page pixels; `None` when OCR reads the page
     /// (no usable layer, or OCR forced).
     pub glyphs: Option<Arc<Vec<Glyph>>>,
+    /// What was done to bring `image` upright (nothing until
+    /// [`upright::PageUpright`] has seen the page).
+    pub orientation: Orientation,
+}
+
+impl LayoutPage {
+    /// Where the page's text comes from.
+    pub fn text_source(&self) -> TextSource {
+        if self.glyphs.is_some() {
+            TextSource::Layer
+        } else {
+            TextSource::Ocr
+        }
+    }
+
+    /// What the finished page records about itself.
+    pub fn info(&self) -> PageInfo {
+        PageInfo {
+            page: self.image.page,
+            text_source: self.text_source(),
+            orientation: self.orientation,
+        }
+    }
+}
+
+/// A page's number, text source and orientation: what its finished record
+/// needs from the rendered page.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PageInfo {
+    /// Zero-based page number.
+    pub page: usize,
+    /// Where the page's text came from.
+    pub text_source: TextSource,
+    /// What was done to bring the page upright.
+    pub orientation: Orientation,
 }
 
 /// Where a region's text came from.

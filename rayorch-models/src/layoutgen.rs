@@ -1,6 +1,8 @@
 //! A generated layout corpus with ground truth: two-column pages, a page
 //! with a ruled table, a page with a figure and its caption, all with a
-//! running header and a page-number footer.
+//! running header and a page-number footer ([`corpus`]); and the same kinds
+//! of pages as scans ([`scan_corpus`]): pictures only, no text layer,
+//! degraded, turned by 90/180/270° or skewed by 2° and 5°.
 //!
 //! Invariants:
 //! - Deterministic: the same call gives the same bytes and truth.
@@ -9,16 +11,17 @@
 //!   regions to truth blocks by overlap instead of by text.
 //! - Body text is Helvetica 11 pt (titles Helvetica-Bold 20 pt): the PDF's
 //!   text layer holds exactly the truth text, and OCR sees real glyphs.
+//! - A scanned page's truth is its digital page's, in the upright page's
+//!   coordinates; [`GtPage::scan`] says how its picture was made.
 
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cer::normalize_whitespace;
-use crate::layout::RegionKind;
-use crate::markdown::PageResult;
 use crate::pdfgen::{LETTER, SENTENCES, Writer, escape, wrap};
-use crate::reading_order::adjacent_inversions;
+
+mod score;
+pub use score::{PageScore, predicted_body, score_page};
 
 const MARGIN: f32 = 60.0;
 const BODY: f32 = 11.0;
@@ -67,12 +70,17 @@ impl GtBlock {
 /// One page of the corpus with its truth.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GtPage {
-    /// Short name of the page kind (`two_column`, `table`, `figure`).
+    /// Short name of the page kind (`two_column`, `table`, `figure`; scans:
+    /// `image_only`, `rotated_90`, `rotated_180`, `rotated_270`,
+    /// `skewed_2`, `skewed_5`).
     pub kind: String,
     /// Blocks in reading order, header first and footer last.
     pub blocks: Vec<GtBlock>,
     /// The table's cell texts, row by row (table pages only).
     pub table: Option<Vec<Vec<String>>>,
+    /// Scanned pages: how the picture was made from the digital page.
+    #[serde(default)]
+    pub scan: Option<Scan>,
 }
 
 impl GtPage {
@@ -301,35 +309,80 @@ fn figure_page(page_no: usize, seed: u64) -> (PageBuilder, Option<Vec<Vec<String
     (p, None)
 }
 
-/// The corpus pages (truth) and the PDF that draws them.
-pub fn corpus() -> (Vec<GtPage>, Vec<u8>) {
-    let built = [
-        (
-            "two_column",
-            two_column(1, "Streaming documents through nested pipelines", 11),
-        ),
-        ("table", table_page(2, 12)),
-        ("figure", figure_page(3, 13)),
-        (
-            "two_column",
-            two_column(4, "Batching across pages and documents", 14),
-        ),
-    ];
+/// One page ready to be written: content stream, size, truth, and for a
+/// scanned page the picture it draws.
+struct Built {
+    kind: String,
+    ops: String,
+    blocks: Vec<GtBlock>,
+    table: Option<Vec<Vec<String>>>,
+    size: (f32, f32),
+    scan: Option<Scan>,
+    /// Grey pixels `(width, height, zlib-compressed rows)`.
+    picture: Option<(u32, u32, Vec<u8>)>,
+}
+
+fn built(kind: &str, (p, table): (PageBuilder, Option<Vec<Vec<String>>>)) -> Built {
+    Built {
+        kind: kind.to_string(),
+        ops: p.ops,
+        blocks: p.blocks,
+        table,
+        size: LETTER,
+        scan: None,
+        picture: None,
+    }
+}
+
+/// The PDF drawing `pages` and their truth (blocks in reading order).
+fn write_pdf(pages: Vec<Built>) -> (Vec<GtPage>, Vec<u8>) {
     let mut w = Writer::new();
-    let n = built.len();
-    let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 6 + 2 * i)).collect();
-    // Objects: 1 catalog, 2 page tree, 3 and 4 fonts, then (content, page) pairs from 5.
+    // Objects: 1 catalog, 2 page tree, 3 and 4 fonts, then per page its
+    // picture (scans only), its content and the page itself.
+    let mut next = 5;
+    let numbers: Vec<usize> = pages
+        .iter()
+        .map(|p| {
+            next += 2 + usize::from(p.picture.is_some());
+            next - 1
+        })
+        .collect();
+    let kids: Vec<String> = numbers.iter().map(|n| format!("{n} 0 R")).collect();
     w.object(b"<< /Type /Catalog /Pages 2 0 R >>");
-    w.object(format!("<< /Type /Pages /Kids [{}] /Count {n} >>", kids.join(" ")).as_bytes());
+    w.object(
+        format!(
+            "<< /Type /Pages /Kids [{}] /Count {} >>",
+            kids.join(" "),
+            pages.len()
+        )
+        .as_bytes(),
+    );
     w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>");
     w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>");
-    let mut pages = Vec::with_capacity(n);
-    for (kind, (p, table)) in built {
-        let content = w.stream(p.ops.as_bytes());
+    let mut truth = Vec::with_capacity(pages.len());
+    for p in pages {
+        let (resources, ops) = match &p.picture {
+            Some((pw, ph, data)) => {
+                let mut body = format!(
+                    "<< /Type /XObject /Subtype /Image /Width {pw} /Height {ph} /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode /Length {} >>\nstream\n",
+                    data.len()
+                )
+                .into_bytes();
+                body.extend_from_slice(data);
+                body.extend_from_slice(b"\nendstream");
+                let im = w.object(&body);
+                (
+                    format!("<< /XObject << /Im0 {im} 0 R >> >>"),
+                    format!("q {} 0 0 {} 0 0 cm /Im0 Do Q\n", p.size.0, p.size.1),
+                )
+            }
+            None => ("<< /Font << /F1 3 0 R /F2 4 0 R >> >>".to_string(), p.ops.clone()),
+        };
+        let content = w.stream(ops.as_bytes());
         w.object(
             format!(
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> /Contents {content} 0 R >>",
-                LETTER.0, LETTER.1
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources {resources} /Contents {content} 0 R >>",
+                p.size.0, p.size.1
             )
             .as_bytes(),
         );
@@ -340,135 +393,166 @@ pub fn corpus() -> (Vec<GtPage>, Vec<u8>) {
             GtKind::Footer => 2,
             _ => 1,
         });
-        pages.push(GtPage {
-            kind: kind.to_string(),
+        truth.push(GtPage {
+            kind: p.kind,
             blocks,
-            table,
+            table: p.table,
+            scan: p.scan,
         });
     }
-    (pages, w.finish(1, ""))
+    (truth, w.finish(1, ""))
 }
 
-/// How one finished page compares with its truth.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PageScore {
-    /// The page kind.
-    pub kind: String,
-    /// Character error rate of the body text in reading order.
-    pub cer: f64,
-    /// Adjacent inversions between consecutive body regions, over the pairs.
-    pub order_errors: f64,
-    /// Body regions matched to truth blocks (the pairs counted above + 1).
-    pub matched_regions: usize,
-    /// Table pages: (rows, cols) found.
-    pub table_shape: Option<(usize, usize)>,
-    /// Table pages: share of truth cells whose text was read exactly.
-    pub cell_accuracy: Option<f64>,
+/// The digital corpus: pages with a text layer (two columns, a ruled
+/// table, a figure with caption) and the PDF that draws them.
+pub fn corpus() -> (Vec<GtPage>, Vec<u8>) {
+    write_pdf(vec![
+        built(
+            "two_column",
+            two_column(1, "Streaming documents through nested pipelines", 11),
+        ),
+        built("table", table_page(2, 12)),
+        built("figure", figure_page(3, 13)),
+        built(
+            "two_column",
+            two_column(4, "Batching across pages and documents", 14),
+        ),
+    ])
 }
 
-fn reads_body(kind: RegionKind) -> bool {
-    matches!(
-        kind,
-        RegionKind::Title
-            | RegionKind::Text
-            | RegionKind::FigureCaption
-            | RegionKind::TableCaption
-            | RegionKind::Reference
-    )
+/// How a scanned page was made from its digital page: rendered at
+/// [`SCAN_DPI`], degraded (grey paper, softened glyphs, noise) when
+/// `degraded`, rotated by `skew_deg` (clockwise) about its centre, then
+/// turned clockwise by `turn` (a multiple of 90°). Its truth is the
+/// digital page's: boxes in the upright page's coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scan {
+    /// Clockwise quarter turn of the picture (the job must turn it back).
+    pub turn: u32,
+    /// Clockwise skew in degrees.
+    pub skew_deg: f32,
+    /// Grey paper, blur and noise.
+    pub degraded: bool,
 }
 
-fn overlap(a: &[f32; 4], b: &[f32; 4]) -> f32 {
-    (a[2].min(b[2]) - a[0].max(b[0])).max(0.0) * (a[3].min(b[3]) - a[1].max(b[1])).max(0.0)
-}
+/// Resolution of the scanned pictures.
+pub const SCAN_DPI: f32 = 150.0;
 
-/// The body text of a finished page in its reading order (titles,
-/// paragraphs, captions; blocks separated by a newline), comparable with
-/// [`GtPage::body_text`].
-pub fn predicted_body(page: &PageResult) -> String {
-    page.regions
-        .iter()
-        .filter(|r| reads_body(r.kind))
-        .map(|r| r.text.clone())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Score a finished page rendered at `dpi` against its truth.
-pub fn score_page(truth: &GtPage, page: &PageResult, dpi: f32) -> PageScore {
-    let cer = crate::cer::cer(&truth.body_text(), &predicted_body(page));
-    // Truth positions of the body regions, in predicted order.
-    let targets: Vec<(usize, [f32; 4])> = truth
-        .blocks
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| matches!(b.kind, GtKind::Title | GtKind::Text | GtKind::Caption))
-        .map(|(i, b)| (i, b.bbox_px(dpi)))
-        .collect();
-    let seq: Vec<usize> = page
-        .regions
-        .iter()
-        .filter(|r| reads_body(r.kind))
-        .filter_map(|r| {
-            let rb = r.bbox.map(|v| v as f32);
-            targets
-                .iter()
-                .map(|(i, b)| (*i, overlap(b, &rb)))
-                .filter(|(_, a)| *a > 0.0)
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-                .map(|(i, _)| i)
-        })
-        .collect();
-    let order_errors = if seq.len() > 1 {
-        adjacent_inversions(&seq) as f64 / (seq.len() - 1) as f64
-    } else {
-        0.0
+/// The digital page `page` as a scan: a picture only, no text layer.
+fn scanned(page: Built, scan: Scan) -> Built {
+    let (_, pdf) = write_pdf(vec![Built {
+        kind: page.kind.clone(),
+        ops: page.ops.clone(),
+        blocks: Vec::new(),
+        table: None,
+        size: page.size,
+        scan: None,
+        picture: None,
+    }]);
+    let cfg = crate::pdf::RenderConfig {
+        dpi: SCAN_DPI,
+        ..crate::pdf::RenderConfig::default()
     };
-    let (mut table_shape, mut cell_accuracy) = (None, None);
-    if let (Some(cells), Some(gt)) = (
-        &truth.table,
-        truth.blocks.iter().find(|b| b.kind == GtKind::Table),
-    ) {
-        let gb = gt.bbox_px(dpi);
-        let best = page
-            .regions
-            .iter()
-            .filter_map(|r| {
-                r.table
-                    .as_ref()
-                    .map(|t| (t, overlap(&gb, &r.bbox.map(|v| v as f32))))
+    // The page was written just above: a failure here is a bug in this file.
+    let img = crate::pdf::render_document(&crate::types::PdfFile::from_bytes("scan", pdf), &cfg)
+        .expect("a generated page renders")
+        .remove(0)
+        .image;
+    let grey = image::imageops::grayscale(&*img);
+    let mut grey = if scan.degraded { degrade(&grey) } else { grey };
+    if scan.skew_deg != 0.0 {
+        let paper = if scan.degraded { PAPER } else { 255 };
+        let rgb = image::DynamicImage::ImageLuma8(grey).to_rgb8();
+        let rotated = crate::geometry::rotate_image_within(&rgb, scan.skew_deg, image::Rgb([paper; 3]));
+        grey = image::imageops::grayscale(&rotated);
+    }
+    let grey = match scan.turn % 360 {
+        90 => image::imageops::rotate90(&grey),
+        180 => image::imageops::rotate180(&grey),
+        270 => image::imageops::rotate270(&grey),
+        _ => grey,
+    };
+    let (gw, gh) = grey.dimensions();
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    // Writing into a Vec cannot fail.
+    let _ = std::io::Write::write_all(&mut z, grey.as_raw());
+    let data = z.finish().unwrap_or_default();
+    let size = if scan.turn % 180 == 90 {
+        (page.size.1, page.size.0)
+    } else {
+        page.size
+    };
+    Built {
+        kind: page.kind,
+        ops: String::new(),
+        blocks: page.blocks,
+        table: page.table,
+        size,
+        scan: Some(scan),
+        picture: Some((gw, gh, data)),
+    }
+}
+
+const PAPER: u8 = 228;
+
+/// Scanner look: glyph edges softened, ink and paper pulled to grey
+/// (ink ~35, paper [`PAPER`]), deterministic noise of ±16 levels.
+fn degrade(img: &image::GrayImage) -> image::GrayImage {
+    let soft = image::imageops::blur(img, 0.7);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    image::GrayImage::from_fn(soft.width(), soft.height(), |x, y| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let noise = (state >> 59) as f32 - 16.0;
+        let v = soft.get_pixel(x, y).0[0] as f32 / 255.0;
+        image::Luma([(35.0 + v * (PAPER as f32 - 35.0) + noise).clamp(0.0, 255.0) as u8])
+    })
+}
+
+/// The scanned corpus: image-only pages (no text layer) made from digital
+/// pages — one degraded scan, three turned by 90/180/270°, two skewed by 2°
+/// and 5° — and the PDF that draws them. Truth boxes are in the upright
+/// page's coordinates.
+pub fn scan_corpus() -> (Vec<GtPage>, Vec<u8>) {
+    let s = |turn, skew_deg, degraded| Scan {
+        turn,
+        skew_deg,
+        degraded,
+    };
+    let pages = vec![
+        (
+            "image_only",
+            built("two_column", two_column(1, "Scanned pages go through OCR", 21)),
+            s(0, 0.0, true),
+        ),
+        ("rotated_90", built("table", table_page(2, 22)), s(90, 0.0, false)),
+        (
+            "rotated_180",
+            built("two_column", two_column(3, "Pages fed upside down", 23)),
+            s(180, 0.0, false),
+        ),
+        (
+            "rotated_270",
+            built("figure", figure_page(4, 24)),
+            s(270, 0.0, false),
+        ),
+        (
+            "skewed_2",
+            built("two_column", two_column(5, "A slightly crooked scan", 25)),
+            s(0, 2.0, false),
+        ),
+        ("skewed_5", built("table", table_page(6, 26)), s(0, -5.0, false)),
+    ];
+    write_pdf(
+        pages
+            .into_iter()
+            .map(|(kind, page, scan)| Built {
+                kind: kind.to_string(),
+                ..scanned(page, scan)
             })
-            .filter(|(_, a)| *a > 0.0)
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        let total: usize = cells.iter().map(Vec::len).sum();
-        let (shape, right) = match best {
-            Some((t, _)) => {
-                let grid = t.grid();
-                let right = cells
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(r, row)| row.iter().enumerate().map(move |(c, v)| (r, c, v)))
-                    .filter(|(r, c, v)| {
-                        grid.get(*r)
-                            .and_then(|row| row.get(*c))
-                            .map(|s| normalize_whitespace(s))
-                            == Some(normalize_whitespace(v))
-                    })
-                    .count();
-                (Some((t.rows, t.cols)), right)
-            }
-            None => (None, 0),
-        };
-        table_shape = shape;
-        cell_accuracy = Some(right as f64 / total.max(1) as f64);
-    }
-    PageScore {
-        kind: truth.kind.clone(),
-        cer,
-        order_errors,
-        matched_regions: seq.len(),
-        table_shape,
-        cell_accuracy,
-    }
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -498,5 +582,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn scanned_pages_are_pictures_without_a_text_layer() {
+        let (truth, pdf) = scan_corpus();
+        assert_eq!(truth.len(), 6);
+        let cfg = crate::pdf::RenderConfig {
+            dpi: SCAN_DPI,
+            ..crate::pdf::RenderConfig::default()
+        };
+        let pages =
+            crate::pdf::render_document(&crate::types::PdfFile::from_bytes("scans", pdf.clone()), &cfg)
+                .unwrap();
+        let layers = crate::textlayer::extract(&pdf, &vec![SCAN_DPI / 72.0; pages.len()]);
+        for ((t, p), layer) in truth.iter().zip(&pages).zip(layers) {
+            let scan = t.scan.expect("every page is a scan");
+            assert!(layer.is_none(), "{}: no text layer", t.kind);
+            let (w, h) = p.image.dimensions();
+            assert_eq!(w > h, scan.turn % 180 == 90, "{}: {w}x{h}", t.kind);
+            // Ink is there: some dark pixels.
+            assert!(
+                p.image.pixels().filter(|px| px.0[1] < 100).count() > 2000,
+                "{}",
+                t.kind
+            );
+        }
+        assert_eq!(truth[1].table.as_ref().map(Vec::len), Some(5));
     }
 }

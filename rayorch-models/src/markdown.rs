@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::layout::{Region, RegionKind, TextSource};
+use crate::layout::{Orientation, PageInfo, Region, RegionKind, TextSource};
 use crate::reading_order::reading_order;
 use crate::table::Table;
 use crate::types::{LineText, page_text};
@@ -96,6 +96,10 @@ pub struct PageResult {
     pub page: usize,
     /// Where the page's text came from.
     pub text_source: TextSource,
+    /// What was done to bring the page upright before layout (region boxes
+    /// are in the upright page's pixels).
+    #[serde(default)]
+    pub orientation: Orientation,
     /// Its regions: headers, body in reading order, footers.
     pub regions: Vec<RegionResult>,
     /// The body as Markdown.
@@ -134,7 +138,7 @@ fn attach_captions(regions: &[RegionResult]) -> Vec<Option<usize>> {
 }
 
 /// Order a page's regions, attach captions and write its Markdown.
-pub fn assemble_page(page: usize, text_source: TextSource, regions: Vec<RegionResult>) -> PageResult {
+pub fn assemble_page(info: PageInfo, regions: Vec<RegionResult>) -> PageResult {
     let captions = attach_captions(&regions);
     let boxes = |idx: &[usize]| {
         idx.iter()
@@ -173,8 +177,9 @@ pub fn assemble_page(page: usize, text_source: TextSource, regions: Vec<RegionRe
     }
     let markdown = page_markdown(&out);
     PageResult {
-        page,
-        text_source,
+        page: info.page,
+        text_source: info.text_source,
+        orientation: info.orientation,
         regions: out,
         markdown,
     }
@@ -284,7 +289,12 @@ mod tests {
             r(5, RegionKind::Header, [40, 10, 560, 30], "Journal"),
             r(6, RegionKind::Text, [40, 110, 560, 180], "Before the figure."),
         ];
-        let p = assemble_page(0, TextSource::Ocr, regions);
+        let info = PageInfo {
+            page: 0,
+            text_source: TextSource::Ocr,
+            orientation: Orientation::default(),
+        };
+        let p = assemble_page(info, regions);
         let idx: Vec<usize> = p.regions.iter().map(|r| r.index).collect();
         assert_eq!(idx, vec![5, 4, 6, 3, 0, 2, 1]);
         let cap = p.regions.iter().find(|r| r.index == 0).unwrap();

