@@ -28,7 +28,8 @@ pub struct Args {
     /// Ignore the PDFs' text layers: OCR every page.
     #[arg(long)]
     pub force_ocr: bool,
-    /// Layout: pages per batch (from any documents).
+    /// Layout: pages per batch (from any documents), stacked into one model
+    /// call. Also the batch of the upright pass.
     #[arg(long, default_value_t = 4)]
     pub layout_batch: usize,
     /// Region line detection: regions per batch.

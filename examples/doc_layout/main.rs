@@ -110,6 +110,7 @@ fn calls(args: &cli::Args, a: &rayorch_models::Assets, la: &rayorch_models::asse
     let (lay_cfg, det_cfg, rec_cfg, tab_cfg) = (
         LayoutConfig {
             onnx: onnx.clone(),
+            max_batch: args.layout_batch,
             ..LayoutConfig::default()
         },
         DetectConfig {

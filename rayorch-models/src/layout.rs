@@ -11,11 +11,13 @@
 //!   into boxes; heads are told apart by their last dimension and matched to
 //!   strides by their cell count, never by output position.
 //! - Boxes come back in page pixels, clipped to the page; per-class hard NMS.
-//! - The model's input has a fixed batch of one, so a batch of pages (of many
-//!   documents) is a loop of one-page calls inside one engine call.
+//! - The model is exported with a fixed batch of one; [`batch`] frees that
+//!   dimension, and pages of many documents are stacked into one call (all
+//!   have the same input size). A page's regions do not depend on its batch.
 //! - Pages read by OCR are brought upright first ([`upright`]): the model
 //!   sees upright pages, and region boxes are in the upright page's pixels.
 
+pub mod batch;
 pub mod upright;
 
 use std::path::Path;
@@ -224,6 +226,8 @@ pub struct LayoutConfig {
     pub score_thresh: f32,
     /// NMS overlap threshold (per class).
     pub iou_thresh: f32,
+    /// Most pages per ONNX Runtime call (1: the model as exported).
+    pub max_batch: usize,
 }
 
 impl Default for LayoutConfig {
@@ -233,6 +237,7 @@ impl Default for LayoutConfig {
             onnx: OnnxConfig::default(),
             score_thresh: 0.5,
             iou_thresh: 0.5,
+            max_batch: 4,
         }
     }
 }
@@ -243,38 +248,84 @@ pub struct LayoutDetector {
     session: OnnxSession,
     labels: Vec<Option<RegionKind>>,
     cfg: LayoutConfig,
+    /// Pages per ONNX Runtime call: `cfg.max_batch` when the model's batch
+    /// dimension could be freed, else 1.
+    batch: usize,
+}
+
+/// The model with its batch dimension freed ([`batch::free_batch`]),
+/// written next to `model` (rewritten only when its bytes differ).
+fn batched_model(model: &Path) -> Result<std::path::PathBuf, String> {
+    let src = std::fs::read(model).map_err(|e| format!("reading {}: {e}", model.display()))?;
+    let freed = batch::free_batch(&src)?;
+    let out = model.with_extension("batch-n.onnx");
+    if std::fs::read(&out).ok().as_deref() != Some(&freed[..]) {
+        // Write then rename: a concurrent loader never sees half a model.
+        let tmp = model.with_extension(format!("batch-n.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, &freed).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &out).map_err(|e| format!("renaming {}: {e}", tmp.display()))?;
+    }
+    Ok(out)
 }
 
 impl LayoutDetector {
     /// Load `model` with the ONNX Runtime library `ort_lib`. The label list is
-    /// read from the model's `character` metadata when present.
+    /// read from the model's `character` metadata when present. With
+    /// `cfg.max_batch > 1` the model is first given a free batch dimension
+    /// (see [`batch`]); if that is not possible, pages run one per call.
     pub fn load(model: &Path, ort_lib: &Path, cfg: LayoutConfig) -> Result<LayoutDetector, ModelError> {
-        let session = OnnxSession::load(model, ort_lib, &cfg.onnx)?;
+        let (file, batch) = if cfg.max_batch > 1 {
+            match batched_model(model) {
+                Ok(f) => (f, cfg.max_batch),
+                Err(e) => {
+                    tracing::warn!(model = %model.display(), "layout pages run one per call: {e}");
+                    (model.to_path_buf(), 1)
+                }
+            }
+        } else {
+            (model.to_path_buf(), 1)
+        };
+        let session = OnnxSession::load(&file, ort_lib, &cfg.onnx)?;
         let labels = match session.metadata("character") {
             Some(list) => list.lines().map(RegionKind::from_label).collect(),
             None => RegionKind::ALL.into_iter().map(Some).collect(),
         };
-        Ok(LayoutDetector { session, labels, cfg })
+        Ok(LayoutDetector {
+            session,
+            labels,
+            cfg,
+            batch,
+        })
+    }
+
+    /// Pages per ONNX Runtime call.
+    pub fn batch(&self) -> usize {
+        self.batch
     }
 
     /// Regions of each page, in page pixels (any order; see
-    /// [`crate::reading_order`]).
+    /// [`crate::reading_order`]). Pages go through the model `batch()` at a
+    /// time, stacked (one input size for all): a page's regions are the same
+    /// alone and in any batch.
     pub fn detect(&mut self, pages: &[&RgbImage]) -> Result<Vec<Vec<LayoutBox>>, ModelError> {
         let (w, h) = INPUT;
-        let mut buf = vec![0f32; 3 * w * h];
         let mut out = Vec::with_capacity(pages.len());
-        for page in pages {
-            write_bgr_chw(&mut buf, 0, (h, w), &resize(page, w as u32, h as u32), MEAN, STD);
+        for chunk in pages.chunks(self.batch.max(1)) {
+            let n = chunk.len();
+            let mut buf = vec![0f32; n * 3 * w * h];
+            for (i, page) in chunk.iter().enumerate() {
+                write_bgr_chw(&mut buf, i, (h, w), &resize(page, w as u32, h as u32), MEAN, STD);
+            }
             let input =
-                ArrayViewD::from_shape(vec![1, 3, h, w], &buf).map_err(|e| ModelError::model("layout", e))?;
+                ArrayViewD::from_shape(vec![n, 3, h, w], &buf).map_err(|e| ModelError::model("layout", e))?;
             let outputs = self.session.run_all(input)?;
             let classes = self.labels.len();
             let mut scores: Vec<&ndarray::ArrayD<f32>> = Vec::new();
             let mut dists: Vec<&ndarray::ArrayD<f32>> = Vec::new();
             for (_, a) in &outputs {
-                match a.shape().last() {
-                    Some(&d) if d == classes => scores.push(a),
-                    Some(&d) if d == 4 * BINS => dists.push(a),
+                match (a.shape().first(), a.shape().last()) {
+                    (Some(&b), Some(&d)) if b == n && d == classes => scores.push(a),
+                    (Some(&b), Some(&d)) if b == n && d == 4 * BINS => dists.push(a),
                     _ => {}
                 }
             }
@@ -285,7 +336,7 @@ impl LayoutDetector {
                 return Err(ModelError::model(
                     self.session.name(),
                     format!(
-                        "expected 4 score heads [1,N,{classes}] and 4 box heads [1,N,32], got shapes {:?}",
+                        "expected 4 score heads [{n},N,{classes}] and 4 box heads [{n},N,32], got shapes {:?}",
                         outputs
                             .iter()
                             .map(|(_, a)| a.shape().to_vec())
@@ -298,24 +349,39 @@ impl LayoutDetector {
                 .zip(&dists)
                 .map(|(s, d)| (s.iter().copied().collect(), d.iter().copied().collect()))
                 .collect();
-            let heads: Vec<(&[f32], &[f32])> = flat.iter().map(|(s, d)| (&s[..], &d[..])).collect();
-            let (sx, sy) = (page.width() as f32 / w as f32, page.height() as f32 / h as f32);
-            let cands = decode_picodet(&heads, classes, INPUT, self.cfg.score_thresh)
-                .into_iter()
-                .filter_map(|(c, score, b)| {
-                    let kind = self.labels.get(c).copied().flatten()?;
-                    let bbox = [
-                        (b[0] * sx).clamp(0.0, page.width() as f32),
-                        (b[1] * sy).clamp(0.0, page.height() as f32),
-                        (b[2] * sx).clamp(0.0, page.width() as f32),
-                        (b[3] * sy).clamp(0.0, page.height() as f32),
-                    ];
-                    (bbox[2] > bbox[0] && bbox[3] > bbox[1]).then_some(LayoutBox { kind, score, bbox })
-                })
-                .collect();
-            out.push(suppress_covered(nms(cands, self.cfg.iou_thresh, 100)));
+            for (i, page) in chunk.iter().enumerate() {
+                // Page i's rows of every head.
+                let heads: Vec<(&[f32], &[f32])> = flat
+                    .iter()
+                    .map(|(s, d)| {
+                        let (ss, ds) = (s.len() / n, d.len() / n);
+                        (&s[i * ss..(i + 1) * ss], &d[i * ds..(i + 1) * ds])
+                    })
+                    .collect();
+                out.push(self.decode(page, &heads));
+            }
         }
         Ok(out)
+    }
+
+    /// One page's boxes from its heads, in page pixels.
+    fn decode(&self, page: &RgbImage, heads: &[(&[f32], &[f32])]) -> Vec<LayoutBox> {
+        let (w, h) = INPUT;
+        let (sx, sy) = (page.width() as f32 / w as f32, page.height() as f32 / h as f32);
+        let cands = decode_picodet(heads, self.labels.len(), INPUT, self.cfg.score_thresh)
+            .into_iter()
+            .filter_map(|(c, score, b)| {
+                let kind = self.labels.get(c).copied().flatten()?;
+                let bbox = [
+                    (b[0] * sx).clamp(0.0, page.width() as f32),
+                    (b[1] * sy).clamp(0.0, page.height() as f32),
+                    (b[2] * sx).clamp(0.0, page.width() as f32),
+                    (b[3] * sy).clamp(0.0, page.height() as f32),
+                ];
+                (bbox[2] > bbox[0] && bbox[3] > bbox[1]).then_some(LayoutBox { kind, score, bbox })
+            })
+            .collect();
+        suppress_covered(nms(cands, self.cfg.iou_thresh, 100))
     }
 }
 

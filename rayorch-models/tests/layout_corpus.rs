@@ -263,3 +263,52 @@ fn scanned_pages_are_brought_upright_and_meet_the_targets() {
     }
     assert_targets(&r.scan_truth, &r.scans, "scan", 0.08);
 }
+
+#[test]
+fn layout_regions_are_the_same_alone_and_batched() {
+    let a = rayorch_models::assets::ensure().unwrap();
+    let la = rayorch_models::assets::ensure_layout().unwrap();
+    let load = |max_batch| {
+        let cfg = LayoutConfig {
+            max_batch,
+            ..LayoutConfig::default()
+        };
+        LayoutDetector::load(&la.layout_model, &a.ort_lib, cfg).unwrap()
+    };
+    let (mut one, mut four) = (load(1), load(4));
+    assert_eq!(
+        (one.batch(), four.batch()),
+        (1, 4),
+        "the batch dimension is freed"
+    );
+    let cfg = RenderConfig {
+        dpi: DPI,
+        ..RenderConfig::default()
+    };
+    // Pages of two documents: the digital corpus and the (sideways,
+    // landscape) scans, so batches mix documents and page sizes.
+    let mut pages = Vec::new();
+    for (pdf, take) in [(corpus().1, 3), (scan_corpus().1, 2)] {
+        let file = PdfFile::from_bytes("doc.pdf", pdf);
+        pages.extend(
+            rayorch_models::render_document(&file, &cfg)
+                .unwrap()
+                .into_iter()
+                .take(take),
+        );
+    }
+    let images: Vec<&image::RgbImage> = pages.iter().map(|p| &*p.image).collect();
+    let together = four.detect(&images).unwrap();
+    let mut reversed = images.clone();
+    reversed.reverse();
+    let mut backwards = four.detect(&reversed).unwrap();
+    backwards.reverse();
+    for (i, img) in images.iter().enumerate() {
+        let alone = four.detect(&[img]).unwrap().remove(0);
+        let exported = one.detect(&[img]).unwrap().remove(0);
+        assert!(!alone.is_empty(), "page {i} has regions");
+        assert_eq!(together[i], alone, "page {i}: batched vs alone");
+        assert_eq!(backwards[i], alone, "page {i}: other batch neighbours");
+        assert_eq!(exported, alone, "page {i}: the exported batch-1 model");
+    }
+}
