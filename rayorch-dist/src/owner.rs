@@ -254,9 +254,13 @@ impl Owner {
                     let t = next_ticket;
                     let name = &self.plan.calls()[c].name;
                     let mut wire = Vec::with_capacity(batch.inputs.len() * batch.inputs.arity());
+                    let mut budget = cfg.inline_total;
                     for (i, v) in batch.inputs.iter().flatten().enumerate() {
                         let key = || format!("{run_id}-{t}-in{i}");
-                        wire.push(self.payloads.encode_slot(name, "inputs", v.as_ref(), key).await?);
+                        let slot = self
+                            .payloads
+                            .encode_slot(name, "inputs", v.as_ref(), key, &mut budget);
+                        wire.push(slot.await?);
                     }
                     let msg = BatchMsg {
                         ticket: t,
@@ -573,12 +577,23 @@ async fn publish_batch(
             .payload(bytes.clone().into())
             .message_id(&id);
         let sent = match js.send_publish(cfg.call_subject(call), msg).await {
-            Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+            Ok(ack) => ack.await.map(|_| ()),
+            Err(e) => Err(e),
         };
         match sent {
             Ok(()) => return Ok(()),
-            Err(cause) if start.elapsed() > cfg.owner_wait => {
+            // Permanent: retrying cannot help.
+            Err(e) if e.kind() == jetstream::context::PublishErrorKind::MaxPayloadExceeded => {
+                return Err(DistError::Nats {
+                    what: format!(
+                        "publish a batch of Call {call} ({} bytes; lower DistConfig::inline_total or the batch size)",
+                        bytes.len()
+                    ),
+                    cause: e.to_string(),
+                });
+            }
+            Err(e) if start.elapsed() > cfg.owner_wait => {
+                let cause = e.to_string();
                 return Err(DistError::Nats {
                     what: format!("publish a batch of Call {call}"),
                     cause,

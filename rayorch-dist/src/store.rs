@@ -1,7 +1,8 @@
 //! Payloads: small values inline in messages, large ones by reference.
 //!
 //! A value whose encoding is at most `inline_max` bytes travels inside the
-//! batch or report message. A larger one is written to a [`PayloadStore`]
+//! batch or report message, as long as the message's inline payloads stay
+//! within `inline_total` (NATS refuses messages over its `max_payload`). A larger one is written to a [`PayloadStore`]
 //! both sides reach (the JetStream Object Store to start: no extra service),
 //! and the message carries its key and size. Anything over `cap` is refused
 //! with a typed error before it is sent. Every byte put on the wire, inline or
@@ -105,6 +106,7 @@ impl Payloads {
         side: &'static str,
         v: Option<&Value>,
         key: impl FnOnce() -> String,
+        budget: &mut usize,
     ) -> Result<Slot, DistError> {
         let Some(v) = v else { return Ok(Slot::None) };
         let Some((tag, b)) = self.codecs.encode(v) else {
@@ -121,7 +123,10 @@ impl Payloads {
             });
         }
         let n = b.len() as u64;
-        if b.len() <= self.inline_max {
+        // Inline while the message stays under its budget (NATS refuses a
+        // message over the server's max_payload, 1 MiB by default).
+        if b.len() <= self.inline_max && b.len() <= *budget {
+            *budget -= b.len();
             self.bytes.inline.fetch_add(n, Ordering::Relaxed);
             return Ok(Slot::Inline(tag.to_string(), b));
         }
@@ -202,7 +207,8 @@ mod tests {
     fn sizes_choose_the_route_and_the_cap_is_typed() {
         let p = payloads();
         let v = |n: usize| Arc::new(vec![7u8; n]) as Value;
-        let inline = run(p.encode_slot("ocr", "inputs", Some(&v(3)), || "k".into())).unwrap();
+        let mut room = usize::MAX;
+        let inline = run(p.encode_slot("ocr", "inputs", Some(&v(3)), || "k".into(), &mut room)).unwrap();
         assert_eq!(inline, Slot::Inline("bytes".into(), vec![7; 3]));
         assert_eq!(
             run(p.decode_slot(&inline))
@@ -212,22 +218,22 @@ mod tests {
             Some(&vec![7; 3])
         );
         // Over inline_max: goes to the store (which fails here, typed).
-        let stored = run(p.encode_slot("ocr", "inputs", Some(&v(6)), || "k".into()));
+        let stored = run(p.encode_slot("ocr", "inputs", Some(&v(6)), || "k".into(), &mut room));
         assert!(matches!(stored, Err(DistError::Store(_))), "{stored:?}");
-        let big = run(p.encode_slot("ocr", "inputs", Some(&v(9)), || "k".into())).unwrap_err();
+        let big = run(p.encode_slot("ocr", "inputs", Some(&v(9)), || "k".into(), &mut room)).unwrap_err();
         assert!(
             matches!(big, DistError::PayloadTooLarge { bytes: 9, cap: 8, .. }),
             "{big}"
         );
         assert!(big.to_string().contains("`ocr`"), "{big}");
         let odd = Arc::new(1.5f32) as Value;
-        let none = run(p.encode_slot("ocr", "outputs", Some(&odd), || "k".into())).unwrap_err();
+        let none = run(p.encode_slot("ocr", "outputs", Some(&odd), || "k".into(), &mut room)).unwrap_err();
         assert!(
             matches!(none, DistError::NoCodec { side: "outputs", .. }),
             "{none}"
         );
         assert_eq!(
-            run(p.encode_slot("ocr", "inputs", None, || "k".into())).unwrap(),
+            run(p.encode_slot("ocr", "inputs", None, || "k".into(), &mut room)).unwrap(),
             Slot::None
         );
         assert_eq!(
@@ -235,5 +241,11 @@ mod tests {
             3,
             "only the inline value's bytes were sent"
         );
+        // A message's inline budget spent: the next small value is stored.
+        let mut room = 4;
+        let first = run(p.encode_slot("ocr", "inputs", Some(&v(3)), || "k".into(), &mut room));
+        assert!(matches!(first, Ok(Slot::Inline(..))) && room == 1);
+        let second = run(p.encode_slot("ocr", "inputs", Some(&v(3)), || "k".into(), &mut room));
+        assert!(matches!(second, Err(DistError::Store(_))), "{second:?}");
     }
 }

@@ -530,6 +530,7 @@ async fn encode_result(
         AttemptError::Contract(m) => (true, m),
     })?;
     let mut wire = Vec::with_capacity(outs.len());
+    let mut budget = sh.cfg.inline_total;
     for (i, o) in outs.into_iter().enumerate() {
         wire.push(match o {
             Outcome::Ok(vals) => {
@@ -540,7 +541,7 @@ async fn encode_result(
                     // same way on every retry: a contract error, not retried.
                     let s = sh
                         .payloads
-                        .encode_slot(call, "outputs", Some(v), key)
+                        .encode_slot(call, "outputs", Some(v), key, &mut budget)
                         .await
                         .map_err(|e| (true, e.to_string()))?;
                     slots.push(s);

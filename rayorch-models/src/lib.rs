@@ -67,4 +67,4 @@ pub use pdf::{
 pub use rec::{CharDict, LineRecognizer, RecognizeConfig, TextRecognize, ctc_greedy, padded_width};
 pub use regions::{LayoutRender, RegionDetect};
 pub use table::{Table, TableConfig, TableRecognizer, TableStructure};
-pub use types::{LineText, PageImage, PdfFile, TextLine, page_text};
+pub use types::{LineText, PageImage, PdfFile, PdfSource, TextLine, page_text};
