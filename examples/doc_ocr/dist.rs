@@ -46,6 +46,7 @@ pub fn codecs() -> Codecs {
 fn config(args: &Args, url: &str) -> DistConfig {
     let mut cfg = DistConfig::new(url, &args.job);
     cfg.window = args.window;
+    cfg.window_children = args.window_pages;
     cfg
 }
 

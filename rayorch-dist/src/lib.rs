@@ -95,6 +95,9 @@ pub struct DistConfig {
     pub owner_wait: Duration,
     /// The engine's admission window (roots in flight).
     pub window: usize,
+    /// No root is admitted while this many child Entities are live
+    /// (`Runner::window_children`; `usize::MAX`: off).
+    pub window_children: usize,
     /// Delete a previous run's leftover streams of this job instead of
     /// refusing to start ([`DistError::OwnerRestart`]).
     pub fresh: bool,
@@ -117,6 +120,7 @@ impl DistConfig {
             storage: Storage::File,
             owner_wait: Duration::from_secs(60),
             window: 64,
+            window_children: usize::MAX,
             fresh: false,
         }
     }

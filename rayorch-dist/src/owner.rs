@@ -198,6 +198,7 @@ impl Owner {
             &self.plan,
             EngineConfig {
                 window: cfg.window,
+                window_children: cfg.window_children,
                 ..EngineConfig::default()
             },
         );
