@@ -16,8 +16,12 @@
 //!   have the same input size). A page's regions do not depend on its batch.
 //! - Pages read by OCR are brought upright first ([`upright`]): the model
 //!   sees upright pages, and region boxes are in the upright page's pixels.
+//! - Text no region covers is read anyway: the region that cuts a line
+//!   short grows over it, other lines form leftover text regions (layout
+//!   score 0, see [`leftover`]).
 
 pub mod batch;
+pub mod leftover;
 pub mod upright;
 
 use std::path::Path;
@@ -396,6 +400,10 @@ pub struct LayoutPage {
     /// What was done to bring `image` upright (nothing until
     /// [`upright::PageUpright`] has seen the page).
     pub orientation: Orientation,
+    /// Text-line boxes of an OCR page in `image`'s pixels, found by the
+    /// upright pass (`None` before it, and for text-layer pages): what
+    /// [`leftover`] reads when the layout model misses text.
+    pub lines: Option<Arc<Vec<[f32; 4]>>>,
 }
 
 impl LayoutPage {
@@ -479,10 +487,11 @@ impl Region {
 const CROP_MARGIN: u32 = 8;
 
 /// Turn one page's layout boxes into [`Region`]s (with text-layer lines when
-/// the page has a layer).
+/// the page has a layer), grown over the lines they cut short and followed
+/// by leftover text regions for lines no box covers ([`leftover`]).
 pub fn regions_of(page: &LayoutPage, boxes: Vec<LayoutBox>) -> Vec<Region> {
     let img = &page.image.image;
-    boxes
+    leftover::complete(page, boxes)
         .into_iter()
         .enumerate()
         .map(|(index, b)| {

@@ -57,6 +57,7 @@ pub fn render_with_layer(
             image,
             glyphs: g.map(Arc::new),
             orientation: Default::default(),
+            lines: None,
         })
         .collect())
 }

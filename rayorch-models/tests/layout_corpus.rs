@@ -12,7 +12,9 @@
 use std::sync::OnceLock;
 
 use rayorch_models::layout::upright::{PageUpright, UprightConfig};
-use rayorch_models::layout::{LayoutConfig, LayoutDetector, LayoutPage, RegionKind, TextSource, regions_of};
+use rayorch_models::layout::{
+    LayoutBox, LayoutConfig, LayoutDetector, LayoutPage, RegionKind, TextSource, regions_of,
+};
 use rayorch_models::layoutgen::{GtPage, PageScore, corpus, scan_corpus, score_page};
 use rayorch_models::markdown::{PageResult, assemble_page, finish_region};
 use rayorch_models::regions::{region_lines, render_with_layer};
@@ -22,6 +24,13 @@ use rayorch_models::{
 };
 
 const DPI: f32 = 150.0;
+
+fn render_cfg() -> RenderConfig {
+    RenderConfig {
+        dpi: DPI,
+        ..RenderConfig::default()
+    }
+}
 
 struct Models {
     upright: PageUpright,
@@ -47,13 +56,23 @@ fn models() -> Models {
 /// The job's per-region path, sequentially: pages upright, layout,
 /// per-region OCR or text layer, table structure, reading order.
 fn read_pages(m: &mut Models, pages: Vec<LayoutPage>) -> Vec<PageResult> {
+    read_pages_with(m, pages, |_| {})
+}
+
+/// [`read_pages`] with `edit` applied to each page's layout boxes.
+fn read_pages_with(
+    m: &mut Models,
+    pages: Vec<LayoutPage>,
+    mut edit: impl FnMut(&mut Vec<LayoutBox>),
+) -> Vec<PageResult> {
     let pages = m.upright.upright(pages).unwrap();
     let images: Vec<&image::RgbImage> = pages.iter().map(|p| &*p.image.image).collect();
     let boxes = m.layout.detect(&images).unwrap();
     pages
         .iter()
         .zip(boxes)
-        .map(|(p, b)| {
+        .map(|(p, mut b)| {
+            edit(&mut b);
             let regions = regions_of(p, b);
             let refs: Vec<_> = regions.iter().collect();
             let lines = region_lines(&mut m.det, &refs).unwrap();
@@ -99,10 +118,7 @@ fn run() -> &'static Run {
     RUN.get_or_init(|| {
         let (truth, pdf) = corpus();
         let file = PdfFile::from_bytes("corpus.pdf", pdf);
-        let cfg = RenderConfig {
-            dpi: DPI,
-            ..RenderConfig::default()
-        };
+        let cfg = render_cfg();
         let mut m = models();
         let layer = read_pages(&mut m, render_with_layer(&file, &cfg, false).unwrap());
         let ocr = read_pages(&mut m, render_with_layer(&file, &cfg, true).unwrap());
@@ -144,6 +160,10 @@ fn assert_targets(truth: &[GtPage], pages: &[PageResult], what: &str, max_cer: f
         assert!(s.cer <= max_cer, "CER over {max_cer}: {detail}");
         assert!(s.order_errors <= 0.02, "reading order: {detail}");
         assert!(s.matched_regions >= 3, "too few body regions: {detail}");
+        assert!(
+            p.regions.iter().all(|r| r.layout_score > 0.0),
+            "no leftover regions where layout covers all text: {detail}"
+        );
         if t.table.is_some() {
             assert_eq!(s.table_shape, Some((5, 4)), "table shape: {detail}");
             assert!(s.cell_accuracy.unwrap() >= 0.9, "cells: {detail}");
@@ -225,10 +245,7 @@ fn layer_and_ocr_read_the_same_text() {
     // A bundled sample: both sources against its known text.
     let sample = rayorch_models::pdfgen::samples().into_iter().next().unwrap();
     let file = PdfFile::from_bytes(sample.file.clone(), sample.bytes());
-    let cfg = RenderConfig {
-        dpi: DPI,
-        ..RenderConfig::default()
-    };
+    let cfg = render_cfg();
     let mut m = models();
     for force in [false, true] {
         let pages = read_pages(&mut m, render_with_layer(&file, &cfg, force).unwrap());
@@ -281,10 +298,7 @@ fn layout_regions_are_the_same_alone_and_batched() {
         (1, 4),
         "the batch dimension is freed"
     );
-    let cfg = RenderConfig {
-        dpi: DPI,
-        ..RenderConfig::default()
-    };
+    let cfg = render_cfg();
     // Pages of two documents: the digital corpus and the (sideways,
     // landscape) scans, so batches mix documents and page sizes.
     let mut pages = Vec::new();
@@ -311,4 +325,56 @@ fn layout_regions_are_the_same_alone_and_batched() {
         assert_eq!(backwards[i], alone, "page {i}: other batch neighbours");
         assert_eq!(exported, alone, "page {i}: the exported batch-1 model");
     }
+}
+
+#[test]
+fn text_the_layout_model_misses_is_read_from_leftover_lines() {
+    let (truth, pdf) = corpus();
+    let file = PdfFile::from_bytes("corpus.pdf", pdf);
+    let cfg = render_cfg();
+    let mut m = models();
+    for force_ocr in [false, true] {
+        let pages: Vec<LayoutPage> = render_with_layer(&file, &cfg, force_ocr)
+            .unwrap()
+            .into_iter()
+            .take(1)
+            .collect();
+        // The layout model "misses" the largest text region of the page.
+        let mut missed = None;
+        let page = read_pages_with(&mut m, pages, |boxes| {
+            let (i, _) = boxes
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.kind == RegionKind::Text)
+                .max_by(|a, b| area(&a.1.bbox).total_cmp(&area(&b.1.bbox)))
+                .expect("a text region");
+            missed = Some(boxes.remove(i).bbox);
+        })
+        .remove(0);
+        let missed = missed.unwrap();
+        let want = truth[0]
+            .blocks
+            .iter()
+            .max_by(|a, b| overlap(&a.bbox_px(DPI), &missed).total_cmp(&overlap(&b.bbox_px(DPI), &missed)))
+            .unwrap();
+        let leftover: Vec<_> = page.regions.iter().filter(|r| r.layout_score == 0.0).collect();
+        assert_eq!(leftover.len(), 1, "force_ocr={force_ocr}: {:?}", page.regions);
+        let c = rayorch_models::cer::cer(&want.text, &leftover[0].text);
+        assert!(
+            c <= 0.03,
+            "force_ocr={force_ocr}: leftover text CER {c}\n{}\n--- want ---\n{}",
+            leftover[0].text,
+            want.text
+        );
+        assert_eq!(leftover[0].kind, RegionKind::Text);
+        assert!(page.markdown.contains(leftover[0].text.lines().next().unwrap()));
+    }
+}
+
+fn area(r: &[f32; 4]) -> f32 {
+    (r[2] - r[0]) * (r[3] - r[1])
+}
+
+fn overlap(a: &[f32; 4], b: &[f32; 4]) -> f32 {
+    (a[2].min(b[2]) - a[0].max(b[0])).max(0.0) * (a[3].min(b[3]) - a[1].max(b[1])).max(0.0)
 }

@@ -15,6 +15,9 @@
 //! - Quarter turns are exact. Deskewing rotates about the centre onto a
 //!   canvas of the same size, filled with the paper colour, so a deskewed
 //!   page keeps its size and, up to the skew, its coordinates.
+//! - The pass's line boxes are kept with the page (in the upright page's
+//!   pixels), so text the layout model misses can still be read
+//!   ([`crate::layout::leftover`]).
 //! - Skews under `min_skew_deg` are left alone (resampling would only blur
 //!   the glyphs); skews over `max_skew_deg` are not trusted (a page of
 //!   slanted art, not a slanted scan) and left alone too.
@@ -110,6 +113,25 @@ pub fn apply(img: &RgbImage, o: &Orientation) -> RgbImage {
     }
 }
 
+/// The axis-aligned bounds, on the deskewed page, of `quad` (corners on
+/// the turned page of size `w × h`): deskewing rotates by `-skew_deg` about
+/// the centre, so each corner does too.
+fn upright_bounds(quad: &[[f32; 2]; 4], o: &Orientation, (w, h): (f32, f32)) -> [f32; 4] {
+    let (s, c) = if o.deskewed {
+        (-o.skew_deg).to_radians().sin_cos()
+    } else {
+        (0.0, 1.0)
+    };
+    let (cx, cy) = (w / 2.0, h / 2.0);
+    let mut b = [f32::MAX, f32::MAX, f32::MIN, f32::MIN];
+    for [x, y] in quad {
+        let (dx, dy) = (x - cx, y - cy);
+        let (px, py) = (c * dx - s * dy + cx, s * dx + c * dy + cy);
+        b = [b[0].min(px), b[1].min(py), b[2].max(px), b[3].max(py)];
+    }
+    [b[0].max(0.0), b[1].max(0.0), b[2].min(w), b[3].min(h)]
+}
+
 /// Finds each OCR page's turn and skew and undoes them.
 #[derive(Debug)]
 pub struct PageUpright {
@@ -132,20 +154,33 @@ impl PageUpright {
         ))
     }
 
-    /// What would bring each page upright (pages with a text layer: nothing).
-    pub fn find(&mut self, pages: &[&LayoutPage]) -> Result<Vec<Orientation>, ModelError> {
+    /// What would bring each page upright, and its text-line boxes on the
+    /// upright page (pages with a text layer: nothing, no lines).
+    #[allow(clippy::type_complexity)]
+    pub fn find(
+        &mut self,
+        pages: &[&LayoutPage],
+    ) -> Result<Vec<(Orientation, Option<Vec<[f32; 4]>>)>, ModelError> {
         let ocr: Vec<usize> = (0..pages.len()).filter(|&i| pages[i].glyphs.is_none()).collect();
         let images: Vec<&RgbImage> = ocr.iter().map(|&i| &*pages[i].image.image).collect();
-        let mut out = vec![Orientation::default(); pages.len()];
+        let mut out = vec![(Orientation::default(), None); pages.len()];
         for (&i, found) in ocr.iter().zip(self.det.detect_lines(&images)?) {
             let s = found.skew_deg;
-            out[i] = Orientation {
+            let o = Orientation {
                 turn: found.turn,
                 skew_deg: s,
                 deskewed: s.is_finite()
                     && s.abs() >= self.cfg.min_skew_deg
                     && s.abs() <= self.cfg.max_skew_deg,
             };
+            let (w, h) = pages[i].image.image.dimensions();
+            let (w, h) = if o.turn % 180 == 90 { (h, w) } else { (w, h) };
+            let boxes = found
+                .lines
+                .iter()
+                .map(|(b, _)| upright_bounds(&b.rect.quad(), &o, (w as f32, h as f32)))
+                .collect();
+            out[i] = (o, Some(boxes));
         }
         Ok(out)
     }
@@ -156,7 +191,8 @@ impl PageUpright {
         Ok(pages
             .into_iter()
             .zip(found)
-            .map(|(mut p, o)| {
+            .map(|(mut p, (o, lines))| {
+                p.lines = lines.map(Arc::new);
                 if o.turn != 0 || o.deskewed {
                     let _span = tracing::debug_span!(
                         "upright",
