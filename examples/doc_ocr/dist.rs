@@ -47,6 +47,7 @@ fn config(args: &Args, url: &str) -> DistConfig {
     let mut cfg = DistConfig::new(url, &args.job);
     cfg.window = args.window;
     cfg.window_children = args.window_pages;
+    cfg.backpressure = Some(args.backpressure);
     cfg
 }
 

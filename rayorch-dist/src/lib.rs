@@ -98,6 +98,10 @@ pub struct DistConfig {
     /// No root is admitted while this many child Entities are live
     /// (`Runner::window_children`; `usize::MAX`: off).
     pub window_children: usize,
+    /// Hold a Call's dispatch while a Call reading its outputs has this many
+    /// full batches queued in the owner (`Runner::backpressure`; `None`:
+    /// off). Bounds the payloads parked in the owner between two Calls.
+    pub backpressure: Option<usize>,
     /// Delete a previous run's leftover streams of this job instead of
     /// refusing to start ([`DistError::OwnerRestart`]).
     pub fresh: bool,
@@ -121,6 +125,7 @@ impl DistConfig {
             owner_wait: Duration::from_secs(60),
             window: 64,
             window_children: usize::MAX,
+            backpressure: None,
             fresh: false,
         }
     }

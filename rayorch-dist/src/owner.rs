@@ -17,7 +17,8 @@ use async_nats::jetstream::{self, consumer, object_store, stream};
 use futures::{FutureExt, Stream, StreamExt};
 use rayorch_runtime::sink::{Callback, Sink};
 use rayorch_runtime::spi::{
-    AttemptError, AttemptResult, BatchId, CallStats, Engine, EngineConfig, Journal, JournalOptions, Value,
+    AttemptError, AttemptResult, Backpressure, BatchId, CallStats, Engine, EngineConfig, Journal,
+    JournalOptions, Value,
 };
 use rayorch_runtime::{Cause, Outcome, Plan, RootOutcome, RunError};
 use tokio::time::Instant;
@@ -57,6 +58,11 @@ pub struct OwnerStats {
     pub workers_registered: AtomicU64,
     /// Workers refused for a fingerprint mismatch.
     pub workers_refused: AtomicU64,
+    /// Times a Call's dispatch was held by backpressure.
+    pub held: AtomicU64,
+    /// The most Grains queued in the owner per Call (plan order; the
+    /// engine's upper bound), sampled every turn.
+    pub queue_high_water: Mutex<Vec<u64>>,
     /// Payload bytes on the wire.
     pub bytes: Arc<WireBytes>,
     /// Grains committed per (worker, Call).
@@ -210,6 +216,7 @@ impl Owner {
         let mut roots = 0u64;
         let stats = self.stats.clone();
         let tick = cfg.ack_wait / 2;
+        let backpressure = cfg.backpressure.map(|k| Backpressure::new(&self.plan, k));
         let result = loop {
             while !exhausted && engine.can_admit() {
                 match source.next().now_or_never() {
@@ -247,9 +254,24 @@ impl Owner {
                     }
                 }
             }
+            if let Ok(mut high) = stats.queue_high_water.lock() {
+                high.resize(calls, 0);
+                for (c, h) in high.iter_mut().enumerate() {
+                    *h = (*h).max(engine.queued_upper_bound(c) as u64);
+                }
+            }
             for c in 0..calls {
                 let b = self.plan.calls()[c].config.batch_size;
                 while in_flight[c] < slots[c] * cfg.credits_per_slot {
+                    // Held only while the consumer has batches out: their
+                    // reports wake this loop, so it never stalls a run.
+                    let held = backpressure
+                        .as_ref()
+                        .is_some_and(|bp| bp.held(&self.plan, &engine, c, |d| in_flight[d] > 0));
+                    if held {
+                        stats.held.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
                     let Some(batch) = engine.reserve(c, b) else { break };
                     next_ticket += 1;
                     let t = next_ticket;

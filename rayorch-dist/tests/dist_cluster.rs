@@ -106,13 +106,16 @@ fn worker_process() {
         .ok()
         .and_then(|f| Fault::parse(&f));
     let name = std::env::var("RAYORCH_DIST_TEST_OCR").unwrap_or_else(|_| "ocr".into());
-    let (plan, _) = plan(&name);
+    let (plan, calls) = match std::env::var("RAYORCH_DIST_TEST_PLAN").as_deref() {
+        Ok("paged") => (paged_plan().0, ""),
+        _ => (plan(&name).0, "render:1,ocr:1"),
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let r = rt.block_on(rayorch_dist::worker_with_fault(
         &plan,
         codecs(),
         config(&url, &job),
-        "render:1,ocr:1",
+        calls,
         fault,
     ));
     r.unwrap();
@@ -603,4 +606,70 @@ async fn a_killed_owner_restarted_on_its_journal_writes_every_root_once() {
         .map(|(k, d)| (k, expected(k, &d)))
         .collect();
     assert_eq!(got, want);
+}
+
+/// split → render (fast, B = 2) → ocr (slow, B = 4) → reduce: render can run
+/// far ahead of ocr unless held.
+fn paged_plan() -> (Plan, Output<Vec<String>>) {
+    let split = Call::map("split", |d: String| {
+        let n: usize = d.split_once(':').map_or(0, |(_, n)| n.parse().unwrap_or(0));
+        (0..n).map(|i| i.to_string()).collect::<Vec<String>>()
+    });
+    let render = Call::map("render", |p: String| format!("{p}r")).batch_size(2);
+    let ocr = Call::batch("ocr", |pages: Vec<String>| {
+        std::thread::sleep(Duration::from_millis(15));
+        Ok(pages.into_iter().map(|p| Outcome::Ok(format!("{p}o"))).collect())
+    })
+    .batch_size(4);
+    Plan::build(|b| {
+        let docs = b.source::<Doc, String>();
+        let page = expand::<Page, _, _>(split.apply(docs));
+        b.output(reduce(ocr.apply(render.apply(page))))
+    })
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backpressure_bounds_the_pages_the_owner_holds_between_calls() {
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    let spawn = || {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
+            .env("RAYORCH_DIST_TEST_WORKER", &url)
+            .env("RAYORCH_DIST_TEST_JOB", "held")
+            .env("RAYORCH_DIST_TEST_PLAN", "paged")
+            .stdout(std::process::Stdio::null());
+        c.spawn().unwrap()
+    };
+    let _w = Workers(vec![spawn(), spawn()]);
+    let (plan, out) = paged_plan();
+    let mut cfg = config(&url, "held");
+    cfg.backpressure = Some(1);
+    let mut owner = Owner::new(&plan, codecs(), cfg);
+    let stats = owner.stats();
+    let docs = [(0u64, "0:300".to_string()), (1, "1:5".to_string())];
+    let source = futures::stream::iter(docs.clone().map(|(k, d)| (k, Arc::new(d) as Value)));
+    let mut got = BTreeMap::new();
+    owner
+        .run(source, |o| {
+            got.insert(o.key, o.get(out).present().unwrap());
+        })
+        .await
+        .unwrap();
+    for (k, d) in docs {
+        let n: usize = d.split_once(':').unwrap().1.parse().unwrap();
+        let want: Vec<String> = (0..n).map(|i| format!("{i}ro")).collect();
+        assert_eq!(got[&k], want, "doc {k}");
+    }
+    // ocr (plan Call 2) queued at most 1 × B(ocr) = 4 when render was last
+    // dispatched, plus what render had in flight then: 2 workers × 1 slot ×
+    // 2 credits × B(render) = 8.
+    let high = stats.queue_high_water.lock().unwrap().clone();
+    eprintln!(
+        "held {} times; queue high water per Call {high:?}",
+        stats.held.load(Ordering::Relaxed)
+    );
+    assert!(stats.held.load(Ordering::Relaxed) > 0, "render was held");
+    assert!(high[2] <= 4 + 8, "ocr's queue in the owner: {high:?}");
 }

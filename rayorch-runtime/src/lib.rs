@@ -62,6 +62,7 @@ pub mod spi {
     pub use crate::engine::{
         Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, GrainRef, ReportOutcome,
     };
+    pub use crate::exec::backpressure::Backpressure;
     pub use crate::exec::journal::{Journal, JournalOptions};
     pub use crate::exec::stage::{
         AttemptError, AttemptResult, BatchInputs, ErasedCall, ErasedOutcome, Execution, Replica, StageBox,

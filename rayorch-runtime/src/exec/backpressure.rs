@@ -28,15 +28,19 @@ use crate::engine::Engine;
 use crate::plan::Plan;
 use crate::plan::build::NodeKind;
 
-/// Which Calls read each Call's outputs, and the bound in batches.
-pub(crate) struct Backpressure {
+/// Which Calls read each Call's outputs, and the bound in batches (the
+/// local runner's rule; a distributed owner applies the same one,
+/// `rayorch::spi::Backpressure`).
+#[derive(Clone, Debug)]
+pub struct Backpressure {
     /// `consumers[c]`: Calls reading an output Port of Call `c` directly.
     consumers: Vec<Vec<usize>>,
     batches: usize,
 }
 
 impl Backpressure {
-    pub(crate) fn new(plan: &Plan, batches: usize) -> Backpressure {
+    /// Hold a producer while a consumer has `batches` full batches queued.
+    pub fn new(plan: &Plan, batches: usize) -> Backpressure {
         let inner = &plan.inner;
         let consumers = inner
             .calls
@@ -63,14 +67,9 @@ impl Backpressure {
     }
 
     /// Should Call `c` wait? `working(d)`: are Call `d`'s replicas busy or
-    /// starting?
-    pub(crate) fn held(
-        &self,
-        plan: &Plan,
-        engine: &Engine,
-        c: usize,
-        working: impl Fn(usize) -> bool,
-    ) -> bool {
+    /// starting (some report of `d` is still to come and will wake the
+    /// executor)?
+    pub fn held(&self, plan: &Plan, engine: &Engine, c: usize, working: impl Fn(usize) -> bool) -> bool {
         self.consumers[c].iter().any(|&d| {
             let bound = self.batches * plan.calls()[d].config.batch_size.max(1);
             engine.queued_upper_bound(d) >= bound && working(d)

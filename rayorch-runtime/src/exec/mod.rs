@@ -2,7 +2,7 @@
 //! the threaded [`Runner`](runner::Runner) (its driver, replicas and run
 //! control), the seeded [`sim`] executor, sinks and metrics.
 
-mod backpressure;
+pub(crate) mod backpressure;
 pub mod control;
 mod driver;
 pub mod journal;
