@@ -24,11 +24,12 @@
 //! Bad files (not a video, empty, truncated, corrupt, audio-only) are typed
 //! [`VideoError`]s that become `RecordFailure`s naming the file.
 //!
-//! Transcripts: a video's audio track ([`decode::extract_audio`], 16 kHz
-//! mono) is cut at the speech spans silero VAD finds ([`SpeechSplit`]); the
-//! pieces of many videos are transcribed together by whisper tiny.en
-//! ([`Transcribe`]) and each text goes to the clip holding its midpoint
-//! ([`merge::assign_speech`]).
+//! Transcripts: a video's audio track is decoded as 16 kHz mono a packet at
+//! a time ([`decode::for_each_audio`]) into silero VAD, which finds the
+//! speech spans ([`SpeechSplit`]; the track is never held whole); each
+//! piece's samples are decoded again when whisper tiny.en transcribes it,
+//! pieces of many videos together ([`Transcribe`]), and each text goes to
+//! the clip holding its midpoint ([`merge::assign_speech`]).
 
 pub mod decode;
 pub mod error;

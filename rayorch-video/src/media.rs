@@ -68,6 +68,20 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// H.264 (fast to encode, yuv420p) with a keyframe every `gop` frames.
+fn x264(cmd: &mut Command, gop: u32) {
+    cmd.args([
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-pix_fmt",
+        "yuv420p",
+        "-g",
+    ])
+    .arg(gop.to_string());
+}
+
 fn part(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(format!(".{}.part.mp4", std::process::id()));
@@ -132,16 +146,7 @@ pub fn shots_video(
         if speech {
             cmd.args(["-map", "[a]", "-c:a", "aac"]);
         }
-        cmd.args([
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-g",
-            "50",
-            "-pix_fmt",
-            "yuv420p",
-        ]);
+        x264(&mut cmd, 50);
         let tmp = part(path);
         cmd.arg(&tmp);
         run(&mut cmd)?;
@@ -155,22 +160,46 @@ pub fn shots_video(
 
 /// A long single-shot video (`testsrc`, 320×240, 25 fps) for memory checks.
 pub fn long_video(path: &Path, seconds: u32) -> Result<MediaFile, String> {
+    long_testsrc(path, seconds, None)
+}
+
+/// A long single-shot video like [`long_video`] with an AAC audio track:
+/// the espeak sentence every `every_s` seconds (silence between), for
+/// memory checks of the speech branch (VAD over the whole track, one
+/// speech piece per sentence).
+pub fn long_speech_video(path: &Path, seconds: u32, every_s: u32) -> Result<MediaFile, String> {
+    long_testsrc(path, seconds, Some(every_s))
+}
+
+fn long_testsrc(path: &Path, seconds: u32, speech_every_s: Option<u32>) -> Result<MediaFile, String> {
     if !path.is_file() {
         let tmp = part(path);
-        run(Command::new("ffmpeg")
-            .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
-            .arg(format!("testsrc=duration={seconds}:size=320x240:rate=25"))
-            .args([
-                "-c:v",
-                "libx264",
-                "-preset",
-                "ultrafast",
-                "-g",
-                "250",
-                "-pix_fmt",
-                "yuv420p",
-            ])
-            .arg(&tmp))?;
+        let mut cmd = Command::new("ffmpeg");
+        cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+            .arg(format!("testsrc=duration={seconds}:size=320x240:rate=25"));
+        if let Some(every) = speech_every_s {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            cmd.arg("-i").arg(speech_wav(dir)?);
+            let every = every.max(5);
+            // 16 kHz, padded to `every` seconds, looped over the whole length.
+            let audio = format!(
+                "[1:a]aresample=16000,apad=whole_dur={every},aloop=loop=-1:size={},atrim=duration={seconds}[a]",
+                every * 16_000
+            );
+            cmd.args([
+                "-filter_complex",
+                &audio,
+                "-map",
+                "0:v",
+                "-map",
+                "[a]",
+                "-c:a",
+                "aac",
+            ]);
+        }
+        x264(&mut cmd, 250);
+        cmd.arg(&tmp);
+        run(&mut cmd)?;
         std::fs::rename(&tmp, path).map_err(|e| e.to_string())?;
     }
     Ok(MediaFile {
@@ -178,7 +207,7 @@ pub fn long_video(path: &Path, seconds: u32) -> Result<MediaFile, String> {
         expect: Expect::Video {
             cuts_s: Vec::new(),
             duration_s: f64::from(seconds),
-            speech: false,
+            speech: speech_every_s.is_some(),
         },
     })
 }

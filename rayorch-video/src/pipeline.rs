@@ -99,6 +99,11 @@ pub struct IndexConfig {
     pub score_replicas: usize,
     /// Frames per frame-model batch.
     pub score_batch: usize,
+    /// Inputs each frame-model replica keeps open between batches, so the
+    /// next batch of a clip continues its decode instead of seeking (2: the
+    /// clip being scored and the next one, often of another video; 0: every
+    /// batch reopens and seeks).
+    pub keep_open: usize,
     /// Audio replicas (level per clip; VAD per video).
     pub audio_replicas: usize,
     /// Speech pieces per whisper batch.
@@ -113,6 +118,7 @@ impl Default for IndexConfig {
             decode_replicas: 1,
             score_replicas: 1,
             score_batch: 16,
+            keep_open: 2,
             audio_replicas: 1,
             transcribe_batch: 8,
         }
@@ -138,6 +144,7 @@ impl VideoIndex {
             },
         );
         let th = cfg.shots.embed_threshold;
+        let keep_open = cfg.keep_open;
         VideoIndex {
             decode: Call::new("decode", move || Ok(VideoDecode::new(shots.clone())))
                 .replicas(cfg.decode_replicas)
@@ -145,7 +152,7 @@ impl VideoIndex {
             clips: Call::map("clips", |p: Probed| p.clips),
             frames: Call::map("frames", |c: ClipSpan| frame_refs(&c)),
             score: Call::new("score", move || {
-                Ok(ScoreFrames::load(&assets, &onnx, mix.clone())?)
+                Ok(ScoreFrames::load(&assets, &onnx, keep_open, mix.clone())?)
             })
             .replicas(cfg.score_replicas)
             .batch_size(cfg.score_batch),

@@ -9,7 +9,9 @@
 //! - [`ScoreFrames`] receives cheap [`FrameRef`] handles and decodes them
 //!   inside its replica, a clip range at a time: decoded pixels exist only
 //!   for the batch being scored, so memory is bounded by batch sizes, not by
-//!   video length, and each replica owns its FFmpeg contexts.
+//!   video length, and each replica owns its FFmpeg contexts (a
+//!   [`FrameReader`] keeping two inputs open, so the next batch of a clip
+//!   continues the decode instead of seeking back to a keyframe).
 //! - Batch invariance: a frame's pixels come from a range decode of its own
 //!   clip's run of frames in the batch, matched by timestamp; the network
 //!   scores frames independently. Batch-mates change neither.
@@ -20,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayorch::{Cause, Outcome, Stage, StageContext, StageResult};
 
-use crate::decode::{VideoInfo, decode_frames, extract_audio, scan};
+use crate::decode::{FrameReader, VideoInfo, extract_audio, for_each_audio, scan};
 use crate::merge::{ClipAudio, SpeechText};
 use crate::nsfw::{FrameAssets, FrameModel, FrameScore, RESIZE};
 use crate::shots::{ClipSpan, FrameRef, ShotConfig, clip_spans};
@@ -88,6 +90,11 @@ pub struct BatchMix {
     pub multi_video: AtomicU64,
     /// Frames scored.
     pub frames: AtomicU64,
+    /// Range decodes (a clip's run of frames in a batch) that continued an
+    /// input left open by the replica's previous batch.
+    pub decodes_continued: AtomicU64,
+    /// Range decodes that opened the file and sought.
+    pub decodes_sought: AtomicU64,
 }
 
 impl BatchMix {
@@ -106,18 +113,22 @@ impl BatchMix {
 /// Decode + open_nsfw over a batch of frame handles of any clips and videos.
 pub struct ScoreFrames {
     model: FrameModel,
+    reader: FrameReader,
     mix: Arc<BatchMix>,
 }
 
 impl ScoreFrames {
-    /// Load the model (once per replica).
+    /// Load the model (once per replica); the replica keeps up to
+    /// `keep_open` inputs open between batches ([`FrameReader`]).
     pub fn load(
         assets: &FrameAssets,
         onnx: &rayorch_models::OnnxConfig,
+        keep_open: usize,
         mix: Arc<BatchMix>,
     ) -> Result<ScoreFrames, rayorch_models::ModelError> {
         Ok(ScoreFrames {
             model: FrameModel::load(assets, onnx)?,
+            reader: FrameReader::new(keep_open),
             mix,
         })
     }
@@ -142,7 +153,7 @@ impl Stage for ScoreFrames {
         let mut slot: Vec<Result<usize, String>> = Vec::with_capacity(batch.len());
         for &(s, e) in &runs {
             let times: Vec<f64> = batch[s..e].iter().map(|f| f.t).collect();
-            match decode_frames(&batch[s].video, &times, RESIZE) {
+            match self.reader.decode(&batch[s].video, &times, RESIZE) {
                 Ok(decoded) => {
                     for d in decoded {
                         slot.push(Ok(frames.len()));
@@ -152,6 +163,9 @@ impl Stage for ScoreFrames {
                 Err(err) => slot.extend((s..e).map(|_| Err(err.to_string()))),
             }
         }
+        let (continued, sought) = (self.reader.continued, self.reader.sought);
+        self.reader.continued = 0;
+        self.reader.sought = 0;
         let scores = self.model.score(&frames)?;
         let mut clips: Vec<(&PathBuf, usize)> = batch.iter().map(|f| (&*f.video, f.clip)).collect();
         clips.dedup();
@@ -161,6 +175,8 @@ impl Stage for ScoreFrames {
         let m = &self.mix;
         m.batches.fetch_add(1, Ordering::Relaxed);
         m.frames.fetch_add(frames.len() as u64, Ordering::Relaxed);
+        m.decodes_continued.fetch_add(continued, Ordering::Relaxed);
+        m.decodes_sought.fetch_add(sought, Ordering::Relaxed);
         if runs.len() > 1 {
             m.multi_clip.fetch_add(1, Ordering::Relaxed);
         }
@@ -197,25 +213,28 @@ impl Stage for ClipAudioStage {
     }
 }
 
-/// One speech piece of a video: 16 kHz mono samples and where they are.
+/// One speech piece of a video: where it is. Its samples are decoded by
+/// [`Transcribe`] when its batch runs (as frames are by [`ScoreFrames`]), so
+/// the pieces of a long video waiting for whisper hold no audio.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpeechPiece {
+    /// The video file.
+    pub video: Arc<PathBuf>,
     /// Start in the video, seconds.
     pub start_s: f64,
-    /// End in the video, seconds.
+    /// End in the video, seconds (at most whisper's 30 s window after the start).
     pub end_s: f64,
-    /// The samples (at most whisper's 30 s window).
-    pub pcm: Vec<f32>,
 }
 
 /// Seconds of audio kept on each side of a VAD span for whisper.
 const CONTEXT_S: f64 = 0.3;
 
-/// The speech of one probed video: its audio track as 16 kHz mono, cut at
-/// the spans silero VAD finds, each span split into whisper-sized windows.
-/// Speech is found over the whole track, not per clip, so a sentence that
-/// crosses a shot cut is transcribed whole. A video without an audio track
-/// or without speech has no pieces. One VAD model per replica.
+/// The speech of one probed video: its audio track decoded as 16 kHz mono a
+/// packet at a time into silero VAD ([`Vad::stream`]: the track is never
+/// held whole), each span found split into whisper-sized windows. Speech is
+/// found over the whole track, not per clip, so a sentence that crosses a
+/// shot cut is transcribed whole. A video without an audio track or without
+/// speech has no pieces. One VAD model per replica.
 pub struct SpeechSplit {
     vad: Vad,
 }
@@ -229,35 +248,47 @@ impl SpeechSplit {
     }
 
     fn pieces(&mut self, v: &Probed) -> Result<Vec<SpeechPiece>, String> {
-        let pcm = extract_audio(&v.path, 0.0, v.info.duration_s).map_err(|e| e.to_string())?;
-        if pcm.is_empty() {
-            return Ok(Vec::new());
-        }
-        let spans = self
-            .vad
-            .segments(&pcm)
-            .map_err(|e| format!("speech detection on {}: {e}", v.path.display()))?;
-        let rate = SAMPLE_RATE as f64;
-        let mut out = Vec::new();
-        for s in &spans {
-            // whisper reads a span's first and last words better with a
-            // little of the silence around them than cut at the voice's edge.
-            let s = SpeechSpan {
-                start_s: (s.start_s - CONTEXT_S).max(0.0),
-                end_s: (s.end_s + CONTEXT_S).min(pcm.len() as f64 / rate),
-            };
-            let first = (s.start_s * rate) as usize;
-            for (k, w) in s.slice(&pcm).chunks(WHISPER_WINDOW).enumerate() {
-                let start = (first + k * WHISPER_WINDOW) as f64 / rate;
-                out.push(SpeechPiece {
-                    start_s: start,
-                    end_s: start + w.len() as f64 / rate,
-                    pcm: w.to_vec(),
-                });
+        let mut stream = self.vad.stream();
+        let mut vad_err = None;
+        for_each_audio(&v.path, 0.0, v.info.duration_s, |pcm| {
+            if vad_err.is_none() {
+                vad_err = stream.push(pcm).err();
             }
+        })
+        .map_err(|e| e.to_string())?;
+        let vad_fail = |e| format!("speech detection on {}: {e}", v.path.display());
+        if let Some(e) = vad_err {
+            return Err(vad_fail(e));
         }
-        Ok(out)
+        let track_s = stream.len() as f64 / SAMPLE_RATE as f64;
+        let spans = stream.finish().map_err(vad_fail)?;
+        Ok(speech_windows(&v.path, &spans, track_s))
     }
+}
+
+/// The whisper windows of VAD `spans` over a track of `track_s` seconds:
+/// each span widened by [`CONTEXT_S`] on both sides (whisper reads a span's
+/// first and last words better with a little of the silence around them
+/// than cut at the voice's edge), then cut into pieces of at most
+/// [`WHISPER_WINDOW`] samples, on the 16 kHz sample grid.
+pub fn speech_windows(video: &Arc<PathBuf>, spans: &[SpeechSpan], track_s: f64) -> Vec<SpeechPiece> {
+    let rate = SAMPLE_RATE as f64;
+    let mut out = Vec::new();
+    for s in spans {
+        let first = ((s.start_s - CONTEXT_S).max(0.0) * rate) as usize;
+        let last = (((s.end_s + CONTEXT_S).min(track_s) * rate) as usize).max(first);
+        let mut at = first;
+        while at < last {
+            let end = (at + WHISPER_WINDOW).min(last);
+            out.push(SpeechPiece {
+                video: video.clone(),
+                start_s: at as f64 / rate,
+                end_s: end as f64 / rate,
+            });
+            at = end;
+        }
+    }
+    out
 }
 
 impl Stage for SpeechSplit {
@@ -295,17 +326,27 @@ impl Stage for Transcribe {
     type Out = SpeechText;
 
     fn run(&mut self, batch: Vec<SpeechPiece>, _cx: &StageContext) -> StageResult<SpeechText> {
-        let clips: Vec<&[f32]> = batch.iter().map(|p| p.pcm.as_slice()).collect();
-        let texts = self.whisper.transcribe_batch(&clips)?;
+        // Decode each piece's samples now; a piece whose audio does not
+        // decode fails alone, the others are transcribed together.
+        let audio: Vec<Result<Vec<f32>, String>> = batch
+            .iter()
+            .map(|p| extract_audio(&p.video, p.start_s, p.end_s).map_err(|e| e.to_string()))
+            .collect();
+        let clips: Vec<&[f32]> = audio
+            .iter()
+            .filter_map(|a| a.as_ref().ok().map(Vec::as_slice))
+            .collect();
+        let mut texts = self.whisper.transcribe_batch(&clips)?.into_iter();
         Ok(batch
             .iter()
-            .zip(texts)
-            .map(|(p, text)| {
-                Outcome::Ok(SpeechText {
+            .zip(audio)
+            .map(|(p, a)| match a {
+                Ok(_) => Outcome::Ok(SpeechText {
                     start_s: p.start_s,
                     end_s: p.end_s,
-                    text: text.trim().to_string(),
-                })
+                    text: texts.next().unwrap_or_default().trim().to_string(),
+                }),
+                Err(e) => Outcome::RecordFailure(Cause::new(e)),
             })
             .collect())
     }

@@ -6,10 +6,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rayorch::sink::Callback;
 use rayorch::{Item, RootOutcome, Runner};
-use rayorch_video::decode::{decode_frames, extract_audio, scan};
+use rayorch_video::decode::{
+    FrameReader, decode_frames, extract_audio, for_each_audio, for_each_sampled, scan,
+};
 use rayorch_video::media::{Expect, MediaFile, sample_set, shots_video};
 use rayorch_video::pipeline::{IndexConfig, VideoIndex};
 use rayorch_video::shots::{ShotConfig, clip_spans, histogram_cuts};
+use rayorch_video::stages::speech_windows;
 use rayorch_video::{BatchMix, VideoDecode, VideoRecord};
 
 fn media_dir() -> PathBuf {
@@ -106,6 +109,101 @@ fn audio_is_extracted_as_16k_mono_per_time_range() {
     assert!(rms(&speech) > 0.02, "speech rms {}", rms(&speech));
     // A video without audio gives no samples.
     assert!(extract_audio(four_shots(), 0.0, 1.0).unwrap().is_empty());
+}
+
+#[test]
+fn the_plain_sequential_decode_gives_the_scanned_frames_and_pixels() {
+    // The frame benchmark's baseline loop must score exactly the frames the
+    // pipeline scores.
+    let (_, samples) = scan(four_shots(), 5.0).unwrap();
+    let mut seen = Vec::new();
+    for_each_sampled(four_shots(), 5.0, 256, |f| {
+        seen.push(f);
+        true
+    })
+    .unwrap();
+    let times: Vec<f64> = samples.iter().map(|s| s.t).collect();
+    assert_eq!(seen.iter().map(|f| f.t).collect::<Vec<_>>(), times);
+    let ranged = decode_frames(four_shots(), &times[30..33], 256).unwrap();
+    assert_eq!(ranged, seen[30..33]);
+    // A reader that keeps the input open continues the decode for the next
+    // run of frames (no seek) and gives the same pixels; a run before its
+    // position, or of another file, opens and seeks.
+    let mut reader = FrameReader::new(1);
+    for (a, b) in [(20, 24), (24, 31), (31, 33)] {
+        assert_eq!(
+            reader.decode(four_shots(), &times[a..b], 256).unwrap(),
+            seen[a..b]
+        );
+    }
+    assert_eq!((reader.sought, reader.continued), (1, 2));
+    assert_eq!(
+        reader.decode(four_shots(), &times[2..4], 256).unwrap(),
+        seen[2..4]
+    );
+    assert_eq!((reader.sought, reader.continued), (2, 2));
+    // Stopping early stops the decode.
+    let mut n = 0;
+    for_each_sampled(four_shots(), 5.0, 256, |_| {
+        n += 1;
+        n < 3
+    })
+    .unwrap();
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn streaming_vad_over_the_decoded_track_finds_the_whole_track_spans() {
+    let long = &samples()[0];
+    let Expect::Video { duration_s, .. } = long.expect else {
+        panic!("the first sample is the long video")
+    };
+    let speech = rayorch_models::assets::ensure_speech().expect("fetching silero VAD");
+    let mut vad = rayorch_models::speech::Vad::from_assets(&speech, Default::default()).unwrap();
+    let whole = extract_audio(&long.path, 0.0, duration_s).unwrap();
+    let want = vad.segments(&whole).unwrap();
+    assert_eq!(want.len(), 2, "the two sentences: {want:?}");
+    // Fed a decoded packet at a time (never holding the track) and in
+    // pieces cut across windows: the same probabilities, the same spans.
+    let mut stream = vad.stream();
+    let mut chunks = 0;
+    for_each_audio(&long.path, 0.0, duration_s, |pcm| {
+        chunks += 1;
+        stream.push(pcm).unwrap();
+    })
+    .unwrap();
+    assert!(chunks > 10, "{chunks} chunks");
+    assert_eq!(stream.len(), whole.len());
+    assert_eq!(stream.finish().unwrap(), want);
+    let mut stream = vad.stream();
+    for piece in whole.chunks(777) {
+        stream.push(piece).unwrap();
+    }
+    assert_eq!(
+        stream.finish_probabilities().unwrap(),
+        vad.probabilities(&whole).unwrap()
+    );
+    // The whisper windows cover each span with context, on the sample grid,
+    // none longer than whisper's window.
+    let path = Arc::new(long.path.clone());
+    let pieces = speech_windows(&path, &want, whole.len() as f64 / 16_000.0);
+    assert_eq!(pieces.len(), 2);
+    for (p, w) in pieces.iter().zip(&want) {
+        assert!(p.start_s <= w.start_s && p.end_s >= w.end_s, "{p:?} covers {w:?}");
+    }
+    let long_span = [rayorch_models::speech::SpeechSpan {
+        start_s: 1.0,
+        end_s: 71.0,
+    }];
+    let cut = speech_windows(&path, &long_span, 80.0);
+    let lens: Vec<f64> = cut.iter().map(|p| p.end_s - p.start_s).collect();
+    assert_eq!(lens.len(), 3, "{lens:?}");
+    assert!(lens.iter().all(|l| *l <= 30.0 + 1e-9), "{lens:?}");
+    assert!(
+        cut.windows(2).all(|w| w[0].end_s == w[1].start_s),
+        "pieces tile the span"
+    );
+    assert!((cut[0].start_s - 0.7).abs() < 1e-9 && (cut[2].end_s - 71.3).abs() < 1e-9);
 }
 
 #[test]

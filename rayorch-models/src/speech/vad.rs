@@ -5,6 +5,8 @@
 //! without it the probability stays near 0), plus the LSTM state `[2, 1, 128]`
 //! the previous call returned. Both start at zero for every new signal, so
 //! [`Vad::segments`] on the same samples always gives the same spans.
+//! [`Vad::stream`] takes the signal in pieces (a long audio track decoded a
+//! packet at a time) and gives the same spans as one call over the whole.
 //!
 //! Turning per-window probabilities into spans follows silero's
 //! `get_speech_timestamps` with its defaults (see [`VadConfig`]): speech
@@ -80,53 +82,130 @@ impl Vad {
     /// The speech probability of every 512-sample window of `pcm_16k_mono`
     /// (the last window zero-padded), state and context carried across.
     pub fn probabilities(&mut self, pcm_16k_mono: &[f32]) -> Result<Vec<f32>, ModelError> {
-        let name = self.session.name().to_string();
-        let fail = |e: ort::Error| ModelError::Onnx(format!("running {name}: {e}"));
-        let mut state = Array3::<f32>::zeros((2, 1, STATE));
-        let mut input = vec![0f32; CONTEXT + WINDOW];
-        let sr = arr0(SAMPLE_RATE as i64);
-        let mut probs = Vec::with_capacity(pcm_16k_mono.len().div_ceil(WINDOW));
-        for chunk in pcm_16k_mono.chunks(WINDOW) {
-            // The last CONTEXT samples move to the front, then the new window
-            // (zero-padded when the signal ends mid-window).
-            input.copy_within(WINDOW.., 0);
-            input[CONTEXT..].fill(0.0);
-            for (dst, &x) in input[CONTEXT..].iter_mut().zip(chunk) {
-                // NaN or infinite samples would poison the recurrent state for
-                // the rest of the signal; treat them as silence.
-                *dst = if x.is_finite() { x } else { 0.0 };
-            }
-            let batch = ArrayView2::from_shape((1, CONTEXT + WINDOW), &input)
-                .map_err(|e| ModelError::Onnx(format!("{name}: {e}")))?;
-            let (p, next) = {
-                let outputs = self
-                    .session
-                    .session_mut()
-                    .run(ort::inputs![
-                        "input" => TensorRef::from_array_view(batch).map_err(fail)?,
-                        "state" => TensorRef::from_array_view(state.view()).map_err(fail)?,
-                        "sr" => TensorRef::from_array_view(sr.view()).map_err(fail)?,
-                    ])
-                    .map_err(fail)?;
-                let p = outputs["output"].try_extract_array::<f32>().map_err(fail)?;
-                let next = outputs["stateN"].try_extract_array::<f32>().map_err(fail)?;
-                (p.iter().next().copied().unwrap_or(0.0), next.to_owned())
-            };
-            probs.push(p);
-            state = next
-                .into_shape_with_order((2, 1, STATE))
-                .map_err(|e| ModelError::Onnx(format!("{name}: state has an unexpected shape: {e}")))?;
-        }
-        Ok(probs)
+        let mut stream = self.stream();
+        stream.push(pcm_16k_mono)?;
+        stream.finish_probabilities()
     }
 
     /// The speech spans of `pcm_16k_mono`, in order, not overlapping.
     pub fn segments(&mut self, pcm_16k_mono: &[f32]) -> Result<Vec<SpeechSpan>, ModelError> {
         let _span = tracing::debug_span!("vad", samples = pcm_16k_mono.len()).entered();
-        let probs = self.probabilities(pcm_16k_mono)?;
-        let spans = spans_from_probabilities(&probs, pcm_16k_mono.len(), &self.cfg);
+        let mut stream = self.stream();
+        stream.push(pcm_16k_mono)?;
+        stream.finish()
+    }
+
+    /// A signal fed in pieces of any length ([`VadStream::push`]): the same
+    /// windows, context and state as one call over the whole signal, so the
+    /// same probabilities and spans, while holding at most one window of
+    /// samples plus one probability per window (1/512 of the signal).
+    pub fn stream(&mut self) -> VadStream<'_> {
+        VadStream {
+            vad: self,
+            state: Array3::<f32>::zeros((2, 1, STATE)),
+            input: vec![0f32; CONTEXT + WINDOW],
+            filled: 0,
+            len: 0,
+            probs: Vec::new(),
+        }
+    }
+
+    /// One model call on `input` (context + window); returns the
+    /// probability and replaces `state` with the next one.
+    fn step(&mut self, input: &[f32], state: &mut Array3<f32>) -> Result<f32, ModelError> {
+        let name = self.session.name().to_string();
+        let fail = |e: ort::Error| ModelError::Onnx(format!("running {name}: {e}"));
+        let sr = arr0(SAMPLE_RATE as i64);
+        let batch = ArrayView2::from_shape((1, CONTEXT + WINDOW), input)
+            .map_err(|e| ModelError::Onnx(format!("{name}: {e}")))?;
+        let (p, next) = {
+            let outputs = self
+                .session
+                .session_mut()
+                .run(ort::inputs![
+                    "input" => TensorRef::from_array_view(batch).map_err(fail)?,
+                    "state" => TensorRef::from_array_view(state.view()).map_err(fail)?,
+                    "sr" => TensorRef::from_array_view(sr.view()).map_err(fail)?,
+                ])
+                .map_err(fail)?;
+            let p = outputs["output"].try_extract_array::<f32>().map_err(fail)?;
+            let next = outputs["stateN"].try_extract_array::<f32>().map_err(fail)?;
+            (p.iter().next().copied().unwrap_or(0.0), next.to_owned())
+        };
+        *state = next
+            .into_shape_with_order((2, 1, STATE))
+            .map_err(|e| ModelError::Onnx(format!("{name}: state has an unexpected shape: {e}")))?;
+        Ok(p)
+    }
+}
+
+/// silero VAD over a signal fed in pieces (see [`Vad::stream`]).
+///
+/// Invariant: `input[CONTEXT..CONTEXT + filled]` holds the samples of the
+/// window being filled, `input[..CONTEXT]` the last samples of the window
+/// before it (zeros before the first); a window runs the model the moment
+/// it is full, so piece boundaries never change which samples a call sees.
+#[derive(Debug)]
+pub struct VadStream<'a> {
+    vad: &'a mut Vad,
+    state: Array3<f32>,
+    input: Vec<f32>,
+    filled: usize,
+    len: usize,
+    probs: Vec<f32>,
+}
+
+impl VadStream<'_> {
+    /// Feed the next samples (16 kHz mono, any count).
+    pub fn push(&mut self, pcm_16k_mono: &[f32]) -> Result<(), ModelError> {
+        self.len += pcm_16k_mono.len();
+        for &x in pcm_16k_mono {
+            // NaN or infinite samples would poison the recurrent state for
+            // the rest of the signal; treat them as silence.
+            self.input[CONTEXT + self.filled] = if x.is_finite() { x } else { 0.0 };
+            self.filled += 1;
+            if self.filled == WINDOW {
+                self.run_window()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Samples fed so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was fed yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn run_window(&mut self) -> Result<(), ModelError> {
+        // A window cut short by the signal's end is zero-padded.
+        self.input[CONTEXT + self.filled..].fill(0.0);
+        let p = self.vad.step(&self.input, &mut self.state)?;
+        self.probs.push(p);
+        // The last CONTEXT samples become the next call's context.
+        self.input.copy_within(WINDOW.., 0);
+        self.filled = 0;
+        Ok(())
+    }
+
+    /// The probability of every window (the last one zero-padded).
+    pub fn finish_probabilities(mut self) -> Result<Vec<f32>, ModelError> {
+        if self.filled > 0 {
+            self.run_window()?;
+        }
+        Ok(self.probs)
+    }
+
+    /// The speech spans of everything fed, in order, not overlapping.
+    pub fn finish(self) -> Result<Vec<SpeechSpan>, ModelError> {
+        let (len, cfg) = (self.len, self.vad.cfg.clone());
+        let probs = self.finish_probabilities()?;
         let sr = SAMPLE_RATE as f64;
-        Ok(spans
+        Ok(spans_from_probabilities(&probs, len, &cfg)
             .into_iter()
             .map(|(s, e)| SpeechSpan {
                 start_s: s as f64 / sr,
