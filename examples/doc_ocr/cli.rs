@@ -111,9 +111,18 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Role::Owner, requires = "nats")]
     pub role: Role,
     /// Worker: the Calls it serves and their slots, e.g. `detect:1,recognize:2`.
-    /// Default: every Call, with the replica counts above.
+    /// Default: every Call the owner does not run (`--owner-calls`), with
+    /// the replica counts above.
     #[arg(long, default_value = "", requires = "nats")]
     pub calls: String,
+    /// Owner: the Calls it runs itself (cheap steps next to the data; the
+    /// workers serve the others by default). Empty: every Call on workers.
+    #[arg(
+        long,
+        default_value = "open:1,name:1,page_text:1,assemble:1",
+        requires = "nats"
+    )]
+    pub owner_calls: String,
     /// The job's name on the broker (jobs sharing one broker need different
     /// names).
     #[arg(long, default_value = "doc_ocr")]

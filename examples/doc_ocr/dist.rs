@@ -51,12 +51,30 @@ fn config(args: &Args, url: &str) -> DistConfig {
     cfg
 }
 
-/// `--calls` when none is given: every Call, with this machine's replicas.
-pub fn default_calls(k: &Knobs) -> String {
-    format!(
-        "open:1,render:{},detect:{},recognize:{},page_text:1,embed:{},name:1,assemble:1",
-        k.render_replicas, k.detect_replicas, k.recognize_replicas, k.embed_replicas
-    )
+/// `--calls` when none is given: every Call the owner does not run, with
+/// this machine's replicas.
+pub fn default_calls(plan: &Plan, k: &Knobs, owner_calls: &str) -> String {
+    let owner: Vec<&str> = owner_calls
+        .split(',')
+        .map(|c| c.split(':').next().unwrap_or("").trim())
+        .collect();
+    let mut names: Vec<&str> = plan.calls().iter().map(|c| &*c.name).collect();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|c| !owner.contains(c))
+        .map(|c| {
+            let n = match c {
+                "render" => k.render_replicas,
+                "detect" => k.detect_replicas,
+                "recognize" => k.recognize_replicas,
+                "embed" => k.embed_replicas,
+                _ => 1,
+            };
+            format!("{c}:{n}")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Serve the Calls of this job until the owner ends the run.
@@ -65,7 +83,7 @@ pub fn run_worker(args: &Args, url: &str) -> Result<u8, Box<dyn std::error::Erro
     let knobs = args.knobs(crate::cli::machine_cores());
     let (plan, _) = crate::build_plan(&crate::calls(args, &knobs, &assets))?;
     let calls = if args.calls.trim().is_empty() {
-        default_calls(&knobs)
+        default_calls(&plan, &knobs, &args.owner_calls)
     } else {
         args.calls.clone()
     };
@@ -104,7 +122,9 @@ pub fn run_owner(
     sink: impl rayorch::sink::Sink,
     journal: JournalOptions,
 ) -> Result<OwnerSummary, Box<dyn std::error::Error>> {
-    let mut owner = Owner::new(plan, codecs(), config(args, url)).journal(journal);
+    let mut owner = Owner::new(plan, codecs(), config(args, url))
+        .journal(journal)
+        .local_calls(&args.owner_calls);
     let source = futures::stream::iter(sources(files));
     let rt = tokio::runtime::Runtime::new()?;
     Ok(rt.block_on(owner.run_into(source, sink))?)

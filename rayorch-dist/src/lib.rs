@@ -42,6 +42,7 @@
 
 mod codec;
 mod error;
+mod local;
 mod owner;
 pub mod server;
 mod store;

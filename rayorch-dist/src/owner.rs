@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::codec::Codecs;
 use crate::error::DistError;
+use crate::local::LocalPool;
 use crate::store::{JetStreamObjects, Payloads, WireBytes};
 use crate::wire::{BatchMsg, Ctl, Hello, Report, Slot, WireOutcome};
 use crate::{DistConfig, Storage};
@@ -116,6 +117,8 @@ pub struct Owner {
     payloads: Payloads,
     stats: Arc<OwnerStats>,
     journal: Option<JournalOptions>,
+    /// Calls this process runs itself (`parse_calls` syntax).
+    local: String,
 }
 
 impl Owner {
@@ -135,7 +138,18 @@ impl Owner {
             cfg,
             stats,
             journal: None,
+            local: String::new(),
         }
+    }
+
+    /// Run these Calls in the owner process instead of on workers
+    /// (`name:slots,...` as a worker's `--calls`; empty: none): cheap maps
+    /// next to their data save a round trip through the broker each. They
+    /// are never published; workers serving them simply get none.
+    #[must_use]
+    pub fn local_calls(mut self, calls: &str) -> Owner {
+        self.local = calls.to_string();
+        self
     }
 
     /// Journal the run (as [`Runner::journal`](rayorch_runtime::Runner::journal)):
@@ -217,6 +231,12 @@ impl Owner {
         let stats = self.stats.clone();
         let tick = cfg.ack_wait / 2;
         let backpressure = cfg.backpressure.map(|k| Backpressure::new(&self.plan, k));
+        let local_spec = if self.local.trim().is_empty() {
+            Vec::new()
+        } else {
+            crate::worker::parse_calls(&self.plan, &self.local)?
+        };
+        let mut local = LocalPool::new(calls, &local_spec);
         let result = loop {
             while !exhausted && engine.can_admit() {
                 match source.next().now_or_never() {
@@ -239,7 +259,7 @@ impl Owner {
             if let Some(e) = engine.aborted() {
                 break Err(DistError::Run(e.clone()));
             }
-            if exhausted && engine.live_roots() == 0 && tickets.is_empty() {
+            if exhausted && engine.live_roots() == 0 && tickets.is_empty() && local.idle() {
                 break Ok(());
             }
             // Credits: live slots per Call (a worker is live while its
@@ -262,14 +282,27 @@ impl Owner {
             }
             for c in 0..calls {
                 let b = self.plan.calls()[c].config.batch_size;
-                while in_flight[c] < slots[c] * cfg.credits_per_slot {
-                    // Held only while the consumer has batches out: their
-                    // reports wake this loop, so it never stalls a run.
-                    let held = backpressure
+                // Held only while the consumer has batches out: their
+                // reports wake this loop, so it never stalls a run.
+                let held = |engine: &Engine, in_flight: &[usize], local: &LocalPool| {
+                    let working = |d: usize| in_flight[d] > 0 || local.busy(d);
+                    let h = backpressure
                         .as_ref()
-                        .is_some_and(|bp| bp.held(&self.plan, &engine, c, |d| in_flight[d] > 0));
-                    if held {
+                        .is_some_and(|bp| bp.held(&self.plan, engine, c, working));
+                    if h {
                         stats.held.fetch_add(1, Ordering::Relaxed);
+                    }
+                    h
+                };
+                if local.serves(c) {
+                    while local.free(c) && !held(&engine, &in_flight, &local) {
+                        let Some(batch) = engine.reserve(c, b) else { break };
+                        local.start(&self.plan, batch);
+                    }
+                    continue;
+                }
+                while in_flight[c] < slots[c] * cfg.credits_per_slot {
+                    if held(&engine, &in_flight, &local) {
                         break;
                     }
                     let Some(batch) = engine.reserve(c, b) else { break };
@@ -316,10 +349,15 @@ impl Owner {
                     );
                 }
             }
-            if tickets.is_empty() && (exhausted || !engine.can_admit()) && engine.live_roots() > 0 {
+            if tickets.is_empty()
+                && local.idle()
+                && (exhausted || !engine.can_admit())
+                && engine.live_roots() > 0
+            {
                 // Nothing in flight: either a Call waits for workers (they
                 // may join at any time) or nothing can ever run.
-                let waiting_for_workers = (0..calls).any(|c| slots[c] == 0 && engine.may_have_ready(c));
+                let waiting_for_workers =
+                    (0..calls).any(|c| slots[c] == 0 && !local.serves(c) && engine.may_have_ready(c));
                 if let Some(s) = engine.stall().filter(|_| !waiting_for_workers) {
                     break Err(DistError::Run(rayorch_runtime::RunError::Stalled(s)));
                 }
@@ -369,6 +407,20 @@ impl Owner {
                     if let Some(reply) = m.reply {
                         let body = format!("{fingerprint} {run_id}");
                         let _ = client.publish(reply, body.into()).await;
+                    }
+                }
+                mut d = local.next(), if !local.idle() => {
+                    local.finish(&mut d);
+                    match d.result {
+                        Ok(r) => {
+                            if !matches!(engine.report(d.batch, r), rayorch_runtime::spi::ReportOutcome::Rejected)
+                                && let Ok(mut m) = stats.per_worker.lock()
+                            {
+                                let name = self.plan.calls()[d.call].name.to_string();
+                                *m.entry(("owner".to_string(), name)).or_default() += d.grains as u64;
+                            }
+                        }
+                        Err(e) => break Err(e),
                     }
                 }
                 item = source.next(), if want_source => match item {

@@ -20,12 +20,13 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use futures::StreamExt;
-use rayorch_runtime::spi::{AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox};
+use rayorch_runtime::spi::{AttemptError, AttemptResult, BatchInputs, ErasedCall, StageBox};
 use rayorch_runtime::{Outcome, Plan, RunError};
 
 use crate::DistConfig;
 use crate::codec::Codecs;
 use crate::error::DistError;
+use crate::local::{run_on, spawn_stage};
 use crate::store::{JetStreamObjects, Payloads, WireBytes};
 use crate::wire::{BatchMsg, Claim, Ctl, Hello, Report, WireOutcome};
 
@@ -284,20 +285,6 @@ async fn say_hello(client: &async_nats::Client, cfg: &DistConfig, h: &Hello) -> 
     }
 }
 
-async fn spawn_stage(rt: &Arc<dyn ErasedCall>, call: &str) -> Result<StageBox, DistError> {
-    let r = rt.clone();
-    let made = tokio::task::spawn_blocking(move || r.spawn_stage().map_err(|e| e.to_string()))
-        .await
-        .unwrap_or_else(|e| Err(format!("the stage factory panicked: {e}")));
-    made.map_err(|cause| {
-        DistError::Run(RunError::ReplicaFactory {
-            call: call.to_string(),
-            stage: rt.stage_name(),
-            cause,
-        })
-    })
-}
-
 /// One slot: pull a batch when free, run it, report, ack; until told to stop.
 async fn slot(
     sh: Arc<Shared>,
@@ -490,32 +477,12 @@ async fn execute(
     let inputs = BatchInputs::from_slots(bm.arity as usize, values).ok_or_else(|| {
         AttemptError::Contract("a batch message's slot count is not a multiple of its arity".into())
     })?;
-    let Some(mut st) = stage.take() else {
+    let Some(st) = stage.take() else {
         return Err(AttemptError::Failed("the stage instance was lost".into()));
     };
-    match rt.execution() {
-        Execution::Blocking => {
-            let r = rt.clone();
-            match tokio::task::spawn_blocking(move || {
-                let out = r.run_blocking(&mut st, replica, inputs);
-                (st, out)
-            })
-            .await
-            {
-                Ok((st, out)) => {
-                    *stage = Some(st);
-                    out
-                }
-                // The instance died with the panic: the slot makes a new one.
-                Err(e) => Err(AttemptError::Failed(format!("the stage panicked: {e}"))),
-            }
-        }
-        Execution::Async => {
-            let out = rt.run_async(&st, replica, inputs).await;
-            *stage = Some(st);
-            out
-        }
-    }
+    let (st, out) = run_on(rt, replica, st, inputs).await;
+    *stage = st;
+    out
 }
 
 async fn encode_result(

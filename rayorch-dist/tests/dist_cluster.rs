@@ -673,3 +673,32 @@ async fn backpressure_bounds_the_pages_the_owner_holds_between_calls() {
     assert!(stats.held.load(Ordering::Relaxed) > 0, "render was held");
     assert!(high[2] <= 4 + 8, "ocr's queue in the owner: {high:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_running_a_call_itself_gives_exact_outputs() {
+    let (_server, url, _w) = cluster("local", None);
+    let (owner, out, _) = owner(&url, "local");
+    let r = run_with(owner.local_calls("render:2"), out, |_| true).await;
+    check_outputs(&r);
+    let renders: Vec<&String> = r
+        .summary
+        .per_worker
+        .keys()
+        .filter(|(_, c)| c == "render")
+        .map(|(w, _)| w)
+        .collect();
+    assert_eq!(
+        renders,
+        ["owner"],
+        "render ran only in the owner: {:?}",
+        r.summary.per_worker
+    );
+    assert!(
+        r.summary
+            .per_worker
+            .keys()
+            .any(|(w, c)| w != "owner" && c == "ocr"),
+        "ocr still on the workers: {:?}",
+        r.summary.per_worker
+    );
+}
