@@ -21,7 +21,7 @@ use rayorch_models::output::Document;
 use rayorch_models::wire::Wire;
 use rayorch_models::{LineText, PageImage, PdfFile, PdfPage, PdfPages, PdfSource, TextLine};
 
-use crate::cli::{Args, Knobs};
+use super::cli::{Args, Knobs};
 
 /// The codecs of every value that crosses between the owner and the workers.
 pub fn codecs() -> Codecs {
@@ -80,8 +80,8 @@ pub fn default_calls(plan: &Plan, k: &Knobs, owner_calls: &str) -> String {
 /// Serve the Calls of this job until the owner ends the run.
 pub fn run_worker(args: &Args, url: &str) -> Result<u8, Box<dyn std::error::Error>> {
     let assets = rayorch_models::assets::ensure()?;
-    let knobs = args.knobs(crate::cli::machine_cores());
-    let (plan, _) = crate::build_plan(&crate::calls(args, &knobs, &assets))?;
+    let knobs = args.knobs(super::cli::machine_cores());
+    let (plan, _) = super::build_plan(&super::calls(args, &knobs, &assets))?;
     let calls = if args.calls.trim().is_empty() {
         default_calls(&plan, &knobs, &args.owner_calls)
     } else {

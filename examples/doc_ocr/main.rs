@@ -51,7 +51,7 @@ use rayorch_models::{
     page_text,
 };
 
-use crate::progress::Progress;
+use progress::Progress;
 
 #[derive(Domain)]
 struct Pdf;
@@ -241,7 +241,7 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
     )?;
 
     if let Some(url) = &args.nats {
-        ctrlc::set_handler(|| {
+        on_ctrl_c(|| {
             eprintln!("\nCtrl-C: the owner stops; continue the run with --resume");
             std::process::exit(130)
         })?;
@@ -266,7 +266,7 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
         .journal(&journal)
         .journal_source(source);
     let stop = runner.cancel_handle();
-    ctrlc::set_handler(move || match STOP.fetch_add(1, Ordering::SeqCst) {
+    on_ctrl_c(move || match STOP.fetch_add(1, Ordering::SeqCst) {
         0 => {
             stop.stop_admitting();
             eprintln!("\nCtrl-C: no new documents; finishing those in flight (Ctrl-C again to abandon them)")
@@ -539,6 +539,22 @@ fn resume_command() -> String {
         args.push("--resume".into());
     }
     format!("cargo run --release --example doc_ocr -- {}", args.join(" "))
+}
+
+/// Install the Ctrl-C handler; a process that has one already (a test that
+/// runs the job twice in-process) keeps the first.
+fn on_ctrl_c(f: impl FnMut() + Send + 'static) -> Result<(), ctrlc::Error> {
+    match ctrlc::set_handler(f) {
+        Err(ctrlc::Error::MultipleHandlers) => Ok(()),
+        r => r,
+    }
+}
+
+/// Run the job with these command-line words (tests run it in-process).
+pub fn run_from<T: Into<std::ffi::OsString> + Clone>(
+    argv: impl IntoIterator<Item = T>,
+) -> Result<u8, Box<dyn std::error::Error>> {
+    run(cli::Args::try_parse_from(argv)?)
 }
 
 fn main() -> ExitCode {

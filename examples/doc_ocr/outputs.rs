@@ -26,7 +26,7 @@ use rayorch_models::output::{Document, ParquetSegments};
 use rayorch_models::pdfgen::{Sample, SampleKind};
 use serde::Serialize;
 
-use crate::progress::Progress;
+use super::progress::Progress;
 
 #[derive(Serialize)]
 struct DocLine<'a> {
