@@ -28,10 +28,15 @@ pub struct Args {
     /// Ignore the PDFs' text layers: OCR every page.
     #[arg(long)]
     pub force_ocr: bool,
-    /// Layout: pages per batch (from any documents), stacked into one model
-    /// call. Also the batch of the upright pass.
+    /// Layout: pages per batch (from any documents). Also the batch of the
+    /// upright pass.
     #[arg(long, default_value_t = 4)]
     pub layout_batch: usize,
+    /// Layout: pages stacked into one model call (at most `--layout-batch`).
+    /// 1 on the CPU, where stacking costs CPU time and memory; larger on
+    /// an accelerator.
+    #[arg(long, default_value_t = 1)]
+    pub layout_stack: usize,
     /// Region line detection: regions per batch.
     #[arg(long, default_value_t = 16)]
     pub detect_batch: usize,
@@ -44,4 +49,7 @@ pub struct Args {
     /// Replicas of the detection and recognition Calls.
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
+    /// Replicas of the layout Call (each its own ONNX Runtime session).
+    #[arg(long, default_value_t = 1)]
+    pub layout_replicas: usize,
 }

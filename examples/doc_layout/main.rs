@@ -110,7 +110,7 @@ fn calls(args: &cli::Args, a: &rayorch_models::Assets, la: &rayorch_models::asse
     let (lay_cfg, det_cfg, rec_cfg, tab_cfg) = (
         LayoutConfig {
             onnx: onnx.clone(),
-            max_batch: args.layout_batch,
+            max_batch: args.layout_stack.min(args.layout_batch).max(1),
             ..LayoutConfig::default()
         },
         DetectConfig {
@@ -143,6 +143,7 @@ fn calls(args: &cli::Args, a: &rayorch_models::Assets, la: &rayorch_models::asse
                 lay_cfg.clone(),
             )?))
         })
+        .replicas(args.layout_replicas)
         .batch_size(args.layout_batch),
         detect: Call::new("detect", move || {
             Ok(RegionDetect::new(TextDetector::from_assets(

@@ -12,8 +12,9 @@
 //!   strides by their cell count, never by output position.
 //! - Boxes come back in page pixels, clipped to the page; per-class hard NMS.
 //! - The model is exported with a fixed batch of one; [`batch`] frees that
-//!   dimension, and pages of many documents are stacked into one call (all
-//!   have the same input size). A page's regions do not depend on its batch.
+//!   dimension, and with `max_batch > 1` pages of many documents are stacked
+//!   into one call (all have the same input size). A page's regions do not
+//!   depend on its batch, stacked or not.
 //! - Pages read by OCR are brought upright first ([`upright`]): the model
 //!   sees upright pages, and region boxes are in the upright page's pixels.
 //! - Text no region covers is read anyway: the region that cuts a line
@@ -230,7 +231,10 @@ pub struct LayoutConfig {
     pub score_thresh: f32,
     /// NMS overlap threshold (per class).
     pub iou_thresh: f32,
-    /// Most pages per ONNX Runtime call (1: the model as exported).
+    /// Most pages per ONNX Runtime call (1: the model as exported). On the
+    /// CPU, stacking costs more than it saves (4 pages per call: ~17% more
+    /// CPU time and +0.5 GB peak RSS on the layout job, see BENCHMARKS.md),
+    /// so the default is 1; stacked calls are for accelerators.
     pub max_batch: usize,
 }
 
@@ -241,7 +245,7 @@ impl Default for LayoutConfig {
             onnx: OnnxConfig::default(),
             score_thresh: 0.5,
             iou_thresh: 0.5,
-            max_batch: 4,
+            max_batch: 1,
         }
     }
 }

@@ -254,4 +254,29 @@ mod tests {
         };
         assert_eq!(apply(&img, &ignored), img);
     }
+
+    #[test]
+    fn line_bounds_follow_the_deskew_rotation() {
+        let line = [[10.0, 10.0], [50.0, 10.0], [50.0, 20.0], [10.0, 20.0]];
+        let kept = Orientation::default();
+        assert_eq!(
+            upright_bounds(&line, &kept, (100.0, 100.0)),
+            [10.0, 10.0, 50.0, 20.0]
+        );
+        // A line slanted by +10° about the centre comes back level.
+        let o = Orientation {
+            turn: 0,
+            skew_deg: 10.0,
+            deskewed: true,
+        };
+        let (s, c) = 10f32.to_radians().sin_cos();
+        let slant = line.map(|[x, y]| {
+            let (dx, dy) = (x - 50.0, y - 50.0);
+            [c * dx - s * dy + 50.0, s * dx + c * dy + 50.0]
+        });
+        let b = upright_bounds(&slant, &o, (100.0, 100.0));
+        for (got, want) in b.iter().zip([10.0, 10.0, 50.0, 20.0]) {
+            assert!((got - want).abs() < 1e-3, "{b:?}");
+        }
+    }
 }
