@@ -1,4 +1,6 @@
-//! Model stages for rayorch: PDF rendering, OCR and sentence embeddings.
+//! Model stages for rayorch: PDF rendering, OCR, layout, tables, speech and
+//! sentence embeddings; byte formats for running them in other processes
+//! ([`wire`]).
 //!
 //! Every stage here is a blocking [`rayorch::Stage`]: one instance per
 //! replica, the model loaded once in the Call's factory, then batches.
@@ -10,7 +12,8 @@
 //! | [`TextRecognize`] | [`TextLine`] → [`LineText`] (crops of many pages per batch) | PP-OCRv6 tiny rec on ONNX Runtime |
 //! | [`SentenceEmbed`] | `String` → `Vec<f32>` (L2-normalised) | all-MiniLM-L6-v2 on candle |
 //! | [`LayoutRender`] | [`PdfFile`] → `Vec<LayoutPage>` (pages with their text layer) | hayro |
-//! | [`LayoutDetect`] | [`LayoutPage`] → `Vec<Region>` | PicoDet CDLA on ONNX Runtime |
+//! | [`layout::upright::PageUpright`] | [`LayoutPage`] → [`LayoutPage`] (OCR pages turned upright, deskewed) | PP-OCRv6 tiny det + line-orientation cls |
+//! | [`LayoutDetect`] | [`LayoutPage`] → `Vec<Region>` (pages of many documents per call with `max_batch`) | PicoDet CDLA on ONNX Runtime |
 //! | [`RegionDetect`] | [`Region`] → `Vec<TextLine>` (OCR regions only) | PP-OCRv6 tiny det |
 //! | [`TableStructure`] | [`Region`] → `Option<Table>` | SLANet-plus on ONNX Runtime |
 //! | [`speech::WhisperStage`] | 16 kHz mono clip `Vec<f32>` → `String` (clips of many videos per encoder pass) | whisper tiny.en on candle-transformers |
