@@ -60,8 +60,9 @@ struct Args {
     /// Frame-model replicas.
     #[arg(long, default_value_t = 1)]
     score_replicas: usize,
-    /// Probe replicas.
-    #[arg(long, default_value_t = 1)]
+    /// Probe replicas (each scans one whole video; two let short videos'
+    /// frames reach the frame model while a long one is still scanned).
+    #[arg(long, default_value_t = 2)]
     decode_replicas: usize,
     /// No progress bars.
     #[arg(long)]

@@ -121,6 +121,8 @@ fn videos(a: &Args) -> Result<Vec<PathBuf>, BoxError> {
 struct Arm {
     frames: u64,
     wall_s: f64,
+    /// CPU seconds of the whole process (every thread) during the arm.
+    cpu_s: f64,
     /// (batches, multi-clip, multi-video, decodes continued, decodes
     /// sought) for A.
     mix: Option<[u64; 5]>,
@@ -160,6 +162,7 @@ fn arm_a(a: &Args, files: &[PathBuf], assets: &FrameAssets, keep_open: usize) ->
     Ok(Arm {
         frames,
         wall_s: summary.wall_s,
+        cpu_s: 0.0,
         mix: Some([
             batches,
             multi_clip,
@@ -217,9 +220,28 @@ fn arm_b(a: &Args, files: &[PathBuf], assets: &FrameAssets) -> Result<Arm, BoxEr
     Ok(Arm {
         frames,
         wall_s: start.elapsed().as_secs_f64(),
+        cpu_s: 0.0,
         mix: None,
         score: None,
     })
+}
+
+/// CPU seconds (user + system) of this process so far, every thread.
+fn cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at ')'.
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<f64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100/s).
+    f.get(11).zip(f.get(12)).map_or(0.0, |(u, s)| (u + s) / 100.0)
+}
+
+/// Runs `arm`, recording the process's CPU seconds it took.
+fn with_cpu(arm: impl FnOnce() -> Result<Arm, BoxError>) -> Result<Arm, BoxError> {
+    let before = cpu_s();
+    let mut r = arm()?;
+    r.cpu_s = cpu_s() - before;
+    Ok(r)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -285,22 +307,26 @@ fn run(a: &Args) -> Result<(), BoxError> {
             format!("; score busy {busy:.2} s, batches from {first:.2} s to {last:.2} s")
         });
         println!(
-            "  {name}: {} frames in {:.2} s = {fps:.2} frames/s{mix}{score}",
-            r.frames, r.wall_s
+            "  {name}: {} frames in {:.2} s = {fps:.2} frames/s, {:.2} CPU s ({:.1} ms per frame){mix}{score}",
+            r.frames,
+            r.wall_s,
+            r.cpu_s,
+            1e3 * r.cpu_s / r.frames.max(1) as f64
         );
         fps
     };
     let (mut fps, mut ratio_a, mut ratio_0) = ([Vec::new(), Vec::new(), Vec::new()], Vec::new(), Vec::new());
+    let mut cpu_ratio = Vec::new();
     for round in 1..=a.rounds {
         println!("round {round} (load {})", load());
         let mut got: [Option<Arm>; 3] = [None, None, None];
         for (i, arm) in ['a', 'b', '0'].into_iter().enumerate() {
             if a.arms.contains(arm) {
-                got[i] = Some(match arm {
-                    'a' => arm_a(a, &files, &assets, 2)?,
-                    'b' => arm_b(a, &files, &assets)?,
-                    _ => arm_a(a, &files, &assets, 0)?,
-                });
+                got[i] = Some(with_cpu(|| match arm {
+                    'a' => arm_a(a, &files, &assets, 2),
+                    'b' => arm_b(a, &files, &assets),
+                    _ => arm_a(a, &files, &assets, 0),
+                })?);
             }
         }
         let names = ["A rayorch", "B plain loop", "A0 rayorch, keep_open 0"];
@@ -312,6 +338,11 @@ fn run(a: &Args) -> Result<(), BoxError> {
         let counts: Vec<u64> = got.iter().flatten().map(|r| r.frames).collect();
         if counts.windows(2).any(|w| w[0] != w[1]) {
             return Err(format!("the arms scored different frame counts: {counts:?}").into());
+        }
+        if let (Some(ra), Some(rb)) = (&got[0], &got[1]) {
+            // CPU per frame, B over A: what A's work costs beside the same
+            // model calls, less sensitive to other processes than wall time.
+            cpu_ratio.push(rb.cpu_s / ra.cpu_s.max(1e-9));
         }
         if let Some(b) = f[1] {
             let r: Vec<String> = [(0, "A/B", &mut ratio_a), (2, "A0/B", &mut ratio_0)]
@@ -327,10 +358,11 @@ fn run(a: &Args) -> Result<(), BoxError> {
     }
     let [fa, fb, f0] = fps.map(median);
     println!(
-        "medians over {} rounds: frames/s A {fa:.2}, B {fb:.2}, A0 {f0:.2}; per-round ratios A/B {:.3}, A0/B {:.3}; load {}",
+        "medians over {} rounds: frames/s A {fa:.2}, B {fb:.2}, A0 {f0:.2}; per-round ratios A/B {:.3}, A0/B {:.3}; CPU per frame B/A {:.3}; load {}",
         a.rounds,
         median(ratio_a),
         median(ratio_0),
+        median(cpu_ratio),
         load()
     );
     Ok(())

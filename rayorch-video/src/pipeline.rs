@@ -93,7 +93,8 @@ pub struct IndexConfig {
     pub shots: ShotConfig,
     /// ONNX Runtime threads per frame-model replica.
     pub threads: usize,
-    /// Probe replicas.
+    /// Probe replicas (each scans one whole video; two let a short video's
+    /// frames reach the frame model while a long video is still scanned).
     pub decode_replicas: usize,
     /// Frame-model replicas.
     pub score_replicas: usize,
@@ -115,7 +116,7 @@ impl Default for IndexConfig {
         IndexConfig {
             shots: ShotConfig::default(),
             threads: 1,
-            decode_replicas: 1,
+            decode_replicas: 2,
             score_replicas: 1,
             score_batch: 16,
             keep_open: 2,
