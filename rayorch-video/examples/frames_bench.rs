@@ -229,11 +229,13 @@ fn arm_b(a: &Args, files: &[PathBuf], assets: &FrameAssets) -> Result<Arm, BoxEr
 /// CPU seconds (user + system) of this process so far, every thread.
 fn cpu_s() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at ')'.
+    // Fields after the command name (which may hold spaces) start at ')':
+    // state is field 3 of stat(5), utime and stime fields 14 and 15, in
+    // clock ticks (100 a second).
     let rest = stat.rsplit_once(')').map_or("", |r| r.1);
-    let f: Vec<f64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100/s).
-    f.get(11).zip(f.get(12)).map_or(0.0, |(u, s)| (u + s) / 100.0)
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i - 3).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(14) + tick(15)) / 100.0
 }
 
 /// Runs `arm`, recording the process's CPU seconds it took.
