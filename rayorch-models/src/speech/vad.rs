@@ -95,7 +95,7 @@ impl Vad {
         stream.finish()
     }
 
-    /// A signal fed in pieces of any length ([`VadStream::push`]): the same
+    /// A signal fed in pieces of any length (`VadStream::push`): the same
     /// windows, context and state as one call over the whole signal, so the
     /// same probabilities and spans, while holding at most one window of
     /// samples plus one probability per window (1/512 of the signal).
