@@ -134,6 +134,7 @@ impl Owner {
                 inline_max: cfg.inline_max,
                 cap: cfg.payload_cap,
                 bytes: stats.bytes.clone(),
+                retry_for: cfg.owner_wait,
             },
             cfg,
             stats,
@@ -199,7 +200,23 @@ impl Owner {
         };
         let mut journal_skipped = 0u64;
         let cfg = self.cfg.clone();
-        let client = async_nats::connect(&cfg.url)
+        // Broker link state, from the client's events: (down now, last reconnect).
+        let link: Arc<Mutex<(bool, Option<Instant>)>> = Arc::default();
+        let events = link.clone();
+        let client = async_nats::ConnectOptions::new()
+            .event_callback(move |ev| {
+                let events = events.clone();
+                async move {
+                    if let Ok(mut l) = events.lock() {
+                        match ev {
+                            async_nats::Event::Disconnected => l.0 = true,
+                            async_nats::Event::Connected => *l = (false, Some(Instant::now())),
+                            _ => {}
+                        }
+                    }
+                }
+            })
+            .connect(&cfg.url)
             .await
             .map_err(DistError::nats_any(format!("connect to {}", cfg.url)))?;
         let js = jetstream::new(client.clone());
@@ -237,6 +254,7 @@ impl Owner {
             crate::worker::parse_calls(&self.plan, &self.local)?
         };
         let mut local = LocalPool::new(calls, &local_spec);
+
         let result = loop {
             while !exhausted && engine.can_admit() {
                 match source.next().now_or_never() {
@@ -362,8 +380,16 @@ impl Owner {
                     break Err(DistError::Run(rayorch_runtime::RunError::Stalled(s)));
                 }
             }
+            // No lease expires while the broker link is down, nor within a
+            // full lease after it came back: meanwhile no worker could claim,
+            // heartbeat or report, so silence proves nothing.
+            let floor = link.lock().ok().and_then(|l| match *l {
+                (true, _) => Some(Instant::now() + cfg.lease),
+                (false, up) => up.map(|u| u + cfg.lease),
+            });
+            let due = move |t: &Ticket| floor.map_or(t.deadline, |f| t.deadline.max(f));
             let commit_at = journal.as_ref().and_then(Journal::due);
-            let deadline = tickets.values().map(|t| t.deadline).chain(commit_at).min();
+            let deadline = tickets.values().map(due).chain(commit_at).min();
             let want_source = !exhausted && engine.can_admit();
             tokio::select! {
                 m = ctl.next() => {
@@ -436,7 +462,7 @@ impl Owner {
             let now = Instant::now();
             let expired: Vec<u64> = tickets
                 .iter()
-                .filter(|(_, t)| t.deadline <= now)
+                .filter(|(_, t)| due(t) <= now)
                 .map(|(&k, _)| k)
                 .collect();
             for k in expired {

@@ -35,6 +35,10 @@ pub trait PayloadStore: Send + Sync {
 #[derive(Clone)]
 pub struct JetStreamObjects(pub ObjectStore);
 
+/// How a store error says the object is not there (no retry can help: its
+/// batch was decided and its payloads released).
+pub const GONE: &str = "not in the store: ";
+
 impl PayloadStore for JetStreamObjects {
     fn put(&self, key: String, bytes: Vec<u8>) -> BoxFuture<Result<(), String>> {
         let s = self.0.clone();
@@ -50,7 +54,10 @@ impl PayloadStore for JetStreamObjects {
     fn get(&self, key: String) -> BoxFuture<Result<Vec<u8>, String>> {
         let s = self.0.clone();
         Box::pin(async move {
-            let mut o = s.get(key.as_str()).await.map_err(|e| e.to_string())?;
+            let mut o = s.get(key.as_str()).await.map_err(|e| {
+                let gone = e.kind() == async_nats::jetstream::object_store::GetErrorKind::NotFound;
+                format!("{}{e}", if gone { GONE } else { "" })
+            })?;
             let mut out = Vec::new();
             o.read_to_end(&mut out).await.map_err(|e| e.to_string())?;
             Ok(out)
@@ -96,9 +103,30 @@ pub struct Payloads {
     pub(crate) inline_max: usize,
     pub(crate) cap: usize,
     pub(crate) bytes: Arc<WireBytes>,
+    /// How long a failing store call is retried.
+    pub(crate) retry_for: std::time::Duration,
 }
 
 impl Payloads {
+    /// A store call, retried while it fails for `retry_for` (the broker
+    /// restarting or unreachable): a transient outage must not fail the
+    /// batch whose payload it carries.
+    async fn retrying<T, F: std::future::Future<Output = Result<T, String>>>(
+        &self,
+        call: impl Fn() -> F,
+    ) -> Result<T, DistError> {
+        let start = std::time::Instant::now();
+        loop {
+            match call().await {
+                Ok(v) => return Ok(v),
+                Err(e) if e.starts_with(GONE) || start.elapsed() >= self.retry_for => {
+                    return Err(DistError::Store(e));
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+            }
+        }
+    }
+
     /// Encode one slot; `key` names it in the store if it is stored.
     pub(crate) async fn encode_slot(
         &self,
@@ -132,7 +160,8 @@ impl Payloads {
         }
         let key = key();
         let tag = tag.to_string();
-        self.store.put(key.clone(), b).await.map_err(DistError::Store)?;
+        let b = &b;
+        self.retrying(|| self.store.put(key.clone(), b.clone())).await?;
         self.bytes.stored.fetch_add(n, Ordering::Relaxed);
         Ok(Slot::Ref(tag, key, n))
     }
@@ -147,7 +176,7 @@ impl Payloads {
             Slot::None => Ok(None),
             Slot::Inline(tag, b) => self.codecs.decode(tag, b).map(Some).map_err(wire),
             Slot::Ref(tag, key, n) => {
-                let b = self.store.get(key.clone()).await.map_err(DistError::Store)?;
+                let b = self.retrying(|| self.store.get(key.clone())).await?;
                 if b.len() as u64 != *n {
                     return Err(wire(format!(
                         "stored payload `{key}` has {} bytes, expected {n}",
@@ -196,6 +225,7 @@ mod tests {
             inline_max: 4,
             cap: 8,
             bytes: Arc::new(WireBytes::default()),
+            retry_for: std::time::Duration::ZERO,
         }
     }
 

@@ -190,6 +190,7 @@ pub async fn worker_with_fault(
             inline_max: cfg.inline_max,
             cap: cfg.payload_cap,
             bytes: Arc::new(WireBytes::default()),
+            retry_for: cfg.owner_wait,
         },
         cfg: cfg.clone(),
         id,

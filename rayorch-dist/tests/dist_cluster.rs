@@ -211,6 +211,9 @@ async fn run_with(
         .run(source, |o| {
             let item = o.get(out);
             let kind = item.kind();
+            if kind != ItemKind::Present && o.key != 0 {
+                eprintln!("root {} ended {kind:?}: {:?}", o.key, o.cause());
+            }
             let prev = outputs.insert(o.key, (kind, item.present()));
             assert!(prev.is_none(), "root {} handed out twice", o.key);
         })
