@@ -378,19 +378,6 @@ impl Wire for Document {
     }
 }
 
-/// `(name, page texts, page embeddings)`: what the OCR job's `assemble` takes.
-impl Wire for (String, Vec<String>, Vec<Vec<f32>>) {
-    const TAG: &'static str = "document parts";
-    fn put(&self, out: &mut Vec<u8>) {
-        self.0.put(out);
-        self.1.put(out);
-        self.2.put(out);
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Self, String> {
-        Ok((String::get(r)?, Vec::get(r)?, Vec::get(r)?))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,8 +401,8 @@ mod tests {
             vec![vec![0.25, 1e-9], vec![]],
         );
         assert_eq!(round_trip(&doc), doc);
-        let parts = ("x".to_string(), vec!["a".to_string()], vec![vec![2.5f32]]);
-        assert_eq!(round_trip(&parts), parts);
+        let embs = vec![vec![2.5f32], vec![]];
+        assert_eq!(round_trip(&embs), embs);
         let line = TextLine {
             doc: "d".into(),
             page: 3,
