@@ -354,22 +354,7 @@ fn run(args: cli::Args) -> Result<u8, Box<dyn std::error::Error>> {
         summary.first_root_s.unwrap_or(f64::NAN),
         first_text.unwrap_or(f64::NAN)
     );
-    println!(
-        "{:<10} {:>6} {:>8} {:>10} {:>6} {:>6} {:>8}",
-        "call", "B", "batches", "mean", "fill", "mixed", "busy s"
-    );
-    for m in &summary.calls {
-        println!(
-            "{:<10} {:>6} {:>8} {:>10.2} {:>5.0}% {:>6} {:>8.2}",
-            m.name,
-            m.batch_size,
-            m.rpcs,
-            m.mean_batch,
-            m.fill * 100.0,
-            m.mixed_parent_batches,
-            m.busy_s
-        );
-    }
+    print!("{}", summary.calls_table());
     print_scores(&outputs);
     println!("outputs in {}", args.out.display());
     println!("{}", exactly_once(&args.out)?);

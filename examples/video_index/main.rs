@@ -247,22 +247,7 @@ fn run(args: Args) -> Result<(), rayorch::BoxError> {
         multi_clip,
         multi_video
     );
-    println!(
-        "{:<12} {:>6} {:>8} {:>10} {:>6} {:>6} {:>8}",
-        "call", "B", "batches", "mean", "fill", "mixed", "busy s"
-    );
-    for m in &summary.calls {
-        println!(
-            "{:<12} {:>6} {:>8} {:>10.2} {:>5.0}% {:>6} {:>8.2}",
-            m.name,
-            m.batch_size,
-            m.rpcs,
-            m.mean_batch,
-            m.fill * 100.0,
-            m.mixed_parent_batches,
-            m.busy_s
-        );
-    }
+    print!("{}", summary.calls_table());
     println!("outputs in {}", args.out.display());
     Ok(())
 }

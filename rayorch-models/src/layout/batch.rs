@@ -12,7 +12,7 @@
 //!
 //! Invariants:
 //! - Only the fields named above change; every other byte of the model is
-//!   copied (protobuf fields are re-framed, not re-encoded).
+//!   copied (protobuf fields are re-framed, not re-encoded: `onnx::proto`).
 //! - A graph this does not understand (a constant reshape whose leading
 //!   dimension is neither 1, 0 nor -1, `allowzero` set, a malformed
 //!   message) is an error, never a silently wrong model: the caller then
@@ -20,126 +20,12 @@
 
 use std::collections::HashSet;
 
-/// A protobuf field: number, wire type and payload (a varint's value is
-/// kept as its raw bytes, so copying is exact).
-struct Field<'a> {
-    num: u64,
-    wire: u8,
-    /// The payload: a varint's bytes, a fixed field's bytes, or the content
-    /// of a length-delimited field (without its length).
-    data: &'a [u8],
-}
-
-fn varint(b: &[u8], i: &mut usize) -> Result<u64, String> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*i).ok_or("truncated varint")?;
-        *i += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            return Ok(v);
-        }
-    }
-    Err("varint longer than 10 bytes".into())
-}
-
-fn parse(b: &[u8]) -> Result<Vec<Field<'_>>, String> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let key = varint(b, &mut i)?;
-        let (num, wire) = (key >> 3, (key & 7) as u8);
-        let start = i;
-        let data = match wire {
-            0 => {
-                varint(b, &mut i)?;
-                &b[start..i]
-            }
-            1 | 5 => {
-                let n = if wire == 1 { 8 } else { 4 };
-                i += n;
-                b.get(start..i).ok_or("truncated fixed field")?
-            }
-            2 => {
-                let len = usize::try_from(varint(b, &mut i)?).map_err(|_| "length overflow")?;
-                let s = i;
-                i = s.checked_add(len).ok_or("length overflow")?;
-                b.get(s..i).ok_or("truncated field")?
-            }
-            w => return Err(format!("unsupported wire type {w}")),
-        };
-        out.push(Field { num, wire, data });
-    }
-    Ok(out)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put(out: &mut Vec<u8>, num: u64, wire: u8, data: &[u8]) {
-    put_varint(out, (num << 3) | u64::from(wire));
-    if wire == 2 {
-        put_varint(out, data.len() as u64);
-    }
-    out.extend_from_slice(data);
-}
-
-/// What to do with one field of a message.
-enum Edit {
-    Keep,
-    Drop,
-    Replace(Vec<u8>),
-}
-
-/// `msg` with `edit` applied to each of its fields, in order.
-fn edit_fields(
-    msg: &[u8],
-    mut edit: impl FnMut(&Field<'_>) -> Result<Edit, String>,
-) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(msg.len());
-    for f in parse(msg)? {
-        match edit(&f)? {
-            Edit::Keep => put(&mut out, f.num, f.wire, f.data),
-            Edit::Drop => {}
-            Edit::Replace(d) => put(&mut out, f.num, f.wire, &d),
-        }
-    }
-    Ok(out)
-}
-
-fn string(f: &Field<'_>) -> String {
-    String::from_utf8_lossy(f.data).into_owned()
-}
-
-// Field numbers of onnx.proto.
-const MODEL_GRAPH: u64 = 7;
-const GRAPH_NODE: u64 = 1;
-const GRAPH_INITIALIZER: u64 = 5;
-const GRAPH_INPUT: u64 = 11;
-const GRAPH_OUTPUT: u64 = 12;
-const GRAPH_VALUE_INFO: u64 = 13;
-const NODE_INPUT: u64 = 1;
-const NODE_OUTPUT: u64 = 2;
-const NODE_OP: u64 = 4;
-const NODE_ATTR: u64 = 5;
-const ATTR_NAME: u64 = 1;
-const ATTR_INT: u64 = 3;
-const ATTR_TENSOR: u64 = 5;
-const TENSOR_DATA_TYPE: u64 = 2;
-const TENSOR_INT64_DATA: u64 = 7;
-const TENSOR_NAME: u64 = 8;
-const TENSOR_RAW: u64 = 9;
-const VALUE_TYPE: u64 = 2;
-const TYPE_TENSOR: u64 = 1;
-const TENSOR_TYPE_SHAPE: u64 = 2;
-const SHAPE_DIM: u64 = 1;
-const DIM_PARAM: u64 = 2;
-const INT64: u64 = 7;
+use crate::onnx::proto::{
+    ATTR_INT, ATTR_NAME, ATTR_TENSOR, DIM_PARAM, Edit, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_NODE,
+    GRAPH_OUTPUT, GRAPH_VALUE_INFO, INT64, MODEL_GRAPH, NODE_ATTR, NODE_INPUT, NODE_OP, NODE_OUTPUT,
+    SHAPE_DIM, TENSOR_DATA_TYPE, TENSOR_INT64_DATA, TENSOR_NAME, TENSOR_RAW, TENSOR_TYPE_SHAPE, TYPE_TENSOR,
+    VALUE_TYPE, edit_fields, parse, put, varint,
+};
 
 /// A value's type with its first dimension made the symbolic `N`.
 fn free_first_dim(value_info: &[u8]) -> Result<Vec<u8>, String> {
@@ -249,7 +135,7 @@ fn free_graph(graph: &[u8]) -> Result<Vec<u8>, String> {
             }
         }
         if let Some(s) = node.iter().filter(|n| n.num == NODE_INPUT).nth(1) {
-            shapes.insert(string(s));
+            shapes.insert(s.string());
         }
     }
     edit_fields(graph, |f| match f.num {
@@ -258,7 +144,7 @@ fn free_graph(graph: &[u8]) -> Result<Vec<u8>, String> {
             let is_shape = node.iter().any(|n| n.num == NODE_OP && n.data == b"Constant")
                 && node
                     .iter()
-                    .any(|n| n.num == NODE_OUTPUT && shapes.contains(&string(n)));
+                    .any(|n| n.num == NODE_OUTPUT && shapes.contains(&n.string()));
             if !is_shape {
                 return Ok(Edit::Keep);
             }
@@ -282,7 +168,7 @@ fn free_graph(graph: &[u8]) -> Result<Vec<u8>, String> {
         GRAPH_INITIALIZER => {
             let named = parse(f.data)?
                 .iter()
-                .any(|t| t.num == TENSOR_NAME && shapes.contains(&string(t)));
+                .any(|t| t.num == TENSOR_NAME && shapes.contains(&t.string()));
             Ok(if named {
                 Edit::Replace(batch_free_shape(f.data)?)
             } else {

@@ -126,8 +126,66 @@ impl RunSummary {
     pub fn call(&self, name: &str) -> Option<&CallMetrics> {
         self.calls.iter().find(|c| c.name == name)
     }
+
+    /// The per-Call figures as a text table, one line per Call in plan order
+    /// under a header: B, batches, mean batch, fill, mixed-parent batches and
+    /// busy seconds (summed over replicas). Each line ends with a newline.
+    pub fn calls_table(&self) -> String {
+        let w = self.calls.iter().map(|c| c.name.len()).max().unwrap_or(0).max(10);
+        let mut out = format!(
+            "{:<w$} {:>6} {:>8} {:>10} {:>6} {:>6} {:>8}\n",
+            "call", "B", "batches", "mean", "fill", "mixed", "busy s"
+        );
+        for m in &self.calls {
+            out += &format!(
+                "{:<w$} {:>6} {:>8} {:>10.2} {:>5.0}% {:>6} {:>8.2}\n",
+                m.name,
+                m.batch_size,
+                m.rpcs,
+                m.mean_batch,
+                m.fill * 100.0,
+                m.mixed_parent_batches,
+                m.busy_s
+            );
+        }
+        out
+    }
 }
 
 pub(crate) fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calls_table_has_a_header_and_one_aligned_line_per_call() {
+        let call = |name: &str, rpcs| CallMetrics {
+            name: name.into(),
+            batch_size: 8,
+            rpcs,
+            mean_batch: 6.5,
+            fill: 0.8125,
+            mixed_parent_batches: 3,
+            busy_s: 1.25,
+            ..CallMetrics::default()
+        };
+        let summary = RunSummary {
+            calls: vec![call("ocr", 12), call("a_long_call_name", 1)],
+            ..RunSummary::default()
+        };
+        let table = summary.calls_table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3, "{table}");
+        assert!(lines[0].starts_with("call ") && lines[0].ends_with("busy s"));
+        assert!(lines[1].starts_with("ocr "), "{table}");
+        let fields: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(fields, ["ocr", "8", "12", "6.50", "81%", "3", "1.25"]);
+        // Every line is as wide as the longest name makes it.
+        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{table}");
+        assert!(table.ends_with('\n'));
+        assert_eq!(RunSummary::default().calls_table().lines().count(), 1);
+    }
 }
