@@ -6,8 +6,9 @@
 //! does, and publishes each reserved batch to the Call's JetStream WorkQueue
 //! stream. Workers are the same pipeline binary started in worker mode
 //! ([`worker`]); they build the same plan, check its fingerprint against the
-//! owner's, instantiate only the Calls they serve, pull one batch (≤ B
-//! Grains) per free slot, run it and report to the owner's control subject.
+//! owner's, instantiate only the Calls they serve, pull batches (≤ B
+//! Grains each; one running and at most one fetched ahead per slot), run
+//! them and report to the owner's control subject.
 //!
 //! Invariants:
 //! - Lineage, queues and the commit gate live only in the owner; the broker

@@ -2,9 +2,11 @@
 //!
 //! A worker builds the plan, says hello to the owner (which answers with its
 //! fingerprint: a mismatch is [`DistError::FingerprintMismatch`]), then runs
-//! one task per slot: pull one batch, claim it, run it on the slot's stage
+//! one task per slot: take a batch, claim it, run it on the slot's stage
 //! instance (blocking stages on tokio's blocking pool, async ones inline),
-//! report, ack. While a batch runs the slot sends JetStream progress acks and
+//! report, ack. Each slot's puller fetches the next batch while the current
+//! one runs (one batch waits at most, unclaimed, kept alive by progress
+//! acks), so the pull round trip is not paid between batches. While a batch runs the slot sends JetStream progress acks and
 //! claim heartbeats every `ack_wait`/3, so a long batch is never redelivered
 //! and the owner's lease never expires under it. A worker stops when the
 //! owner announces the end of the run.
@@ -286,7 +288,8 @@ async fn say_hello(client: &async_nats::Client, cfg: &DistConfig, h: &Hello) -> 
     }
 }
 
-/// One slot: pull a batch when free, run it, report, ack; until told to stop.
+/// One slot: run the batches its puller hands over, report, ack; until the
+/// puller stops (end of the run, or the broker unreachable for `owner_wait`).
 async fn slot(
     sh: Arc<Shared>,
     rt: Arc<dyn ErasedCall>,
@@ -295,10 +298,59 @@ async fn slot(
     consumer: PullConsumer,
 ) -> Result<(), DistError> {
     let mut stage = Some(spawn_stage(&rt, &call).await?);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+    let puller = tokio::spawn(pull(sh.clone(), call.clone(), consumer, tx));
+    while let Some(m) = rx.recv().await {
+        if stage.is_none() {
+            stage = Some(spawn_stage(&rt, &call).await?);
+        }
+        if let Err(e) = run_one(&sh, &rt, &call, replica, &mut stage, m).await {
+            puller.abort();
+            return Err(e);
+        }
+    }
+    match puller.await {
+        Ok(r) => r,
+        Err(e) => Err(DistError::Run(RunError::Stalled(format!(
+            "a puller of `{call}` ended: {e}"
+        )))),
+    }
+}
+
+/// A slot's puller: fetches the slot's next batch while the current one
+/// runs, so the pull's round trip to the broker is off the slot's critical
+/// path. At most one batch waits (the channel has one place, reserved before
+/// each fetch); while it waits, the puller keeps its JetStream delivery alive
+/// with progress acks, as the slot does for the batch it runs. A waiting
+/// batch is not claimed: if this worker dies, the broker redelivers it after
+/// `ack_wait` and the owner never counted it as running here.
+async fn pull(
+    sh: Arc<Shared>,
+    call: String,
+    consumer: PullConsumer,
+    tx: tokio::sync::mpsc::Sender<jetstream::Message>,
+) -> Result<(), DistError> {
     // Since when pulls have been failing (the broker restarting, or the
     // network to it down): tolerated for `owner_wait`.
     let mut failing: Option<tokio::time::Instant> = None;
+    let mut waiting: Option<jetstream::Message> = None;
     while !sh.stop.load(Ordering::Relaxed) {
+        let permit = loop {
+            tokio::select! {
+                p = tx.reserve() => break p,
+                () = tokio::time::sleep(sh.cfg.ack_wait / 3) => {
+                    if let Some(m) = &waiting {
+                        let _ = m.ack_with(AckKind::Progress).await;
+                    }
+                }
+            }
+        };
+        // The slot has gone (its worker is stopping).
+        let Ok(permit) = permit else { break };
+        waiting = None;
+        if sh.stop.load(Ordering::Relaxed) {
+            break;
+        }
         let mut msgs = match consumer
             .fetch()
             .max_messages(1)
@@ -327,12 +379,19 @@ async fn slot(
                 continue;
             }
         };
+        let mut permit = Some(permit);
         while let Some(m) = msgs.next().await {
             let Ok(m) = m else { continue };
-            if stage.is_none() {
-                stage = Some(spawn_stage(&rt, &call).await?);
+            match permit.take() {
+                Some(p) => {
+                    waiting = Some(m.clone());
+                    p.send(m);
+                }
+                // More than asked for: hand it back at once.
+                None => {
+                    let _ = m.ack_with(AckKind::Nak(None)).await;
+                }
             }
-            run_one(&sh, &rt, &call, replica, &mut stage, m).await?;
         }
     }
     Ok(())
