@@ -79,7 +79,11 @@ pub struct DistConfig {
     /// progress ack for this long is redelivered.
     pub ack_wait: Duration,
     /// The owner's lease on a dispatched batch (refreshed by claims and
-    /// worker heartbeats); past it the batch is a failed attempt.
+    /// worker heartbeats); past it the batch is a failed attempt. It runs
+    /// from the publish until a worker claims the batch, so a batch that
+    /// waits (in the stream, or fetched ahead by a slot) behind batches
+    /// longer than the lease is expired and retried: keep the lease above
+    /// the longest batch of a Call.
     pub lease: Duration,
     /// Payloads up to this many encoded bytes travel inline.
     pub inline_max: usize,

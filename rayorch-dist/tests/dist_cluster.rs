@@ -44,8 +44,13 @@ fn plan(ocr_name: &str) -> (Plan, Output<Vec<String>>) {
         (0..n).map(|i| page(k, i)).collect::<Vec<String>>()
     });
     let ocr = Call::batch(ocr_name, |pages: Vec<String>| {
-        // A simulated GPU batch: long enough for batches to overlap.
-        std::thread::sleep(Duration::from_millis(15));
+        // A simulated GPU batch: long enough for batches to overlap (a
+        // worker can be told to take longer).
+        let ms = std::env::var("RAYORCH_DIST_TEST_OCR_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(15);
+        std::thread::sleep(Duration::from_millis(ms));
         Ok(pages
             .into_iter()
             .map(|p| {
@@ -704,4 +709,49 @@ async fn an_owner_running_a_call_itself_gives_exact_outputs() {
         "ocr still on the workers: {:?}",
         r.summary.per_worker
     );
+}
+
+/// A slot fetches its next batch while the current one runs. Here one worker
+/// with one ocr slot runs 1.5 s batches against a 1 s `ack_wait`, so the
+/// batch fetched ahead waits longer than the broker's redelivery timer: its
+/// puller must keep it alive (progress acks), or the broker hands it out a
+/// second time (without them, doc 3 ends suppressed after three lost leases).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_fetched_ahead_outlives_ack_wait_without_redelivery() {
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    let mut worker = Command::new(std::env::current_exe().unwrap());
+    worker
+        .args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
+        .env("RAYORCH_DIST_TEST_WORKER", &url)
+        .env("RAYORCH_DIST_TEST_JOB", "ahead")
+        .env("RAYORCH_DIST_TEST_OCR_MS", "1500")
+        .stdout(std::process::Stdio::null());
+    let _w = Workers(vec![worker.spawn().unwrap()]);
+    let (mut owner, out, stats) = owner(&url, "ahead");
+    // Three documents of four pages: three ocr batches (B = 4), one after the
+    // other on the single slot, two published at once (2 credits per slot).
+    let docs: Vec<(u64, Value)> = (1..=3u64)
+        .map(|k| (k, Arc::new(format!("{k}:4")) as Value))
+        .collect();
+    let source = futures::stream::iter(docs).boxed();
+    let mut outputs = BTreeMap::new();
+    let summary = owner
+        .run(source, |o| {
+            outputs.insert(o.key, o.get(out).present());
+        })
+        .await
+        .unwrap();
+    for k in 1..=3u64 {
+        assert_eq!(outputs[&k], Some(expected(k, &format!("{k}:4"))), "doc {k}");
+    }
+    eprintln!("ahead: {stats:?} {:?}", summary.per_worker);
+    assert_eq!(
+        summary.calls[1].rpcs, 3,
+        "three ocr batches: {:?}",
+        summary.calls[1]
+    );
+    assert_eq!(stats.redelivered_commits.load(Ordering::Relaxed), 0, "{stats:?}");
+    assert_eq!(stats.stale_refused(), 0, "{stats:?}");
+    assert_eq!(stats.lease_expired.load(Ordering::Relaxed), 0, "{stats:?}");
 }
