@@ -32,8 +32,10 @@
 //!   claims and reports carry the run id and another run's are refused.
 //!   A worker that pulls a batch of a newer run asks the owner and adopts it.
 //!   Without a journal the restart is refused ([`DistError::OwnerRestart`]).
-//! - Broker outages: publishes, pulls and reports are retried for
-//!   `owner_wait` while the client reconnects (file storage keeps the queues
+//! - Broker outages: publishes, pulls, reports and payload-store calls
+//!   (each attempt bounded by 2×`ack_wait`: a read cut off by a lost
+//!   connection never waits forever) are retried for `owner_wait` while the
+//!   client reconnects (file storage keeps the queues
 //!   across a nats-server restart); batches are published with a message id,
 //!   so JetStream drops a copy whose first publish landed.
 //! - Credit window: at most `credits_per_slot` × (live worker slots) batches
@@ -80,10 +82,12 @@ pub struct DistConfig {
     pub ack_wait: Duration,
     /// The owner's lease on a dispatched batch (refreshed by claims and
     /// worker heartbeats); past it the batch is a failed attempt. It runs
-    /// from the publish until a worker claims the batch, so a batch that
-    /// waits (in the stream, or fetched ahead by a slot) behind batches
-    /// longer than the lease is expired and retried: keep the lease above
-    /// the longest batch of a Call.
+    /// from the publish until a worker claims the batch; a worker also
+    /// claims a batch it fetched ahead while that waits behind a long one.
+    /// A batch still in the stream after a lease (no slot free for that
+    /// long: each slot holds its running batch and one fetched ahead, so
+    /// with the default 2 credits per slot few wait there) is expired and
+    /// retried.
     pub lease: Duration,
     /// Payloads up to this many encoded bytes travel inline.
     pub inline_max: usize,

@@ -135,6 +135,7 @@ impl Owner {
                 cap: cfg.payload_cap,
                 bytes: stats.bytes.clone(),
                 retry_for: cfg.owner_wait,
+                attempt: cfg.ack_wait * 2,
             },
             cfg,
             stats,

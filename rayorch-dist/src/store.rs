@@ -105,6 +105,10 @@ pub struct Payloads {
     pub(crate) bytes: Arc<WireBytes>,
     /// How long a failing store call is retried.
     pub(crate) retry_for: std::time::Duration,
+    /// How long one attempt of a store call may take before it counts as
+    /// failed (a read cut off by a lost connection can otherwise wait
+    /// forever for its next chunk).
+    pub(crate) attempt: std::time::Duration,
 }
 
 impl Payloads {
@@ -117,7 +121,8 @@ impl Payloads {
     ) -> Result<T, DistError> {
         let start = std::time::Instant::now();
         loop {
-            match call().await {
+            let tried = tokio::time::timeout(self.attempt, call()).await;
+            match tried.unwrap_or_else(|_| Err(format!("no answer within {:?}", self.attempt))) {
                 Ok(v) => return Ok(v),
                 Err(e) if e.starts_with(GONE) || start.elapsed() >= self.retry_for => {
                     return Err(DistError::Store(e));
@@ -226,11 +231,16 @@ mod tests {
             cap: 8,
             bytes: Arc::new(WireBytes::default()),
             retry_for: std::time::Duration::ZERO,
+            attempt: std::time::Duration::from_secs(5),
         }
     }
 
     fn run<T>(f: impl std::future::Future<Output = T>) -> T {
-        futures::executor::block_on(f)
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(f)
     }
 
     #[test]
@@ -277,5 +287,42 @@ mod tests {
         assert!(matches!(first, Ok(Slot::Inline(..))) && room == 1);
         let second = run(p.encode_slot("ocr", "inputs", Some(&v(3)), || "k".into(), &mut room));
         assert!(matches!(second, Err(DistError::Store(_))), "{second:?}");
+    }
+
+    /// A store whose calls never answer (a read cut off mid-object).
+    struct Silent(std::sync::atomic::AtomicU32);
+
+    impl PayloadStore for Silent {
+        fn put(&self, _: String, _: Vec<u8>) -> BoxFuture<Result<(), String>> {
+            Box::pin(std::future::pending())
+        }
+        fn get(&self, _: String) -> BoxFuture<Result<Vec<u8>, String>> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Box::pin(std::future::pending())
+        }
+        fn delete(&self, _: String) -> BoxFuture<Result<(), String>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[test]
+    fn a_store_call_that_never_answers_is_retried_then_a_typed_error() {
+        let silent = Arc::new(Silent(std::sync::atomic::AtomicU32::new(0)));
+        let p = Payloads {
+            store: silent.clone(),
+            retry_for: std::time::Duration::from_millis(100),
+            attempt: std::time::Duration::from_millis(40),
+            ..payloads()
+        };
+        let slot = Slot::Ref("bytes".into(), "k".into(), 6);
+        let err = run(p.decode_slot(&slot)).unwrap_err();
+        assert!(
+            matches!(&err, DistError::Store(e) if e.contains("no answer within")),
+            "{err}"
+        );
+        assert!(
+            silent.0.load(Ordering::Relaxed) >= 2,
+            "retried after a silent attempt"
+        );
     }
 }

@@ -193,6 +193,7 @@ pub async fn worker_with_fault(
             cap: cfg.payload_cap,
             bytes: Arc::new(WireBytes::default()),
             retry_for: cfg.owner_wait,
+            attempt: cfg.ack_wait * 2,
         },
         cfg: cfg.clone(),
         id,
@@ -320,10 +321,9 @@ async fn slot(
 /// A slot's puller: fetches the slot's next batch while the current one
 /// runs, so the pull's round trip to the broker is off the slot's critical
 /// path. At most one batch waits (the channel has one place, reserved before
-/// each fetch); while it waits, the puller keeps its JetStream delivery alive
-/// with progress acks, as the slot does for the batch it runs. A waiting
-/// batch is not claimed: if this worker dies, the broker redelivers it after
-/// `ack_wait` and the owner never counted it as running here.
+/// each fetch); while it waits longer than `ack_wait`/3, the puller keeps it
+/// alive ([`keep_alive`]), as the slot does for the batch it runs. If this
+/// worker dies, the broker redelivers the waiting batch after `ack_wait`.
 async fn pull(
     sh: Arc<Shared>,
     call: String,
@@ -340,7 +340,7 @@ async fn pull(
                 p = tx.reserve() => break p,
                 () = tokio::time::sleep(sh.cfg.ack_wait / 3) => {
                     if let Some(m) = &waiting {
-                        let _ = m.ack_with(AckKind::Progress).await;
+                        keep_alive(&sh, m).await;
                     }
                 }
             }
@@ -395,6 +395,28 @@ async fn pull(
         }
     }
     Ok(())
+}
+
+/// Keeps a batch fetched ahead alive while it waits behind a long one: a
+/// progress ack (the broker would redeliver it after `ack_wait`) and a claim
+/// (the owner's lease on it runs until a claim; the slot claims it again
+/// when it starts it, which the owner takes as a refresh). The claim is
+/// counted in no fault injection: faults count the slot's claims.
+async fn keep_alive(sh: &Shared, m: &jetstream::Message) {
+    let _ = m.ack_with(AckKind::Progress).await;
+    let Ok(bm) = BatchMsg::decode(&m.payload) else {
+        return;
+    };
+    let claim = Claim {
+        run: bm.run,
+        ticket: bm.ticket,
+        delivered: m.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1),
+        worker: sh.id.clone(),
+    };
+    let _ = sh
+        .client
+        .publish(sh.cfg.ctl_subject(), Ctl::Claim(claim).encode().into())
+        .await;
 }
 
 fn kill_self(signal: &str) {

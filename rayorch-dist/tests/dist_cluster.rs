@@ -712,10 +712,11 @@ async fn an_owner_running_a_call_itself_gives_exact_outputs() {
 }
 
 /// A slot fetches its next batch while the current one runs. Here one worker
-/// with one ocr slot runs 1.5 s batches against a 1 s `ack_wait`, so the
-/// batch fetched ahead waits longer than the broker's redelivery timer: its
-/// puller must keep it alive (progress acks), or the broker hands it out a
-/// second time (without them, doc 3 ends suppressed after three lost leases).
+/// with one ocr slot runs 3.5 s batches against a 1 s `ack_wait` and a 3 s
+/// owner lease, so the batch fetched ahead waits longer than both: its puller
+/// must keep it alive with progress acks (without them the broker hands it
+/// out again and doc 3 ends suppressed) and claims (without them the owner's
+/// lease on it expires and the batch is retried).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_fetched_ahead_outlives_ack_wait_without_redelivery() {
     let server = NatsServer::start().unwrap();
@@ -725,7 +726,7 @@ async fn a_batch_fetched_ahead_outlives_ack_wait_without_redelivery() {
         .args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
         .env("RAYORCH_DIST_TEST_WORKER", &url)
         .env("RAYORCH_DIST_TEST_JOB", "ahead")
-        .env("RAYORCH_DIST_TEST_OCR_MS", "1500")
+        .env("RAYORCH_DIST_TEST_OCR_MS", "3500")
         .stdout(std::process::Stdio::null());
     let _w = Workers(vec![worker.spawn().unwrap()]);
     let (mut owner, out, stats) = owner(&url, "ahead");
