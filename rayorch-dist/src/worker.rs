@@ -407,16 +407,26 @@ async fn keep_alive(sh: &Shared, m: &jetstream::Message) {
     let Ok(bm) = BatchMsg::decode(&m.payload) else {
         return;
     };
-    let claim = Claim {
-        run: bm.run,
-        ticket: bm.ticket,
-        delivered: m.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1),
-        worker: sh.id.clone(),
-    };
+    let claim = claim_of(sh, &bm, delivered(m));
     let _ = sh
         .client
         .publish(sh.cfg.ctl_subject(), Ctl::Claim(claim).encode().into())
         .await;
+}
+
+/// JetStream's delivery count of this copy (1 = first delivery).
+fn delivered(m: &jetstream::Message) -> u64 {
+    m.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1)
+}
+
+/// This worker's claim of copy `delivered` of batch `bm`.
+fn claim_of(sh: &Shared, bm: &BatchMsg, delivered: u64) -> Claim {
+    Claim {
+        run: bm.run,
+        ticket: bm.ticket,
+        delivered,
+        worker: sh.id.clone(),
+    }
 }
 
 fn kill_self(signal: &str) {
@@ -433,7 +443,7 @@ async fn run_one(
     stage: &mut Option<StageBox>,
     m: jetstream::Message,
 ) -> Result<(), DistError> {
-    let delivered = m.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
+    let delivered = delivered(&m);
     let bm = match BatchMsg::decode(&m.payload) {
         Ok(b) if b.run == sh.run.load(Ordering::Relaxed) => b,
         Ok(b) => match rejoin(sh).await {
@@ -455,12 +465,7 @@ async fn run_one(
             return Ok(());
         }
     };
-    let claim = Claim {
-        run: bm.run,
-        ticket: bm.ticket,
-        delivered,
-        worker: sh.id.clone(),
-    };
+    let claim = claim_of(sh, &bm, delivered);
     let claim_frame = Ctl::Claim(claim.clone()).encode();
     let ctl = sh.cfg.ctl_subject();
     sh.client
