@@ -13,7 +13,8 @@
 use std::time::Instant;
 
 use rayorch_models::assets::ensure_speech;
-use rayorch_models::speech::{SAMPLE_RATE, Vad, VadConfig, Whisper, WhisperConfig, synth};
+use rayorch_models::speech::{SAMPLE_RATE, Vad, VadConfig, Whisper, WhisperConfig};
+use rayorch_testdata::speech as synth;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

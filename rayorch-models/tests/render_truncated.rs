@@ -3,8 +3,8 @@
 //! page tree declares. (Issue: the first 30% of an 18-page report used to
 //! come out as a healthy 2-page document.)
 
-use rayorch_models::pdfgen::text_pdf;
-use rayorch_models::{PdfFile, RenderConfig, RenderError, render_document};
+use rayorch_models::{PdfFile, RenderConfig, RenderError, pdf::render_document};
+use rayorch_testdata::pdfgen::text_pdf;
 
 /// A generated 18-page report, a few lines per page.
 fn report() -> Vec<u8> {

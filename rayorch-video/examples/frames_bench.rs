@@ -1,7 +1,7 @@
 //! Frames/s through rayorch against a plain sequential loop (issue 15's
 //! first target: ≥ 0.95).
 //!
-//! - (A) the video pipeline as `examples/video_index` runs it
+//! - (A) the video pipeline as the `video_index` example runs it
 //!   ([`VideoIndex`] under a [`Runner`], window 4): probe + histogram scan,
 //!   clips, range decodes and open_nsfw in batches that mix clips and
 //!   videos, merges (the videos have no audio, so no speech model runs).
@@ -39,8 +39,8 @@ use std::time::Instant;
 
 use rayorch::sink::Callback;
 use rayorch::{Item, RootOutcome, Runner};
+use rayorch_testdata::media::shots_video;
 use rayorch_video::decode::{RgbFrame, for_each_sampled};
-use rayorch_video::media::shots_video;
 use rayorch_video::nsfw::{FrameAssets, RESIZE, ensure_assets};
 use rayorch_video::pipeline::{IndexConfig, VideoIndex};
 use rayorch_video::{BatchMix, FrameModel, ShotConfig};
@@ -264,7 +264,8 @@ fn load() -> String {
 fn run(a: &Args) -> Result<(), BoxError> {
     if let Some(s) = a.gen_long {
         std::fs::create_dir_all(&a.dir)?;
-        let m = rayorch_video::media::long_speech_video(&a.dir.join(format!("long_speech_{s}s.mp4")), s, 10)?;
+        let m =
+            rayorch_testdata::media::long_speech_video(&a.dir.join(format!("long_speech_{s}s.mp4")), s, 10)?;
         println!("{}", m.path.display());
         return Ok(());
     }

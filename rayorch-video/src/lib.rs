@@ -18,8 +18,9 @@
 //! | [`nsfw`] | the pinned model, its ONNX edit, batched inference |
 //! | [`merge`] | clip and video records |
 //! | [`stages`] | the rayorch [`Stage`](rayorch::Stage)s |
-//! | [`output`] | `videos.jsonl` / `videos.parquet` writers |
-//! | [`media`] | test media generated with the `ffmpeg` and `espeak-ng` commands |
+//! | [`output`] | the `videos.parquet` row schema |
+//! | [`pipeline`] | the `#[pipeline]` and its Calls ([`pipeline::VideoIndex::plan`]) |
+//! | [`job`] | the `video_index` job: command line, outputs, summary, timeline |
 //!
 //! Bad files (not a video, empty, truncated, corrupt, audio-only) are typed
 //! [`VideoError`]s that become `RecordFailure`s naming the file.
@@ -33,7 +34,7 @@
 
 pub mod decode;
 pub mod error;
-pub mod media;
+pub mod job;
 pub mod merge;
 pub mod nsfw;
 pub mod output;

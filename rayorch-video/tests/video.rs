@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rayorch::sink::Callback;
 use rayorch::{Item, RootOutcome, Runner};
+use rayorch_testdata::media::{Expect, MediaFile, sample_set, shots_video};
 use rayorch_video::decode::{
     FrameReader, decode_frames, extract_audio, for_each_audio, for_each_sampled, scan,
 };
-use rayorch_video::media::{Expect, MediaFile, sample_set, shots_video};
 use rayorch_video::pipeline::{IndexConfig, VideoIndex};
 use rayorch_video::shots::{ShotConfig, clip_spans, histogram_cuts};
 use rayorch_video::stages::speech_windows;
@@ -283,7 +283,7 @@ fn the_pipeline_writes_every_good_video_and_fails_every_bad_one() {
                 Ok(v),
             ) => {
                 if *speech {
-                    let wer = rayorch_models::wer::wer(rayorch_video::media::SENTENCE, &v.transcript);
+                    let wer = rayorch_testdata::wer::wer(rayorch_testdata::media::SENTENCE, &v.transcript);
                     assert!(wer <= 0.3, "{name}: transcript {:?}, WER {wer:.2}", v.transcript);
                 } else {
                     assert_eq!(v.transcript, "", "{name}: no speech was muxed in");

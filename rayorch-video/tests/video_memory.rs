@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
+use rayorch_testdata::media::long_speech_video;
 use rayorch_video::decode::{FrameReader, for_each_audio, scan};
-use rayorch_video::media::long_speech_video;
 
 /// The process's resident set in bytes (`/proc/self/statm`, Linux).
 fn rss_bytes() -> u64 {

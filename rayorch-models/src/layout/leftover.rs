@@ -19,7 +19,7 @@
 //!   leftover region in the records).
 
 use crate::layout::{LayoutBox, LayoutPage, RegionKind};
-use crate::textlayer::layer_lines;
+use crate::pdf::text::layer_lines;
 
 fn area(r: &[f32; 4]) -> f32 {
     (r[2] - r[0]).max(0.0) * (r[3] - r[1]).max(0.0)

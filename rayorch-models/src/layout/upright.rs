@@ -10,7 +10,7 @@
 //! - The quarter turn and the skew come from one cheap line-detection pass
 //!   at low resolution (`detect.max_side`) with the PP-OCR line-orientation
 //!   classifier: [`crate::TextDetector::detect_lines`] decides the turn from
-//!   the line boxes and the classifier ([`crate::page_turn`]); the skew is
+//!   the line boxes and the classifier ([`crate::ocr::page_turn`]); the skew is
 //!   the median angle of the long lines on the turned page.
 //! - Quarter turns are exact. Deskewing rotates about the centre onto a
 //!   canvas of the same size, filled with the paper colour, so a deskewed
@@ -29,11 +29,11 @@ use rayorch::{Outcome, Stage, StageContext, StageResult};
 use serde::{Deserialize, Serialize};
 
 use crate::assets::Assets;
-use crate::det::{DetectConfig, TextDetector};
 use crate::error::ModelError;
-use crate::geometry::rotate_image_within;
 use crate::layout::LayoutPage;
-use crate::orient::turn;
+use crate::ocr::detect::{DetectConfig, TextDetector};
+use crate::ocr::geometry::rotate_image_within;
+use crate::ocr::orient::turn;
 
 /// What was undone to bring a page upright.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -21,7 +21,6 @@
 pub mod ct2;
 mod mel;
 mod stage;
-pub mod synth;
 mod vad;
 mod vocab;
 mod whisper;

@@ -122,7 +122,7 @@ impl Whisper {
             serde_json::from_str(&text).map_err(|e| ModelError::model(cfg_path.display().to_string(), e))?;
         let vocab = Vocab::load(&file("vocabulary.txt")?)?;
         let mel = MelFilters::load(mel_filters, config.num_mel_bins)?;
-        let device = crate::embed::device(cfg.cuda_device)?;
+        let device = crate::candle::device(cfg.cuda_device)?;
         let weights = file("model.safetensors")?;
         let what = weights.display().to_string();
         let tensors =

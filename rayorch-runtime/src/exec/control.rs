@@ -151,6 +151,22 @@ pub trait Observer: Send {
     fn domains(&mut self, _counts: &[DomainCounts]) {}
 }
 
+/// Two observers: each event goes to the first, then to the second.
+impl<A: Observer, B: Observer> Observer for (A, B) {
+    fn batch_dispatched(&mut self, batch: &BatchDispatched<'_>) {
+        self.0.batch_dispatched(batch);
+        self.1.batch_dispatched(batch);
+    }
+    fn batch_finished(&mut self, batch: &BatchFinished<'_>) {
+        self.0.batch_finished(batch);
+        self.1.batch_finished(batch);
+    }
+    fn domains(&mut self, counts: &[DomainCounts]) {
+        self.0.domains(counts);
+        self.1.domains(counts);
+    }
+}
+
 /// Holds the run's observer, if any, and skips work when there is none.
 pub(crate) struct Watch {
     pub(crate) observer: Option<Box<dyn Observer>>,

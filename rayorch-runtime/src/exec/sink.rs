@@ -380,11 +380,14 @@ impl FailuresSink {
     }
 }
 
-/// One failure line, as [`FailuresSink`] writes it.
+/// One failure line, as [`FailuresSink`] and the jobs write it.
 #[derive(Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct FailureLine {
     /// The root's key.
     pub key: u64,
+    /// The root's name (a job names its roots: a file path, a URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// `dropped`, `failed` or `suppressed`.
     pub outcome: String,
     /// The cause's message (empty for dropped roots).
@@ -393,20 +396,28 @@ pub struct FailureLine {
     pub at: Option<String>,
 }
 
-impl Sink for FailuresSink {
-    fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {
+impl FailureLine {
+    /// The line of a root that is not present (`None` for a present one),
+    /// named `name`.
+    pub fn of(outcome: &RootOutcome, name: Option<String>) -> Option<FailureLine> {
         let kind = outcome.kind();
-        if kind == crate::ItemKind::Present {
-            return Ok(());
-        }
-        let line = FailureLine {
+        (kind != crate::ItemKind::Present).then(|| FailureLine {
             key: outcome.key,
+            name,
             outcome: format!("{kind:?}").to_lowercase(),
             cause: outcome
                 .cause()
                 .map(|c| c.message().to_string())
                 .unwrap_or_default(),
             at: outcome.cause().and_then(|c| c.context().map(String::from)),
+        })
+    }
+}
+
+impl Sink for FailuresSink {
+    fn root(&mut self, outcome: &RootOutcome) -> Result<(), BoxError> {
+        let Some(line) = FailureLine::of(outcome, None) else {
+            return Ok(());
         };
         self.w.line(&serde_json::to_vec(&line)?)?;
         Ok(())

@@ -1,0 +1,214 @@
+//! The OCR job: pages/s of the job's own plan (`OcrJob::plan`) vs the same
+//! stages in a plain sequential loop, with the same ONNX Runtime threads per
+//! session.
+//!
+//! Both sides run the same stage code with the same settings
+//! (`OcrConfig::detect`, `OcrConfig::recognize`, the render config) on the
+//! healthy bundled samples: open each document (`PdfOpen`), render each
+//! page (`PdfPageRender`), detect its lines with orientation
+//! (`TextDetect`), recognise them (`TextRecognize`), join them
+//! (`page_text`), embed the page text (`SentenceEmbed`) and assemble the
+//! `Document`. The loop runs one document after another, one page after
+//! another, each stage on its own batch (all lines of a page in one
+//! recognition batch); the pipeline runs one replica per Call, so its stages
+//! overlap and recognition batches mix lines of many pages and documents.
+//! Both produce the same page texts (checked).
+//!
+//! Reported per thread count: the loop's and the pipeline's pages/s, the
+//! pipeline over the loop (the median of the per-round ratios; rounds
+//! alternate so load from other processes hits both alike), recognition
+//! batch fill and the recognition batches that mix pages.
+//!
+//! `cargo bench -p rayorch-doc --bench doc_ocr` (env `BENCH_THREADS`,
+//! default `1,2`; `BENCH_REPEAT` copies of the corpus, default 1;
+//! `BENCH_ROUNDS` alternating rounds, default 3). One JSON line per thread
+//! count carries every round and `/proc/loadavg` before and after.
+
+use std::time::Instant;
+
+use rayorch::sink::Callback;
+use rayorch::{Outcome, RootOutcome, Runner, Stage, StageContext};
+use rayorch_doc::Document;
+use rayorch_doc::ocr::{Knobs, OcrConfig, OcrJob};
+use rayorch_models::{
+    Assets, EmbedConfig, LineRecognizer, PdfFile, PdfOpen, PdfPageRender, SentenceEmbed, SentenceEmbedder,
+    TextDetect, TextDetector, TextRecognize, page_text,
+};
+use rayorch_testdata::pdfgen::{SampleKind, samples};
+
+fn config(threads: usize) -> OcrConfig {
+    OcrConfig {
+        knobs: Knobs {
+            threads,
+            render_replicas: 1,
+            detect_replicas: 1,
+            recognize_replicas: 1,
+            embed_replicas: 1,
+        },
+        ..OcrConfig::default()
+    }
+}
+
+fn corpus(repeat: usize) -> Vec<PdfFile> {
+    let docs: Vec<_> = samples()
+        .into_iter()
+        .filter(|s| s.kind == SampleKind::Text)
+        .collect();
+    (0..repeat)
+        .flat_map(|r| {
+            docs.iter()
+                .map(move |s| PdfFile::from_bytes(format!("{}#{r}", s.file), s.bytes()))
+        })
+        .collect()
+}
+
+/// The one value of a one-record batch.
+fn one<T>(mut out: Vec<Outcome<T>>, what: &str) -> T {
+    match out.pop() {
+        Some(Outcome::Ok(v)) if out.is_empty() => v,
+        _ => panic!("{what}: the healthy samples give one value"),
+    }
+}
+
+/// Returns (pages, seconds, page texts per document).
+fn sequential(files: &[PdfFile], cfg: &OcrConfig, a: &Assets) -> (usize, f64, Vec<Vec<String>>) {
+    // Model loading counts on both sides: the pipeline's wall time includes
+    // its replicas' initialisation.
+    let t = Instant::now();
+    let cx = StageContext::new("loop", 0);
+    let mut open = PdfOpen;
+    let mut render = PdfPageRender::new(cfg.render.clone());
+    let mut detect = TextDetect::new(TextDetector::from_assets(a, cfg.detect()).expect("det loads"));
+    let mut recognize =
+        TextRecognize::new(LineRecognizer::from_assets(a, cfg.recognize()).expect("rec loads"));
+    let mut embed =
+        SentenceEmbed::new(SentenceEmbedder::from_assets(a, &EmbedConfig::default()).expect("embed loads"));
+    let (mut pages, mut texts) = (0, Vec::new());
+    for f in files {
+        let handles = one(open.run(vec![f.clone()], &cx).expect("open runs"), "open");
+        let (mut doc_texts, mut embeddings) = (Vec::new(), Vec::new());
+        for page in handles {
+            let image = one(render.run(vec![page], &cx).expect("render runs"), "render");
+            let lines = one(detect.run(vec![image], &cx).expect("detect runs"), "detect");
+            let read: Vec<_> = recognize
+                .run(lines, &cx)
+                .expect("recognize runs")
+                .into_iter()
+                .map(|o| match o {
+                    Outcome::Ok(l) => l,
+                    _ => panic!("recognize: a sample line failed"),
+                })
+                .collect();
+            let text = page_text(&read);
+            embeddings.push(one(
+                embed.run(vec![text.clone()], &cx).expect("embed runs"),
+                "embed",
+            ));
+            doc_texts.push(text);
+            pages += 1;
+        }
+        let doc = Document::assemble(&f.name, doc_texts, embeddings);
+        texts.push(doc.page_texts);
+    }
+    (pages, t.elapsed().as_secs_f64(), texts)
+}
+
+fn pipeline(
+    files: &[PdfFile],
+    cfg: &OcrConfig,
+    a: &Assets,
+) -> (usize, f64, Vec<Vec<String>>, rayorch::RunSummary) {
+    let (plan, out) = OcrJob::new(cfg, a).plan().expect("the job's plan is valid");
+    let mut texts = vec![Vec::new(); files.len()];
+    let t = Instant::now();
+    let summary = Runner::new(&plan)
+        .window(8)
+        .run(
+            files.iter().cloned().enumerate().map(|(i, f)| (i as u64, f)),
+            Callback(|o: &RootOutcome| {
+                texts[o.key as usize] = o.get(out).present().expect("healthy samples complete").page_texts;
+            }),
+        )
+        .expect("the run completes");
+    let secs = t.elapsed().as_secs_f64();
+    let pages = texts.iter().map(Vec::len).sum();
+    (pages, secs, texts, summary)
+}
+
+fn loadavg() -> Option<String> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let assets = rayorch_models::assets::ensure().expect("assets (needs python3 + pip on first run)");
+    let threads: Vec<usize> = std::env::var("BENCH_THREADS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    let (repeat, rounds) = (env_num("BENCH_REPEAT", 1), env_num("BENCH_ROUNDS", 3));
+    let files = corpus(repeat);
+    println!(
+        "the OCR job: {} documents, open + render + detect (orientation) + recognize + embed + assemble, one replica per Call; median of {rounds} alternating rounds",
+        files.len()
+    );
+    println!(
+        "{:>8} {:>7} {:>12} {:>12} {:>7} {:>9} {:>16}",
+        "threads", "pages", "loop pg/s", "pipe pg/s", "ratio", "rec fill", "rec mixed pages"
+    );
+    for t in threads {
+        let cfg = config(t);
+        // Warm up (page cache, ORT kernels) before timing.
+        let _ = sequential(&files[..1], &cfg, &assets);
+        let load_start = loadavg();
+        let (mut loop_s, mut pipe_s, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut pages, mut fill, mut mixed, mut batches) = (0, 0.0, 0, 0);
+        for _ in 0..rounds.max(1) {
+            let (lp, ls, lt) = sequential(&files, &cfg, &assets);
+            let (pp, ps, pt, summary) = pipeline(&files, &cfg, &assets);
+            assert_eq!(lp, pp, "both sides see the same pages");
+            assert_eq!(lt, pt, "both sides read the same text");
+            let rec = summary.call("recognize").expect("recognize ran");
+            (pages, fill, mixed, batches) = (lp, rec.fill, rec.mixed_parent_batches, rec.rpcs);
+            loop_s.push(ls);
+            pipe_s.push(ps);
+            ratios.push(ls / ps);
+        }
+        let load_end = loadavg();
+        let (ml, mp, mr) = (
+            median(loop_s.clone()),
+            median(pipe_s.clone()),
+            median(ratios.clone()),
+        );
+        println!(
+            "{t:>8} {pages:>7} {:>12.2} {:>12.2} {:>7.2} {:>8.0}% {:>16}",
+            pages as f64 / ml,
+            pages as f64 / mp,
+            mr,
+            fill * 100.0,
+            format!("{mixed} of {batches}"),
+        );
+        let line = serde_json::json!({
+            "threads": t, "pages": pages, "rounds": ratios.len(),
+            "loop_s": loop_s, "pipe_s": pipe_s, "ratio_per_round": ratios, "median_ratio": mr,
+            "loop_pages_per_s": pages as f64 / ml, "pipe_pages_per_s": pages as f64 / mp,
+            "rec_fill": fill, "rec_batches": batches, "rec_mixed_page_batches": mixed,
+            "loadavg_start": load_start, "loadavg_end": load_end,
+        });
+        println!("{line}");
+    }
+}

@@ -1,0 +1,75 @@
+//! Command line of the layout job.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use super::LayoutSettings;
+
+/// Documents to Markdown: render, find layout regions, read each region with
+/// its own model (OCR lines, table structure, or the PDF's own text layer),
+/// and gather regions back in reading order.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "doc_layout", version, about)]
+pub struct Args {
+    /// PDF files. Default: the generated layout corpus (written to
+    /// `<out>/corpus.pdf`, scored against its truth) and the bundled samples.
+    pub inputs: Vec<PathBuf>,
+    /// Output folder (created if missing; its output files are replaced).
+    #[arg(short, long, default_value = "target/doc_layout")]
+    pub out: PathBuf,
+    /// Admission window: at most this many documents in flight.
+    #[arg(long, default_value_t = 8)]
+    pub window: usize,
+    /// ONNX Runtime threads per session (per replica).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Rendering resolution.
+    #[arg(long, default_value_t = 150.0)]
+    pub dpi: f32,
+    /// Ignore the PDFs' text layers: OCR every page.
+    #[arg(long)]
+    pub force_ocr: bool,
+    /// Layout: pages per batch (from any documents). Also the batch of the
+    /// upright pass.
+    #[arg(long, default_value_t = 4)]
+    pub layout_batch: usize,
+    /// Layout: pages stacked into one model call (at most `--layout-batch`).
+    /// 1 on the CPU, where stacking costs CPU time and memory; larger on
+    /// an accelerator.
+    #[arg(long, default_value_t = 1)]
+    pub layout_stack: usize,
+    /// Region line detection: regions per batch.
+    #[arg(long, default_value_t = 16)]
+    pub detect_batch: usize,
+    /// Recognition: line crops per batch (from any regions, pages, documents).
+    #[arg(long, default_value_t = 48)]
+    pub recognize_batch: usize,
+    /// Table structure: regions per batch (only tables reach the model).
+    #[arg(long, default_value_t = 8)]
+    pub table_batch: usize,
+    /// Replicas of the detection and recognition Calls.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// Replicas of the layout Call (each its own ONNX Runtime session).
+    #[arg(long, default_value_t = 1)]
+    pub layout_replicas: usize,
+}
+
+impl Args {
+    /// The job's Calls as these flags configure them.
+    pub fn settings(&self) -> LayoutSettings {
+        LayoutSettings {
+            threads: self.threads,
+            dpi: self.dpi,
+            force_ocr: self.force_ocr,
+            layout_batch: self.layout_batch,
+            layout_stack: self.layout_stack,
+            detect_batch: self.detect_batch,
+            recognize_batch: self.recognize_batch,
+            table_batch: self.table_batch,
+            replicas: self.replicas,
+            layout_replicas: self.layout_replicas,
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The job's command line.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use rayorch_kit::role::DistArgs;
+use rayorch_models::RenderConfig;
+
+use super::{Knobs, OcrConfig};
+
+/// What `--help` says about the exit status (see [`super::outputs::Outputs::exit_code`]).
+pub const EXIT_CODES: &str = "Exit status:
+  0    every document was written (with --expected or the bundled samples:
+       every document ended as the manifest says, bad samples failing included)
+  1    the run could not start or broke off (the message says why)
+  2    the command line is wrong
+  3    at least one document failed: see failures.jsonl (the others are written)
+  130  interrupted by Ctrl-C (what finished is written)";
+
+/// OCR a set of PDFs: render, detect lines, recognise them, embed each page,
+/// and write each document the moment it is complete.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "doc_ocr", version, about, after_help = EXIT_CODES)]
+pub struct Args {
+    /// PDF files, folders (searched recursively for *.pdf) or glob patterns.
+    /// Default: the bundled samples.
+    pub inputs: Vec<String>,
+    /// Output folder (created if missing; its output files are replaced).
+    #[arg(short, long, default_value = "target/doc_ocr")]
+    pub out: PathBuf,
+    /// Process at most this many documents.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Admission window: at most this many documents in flight.
+    #[arg(long, default_value_t = 8)]
+    pub window: usize,
+    /// Admission window in pages and lines: no new document is admitted
+    /// while this many are in flight (a longer document is admitted alone).
+    #[arg(long, default_value_t = 4096)]
+    pub window_pages: usize,
+    /// A Call waits while the Call reading its outputs has this many full
+    /// batches queued (render never runs far ahead of detect).
+    #[arg(long, default_value_t = 2)]
+    pub backpressure: usize,
+    /// ONNX Runtime threads per session (per replica). Default: from the
+    /// core count (see `Knobs::for_cores`).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Rendering resolution.
+    #[arg(long, default_value_t = 150.0)]
+    pub dpi: f32,
+    /// Largest page in pixels (bigger pages render at a lower DPI).
+    #[arg(long, default_value_t = 6_000_000)]
+    pub max_pixels: u64,
+    /// Render: replicas. Default: from the core count.
+    #[arg(long)]
+    pub render_replicas: Option<usize>,
+    /// Render: pages per batch (from any documents).
+    #[arg(long, default_value_t = 2)]
+    pub render_batch: usize,
+    /// Detect: pages per batch.
+    #[arg(long, default_value_t = 4)]
+    pub detect_batch: usize,
+    /// Detect: longest side of the detection input in pixels (0 = the
+    /// full page, as the reference pipeline; slower).
+    #[arg(long, default_value_t = 960)]
+    pub det_max_side: u32,
+    /// Detect: turn pages by 90/180/270° and flip upside-down lines
+    /// (the line-orientation model); `--no-orientation` skips it.
+    #[arg(long)]
+    pub no_orientation: bool,
+    /// Detect: replicas. Default: from the core count.
+    #[arg(long)]
+    pub detect_replicas: Option<usize>,
+    /// Recognise: line crops per batch (from any pages and documents).
+    #[arg(long, default_value_t = 48)]
+    pub recognize_batch: usize,
+    /// Recognise: replicas. Default: from the core count.
+    #[arg(long)]
+    pub recognize_replicas: Option<usize>,
+    /// Embed: page texts per batch.
+    #[arg(long, default_value_t = 16)]
+    pub embed_batch: usize,
+    /// Embed: replicas. Default: from the core count.
+    #[arg(long)]
+    pub embed_replicas: Option<usize>,
+    /// Run ONNX models on CUDA device 0 (needs `--features rayorch-models/cuda`
+    /// and an onnxruntime-gpu library in ORT_DYLIB_PATH).
+    #[arg(long)]
+    pub cuda: bool,
+    /// Score each document's text against `manifest.json` in this samples
+    /// folder (character error rate). Default: the bundled samples folder when
+    /// no inputs are given.
+    #[arg(long)]
+    pub expected: Option<PathBuf>,
+    /// No progress bars (one line per document instead).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Continue the interrupted run journaled in `--out` (same inputs):
+    /// finished documents are kept, the others run.
+    #[arg(long, conflicts_with = "force")]
+    pub resume: bool,
+    /// Start over in an `--out` that holds a journaled run (its outputs and
+    /// journal are replaced).
+    #[arg(long)]
+    pub force: bool,
+    /// Distributed runs: `--serve-nats`, `--nats`, `--role`, `--calls`,
+    /// `--owner-calls`, `--job`.
+    #[command(flatten)]
+    pub dist: DistArgs,
+}
+
+impl Args {
+    /// The job's Calls as these flags configure them on `cores` cores.
+    pub fn config(&self, cores: usize) -> OcrConfig {
+        OcrConfig {
+            render: RenderConfig {
+                dpi: self.dpi,
+                max_pixels: self.max_pixels,
+            },
+            det_max_side: self.det_max_side,
+            orientation: !self.no_orientation,
+            cuda: self.cuda,
+            knobs: self.knobs(cores),
+            render_batch: self.render_batch,
+            detect_batch: self.detect_batch,
+            recognize_batch: self.recognize_batch,
+            embed_batch: self.embed_batch,
+        }
+    }
+
+    /// The knobs for `cores` cores, each overridden by its flag when given
+    /// (0 counts as 1).
+    pub fn knobs(&self, cores: usize) -> Knobs {
+        let d = Knobs::for_cores(cores);
+        let pick = |flag: Option<usize>, default: usize| flag.map_or(default, |n| n.max(1));
+        Knobs {
+            threads: pick(self.threads, d.threads),
+            render_replicas: pick(self.render_replicas, d.render_replicas),
+            detect_replicas: pick(self.detect_replicas, d.detect_replicas),
+            recognize_replicas: pick(self.recognize_replicas, d.recognize_replicas),
+            embed_replicas: pick(self.embed_replicas, d.embed_replicas),
+        }
+    }
+}
+
+/// The bundled samples folder.
+pub fn samples_dir() -> PathBuf {
+    rayorch_models::assets::workspace_root().join("samples")
+}

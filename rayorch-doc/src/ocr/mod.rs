@@ -1,0 +1,267 @@
+//! The document-OCR job (`doc_ocr`, the main job): OCR on real models,
+//! streamed per document.
+//!
+//! ```text
+//! Pdf ─open─► expand Page ─render─► detect─► expand Line ─recognize─► reduce (page lines)
+//!     ─page_text─► embed ─► reduce (page texts, page embeddings) ─assemble─► Document
+//! ```
+//! A document is parsed once (`open`) and expanded into page handles; each
+//! page is rendered in its own Grain, so rendered pages in flight are bounded
+//! by batch sizes, replicas and backpressure, not by document length, and a
+//! window in child pages bounds how much work the admitted documents bring.
+//! Rendering is hayro, detection and recognition PP-OCRv6 tiny on ONNX
+//! Runtime, embeddings all-MiniLM-L6-v2 on candle. Recognition batches mix
+//! line crops of many pages and documents; each document is written the
+//! moment its last page is done, while long documents are still running.
+//!
+//! [`OcrJob::new`] makes the job's Calls from an [`OcrConfig`] and
+//! [`OcrJob::plan`] its plan: the job itself ([`run`]), its tests and its
+//! bench build the plan this way. [`run`] is the command line (`cli::Args`):
+//! local, or owner / worker / broker of a distributed run (`dist`).
+
+pub mod cli;
+mod dist;
+pub mod outputs;
+mod run;
+
+use rayorch::prelude::*;
+use rayorch::{Output, PlanErrors};
+use rayorch_models::{
+    Assets, DetectConfig, Device, EmbedConfig, LineRecognizer, LineText, OnnxConfig, PdfFile, PdfOpen,
+    PdfPageRender, RecognizeConfig, RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector,
+    TextRecognize, page_text,
+};
+
+pub use dist::codecs;
+pub use run::{run, run_from};
+
+use crate::document::Document;
+
+/// A PDF document: the root Domain.
+#[derive(Domain)]
+pub struct Pdf;
+/// A page of a document.
+#[derive(Domain)]
+#[domain(parent = Pdf)]
+pub struct Page;
+/// A text line of a page.
+#[derive(Domain)]
+#[domain(parent = Page)]
+pub struct Line;
+
+/// What `assemble` takes: the document name, its page texts and page embeddings.
+pub type Parts = (String, Vec<String>, Vec<Vec<f32>>);
+
+/// Every Call of the job.
+pub struct OcrJob {
+    /// Parse a document into page handles (once per document).
+    pub open: Call<PdfOpen>,
+    /// Render one page.
+    pub render: Call<PdfPageRender>,
+    /// Detect a page's text lines (with orientation).
+    pub detect: Call<TextDetect>,
+    /// Recognise one line (batches mix lines of many pages and documents).
+    pub recognize: Call<TextRecognize>,
+    /// Join a page's lines into its text.
+    pub page_text: FnCall<Vec<LineText>, String>,
+    /// Embed one page text.
+    pub embed: Call<SentenceEmbed>,
+    /// The document's name.
+    pub name: FnCall<PdfFile, String>,
+    /// The document from its parts.
+    pub assemble: FnCall<Parts, Document>,
+}
+
+/// The pipeline: Pdf → pages → text lines, recognized in batches that mix
+/// lines of many pages and documents, gathered back in reading order.
+#[pipeline]
+impl OcrJob {
+    fn forward(&self, pdfs: Port<Pdf, PdfFile>) -> Port<Pdf, Document> {
+        let pages = self.render(expand!(self.open(pdfs) => Page));
+        let lines = expand!(self.detect(pages) => Line);
+        let text = self.page_text(reduce!(self.recognize(lines)));
+        let embedding = self.embed(text);
+        self.assemble(self.name(pdfs), reduce!(text), reduce!(embedding))
+    }
+}
+
+/// Replicas and ONNX threads of the model Calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// ONNX Runtime intra-op threads per session (per replica).
+    pub threads: usize,
+    /// Render replicas.
+    pub render_replicas: usize,
+    /// Detect replicas.
+    pub detect_replicas: usize,
+    /// Recognise replicas.
+    pub recognize_replicas: usize,
+    /// Embed replicas.
+    pub embed_replicas: usize,
+}
+
+impl Knobs {
+    /// Defaults for a machine with `cores` cores. Recognition is the
+    /// bottleneck (many line crops per page), so it gets a replica per core's
+    /// worth of threads; detection a quarter of that; rendering a quarter of
+    /// the cores (one document each); embedding one replica (a page text per
+    /// Grain, light). Small ONNX models gain little past a few intra-op
+    /// threads, so threads grow slowly (one per 8 cores, at most 4) and the
+    /// rest of the machine goes to replicas. Two cores: 2 recognition
+    /// replicas, everything else 1.
+    pub fn for_cores(cores: usize) -> Knobs {
+        let cores = cores.max(1);
+        let threads = (cores / 8).clamp(1, 4);
+        let recognize_replicas = (cores / threads).max(1);
+        Knobs {
+            threads,
+            render_replicas: (cores / 4).max(1),
+            detect_replicas: (recognize_replicas / 4).max(1),
+            recognize_replicas,
+            embed_replicas: 1,
+        }
+    }
+
+    /// The replicas of the Call named `call` (1 for the cheap ones).
+    pub fn replicas_of(&self, call: &str) -> usize {
+        match call {
+            "render" => self.render_replicas,
+            "detect" => self.detect_replicas,
+            "recognize" => self.recognize_replicas,
+            "embed" => self.embed_replicas,
+            _ => 1,
+        }
+    }
+}
+
+/// The cores this process may use (1 if unknown).
+pub fn machine_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How the job's Calls are made: rendering, detection, batch sizes, replicas.
+#[derive(Clone, Debug)]
+pub struct OcrConfig {
+    /// Page rendering.
+    pub render: RenderConfig,
+    /// Detect: longest side of the detection input in pixels (0 = the full page).
+    pub det_max_side: u32,
+    /// Detect: turn pages by 90/180/270° and flip upside-down lines.
+    pub orientation: bool,
+    /// Run the ONNX models on CUDA device 0.
+    pub cuda: bool,
+    /// Replicas and threads.
+    pub knobs: Knobs,
+    /// Render: pages per batch.
+    pub render_batch: usize,
+    /// Detect: pages per batch.
+    pub detect_batch: usize,
+    /// Recognise: line crops per batch.
+    pub recognize_batch: usize,
+    /// Embed: page texts per batch.
+    pub embed_batch: usize,
+}
+
+impl Default for OcrConfig {
+    /// The command line's defaults on this machine's cores.
+    fn default() -> OcrConfig {
+        OcrConfig {
+            render: RenderConfig::default(),
+            det_max_side: 960,
+            orientation: true,
+            cuda: false,
+            knobs: Knobs::for_cores(machine_cores()),
+            render_batch: 2,
+            detect_batch: 4,
+            recognize_batch: 48,
+            embed_batch: 16,
+        }
+    }
+}
+
+impl OcrConfig {
+    /// The ONNX Runtime settings of every model Call.
+    pub fn onnx(&self) -> OnnxConfig {
+        OnnxConfig {
+            intra_threads: self.knobs.threads,
+            device: if self.cuda { Device::Cuda(0) } else { Device::Cpu },
+        }
+    }
+
+    /// The detection stage's settings.
+    pub fn detect(&self) -> DetectConfig {
+        DetectConfig {
+            onnx: self.onnx(),
+            max_side: self.det_max_side,
+            orientation: self.orientation,
+            ..DetectConfig::default()
+        }
+    }
+
+    /// The recognition stage's settings.
+    pub fn recognize(&self) -> RecognizeConfig {
+        RecognizeConfig {
+            onnx: self.onnx(),
+            ..RecognizeConfig::default()
+        }
+    }
+}
+
+impl OcrJob {
+    /// The job's Calls with `cfg`, loading their models from `assets` (each
+    /// replica loads its model when the run starts it).
+    pub fn new(cfg: &OcrConfig, assets: &Assets) -> OcrJob {
+        let k = cfg.knobs;
+        let render_cfg = cfg.render.clone();
+        let (a1, a2, a3) = (assets.clone(), assets.clone(), assets.clone());
+        let (det_cfg, rec_cfg) = (cfg.detect(), cfg.recognize());
+        OcrJob {
+            open: Call::new("open", || Ok(PdfOpen)).batch_size(1),
+            render: Call::new("render", move || Ok(PdfPageRender::new(render_cfg.clone())))
+                .replicas(k.render_replicas)
+                .batch_size(cfg.render_batch),
+            detect: Call::new("detect", move || {
+                Ok(TextDetect::new(TextDetector::from_assets(&a1, det_cfg.clone())?))
+            })
+            .replicas(k.detect_replicas)
+            .batch_size(cfg.detect_batch),
+            recognize: Call::new("recognize", move || {
+                Ok(TextRecognize::new(LineRecognizer::from_assets(
+                    &a2,
+                    rec_cfg.clone(),
+                )?))
+            })
+            .replicas(k.recognize_replicas)
+            .batch_size(cfg.recognize_batch),
+            page_text: Call::map("page_text", |lines: Vec<LineText>| page_text(&lines)),
+            embed: Call::new("embed", move || {
+                Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
+                    &a3,
+                    &EmbedConfig::default(),
+                )?))
+            })
+            .replicas(k.embed_replicas)
+            .batch_size(cfg.embed_batch),
+            name: Call::map("name", |f: PdfFile| f.name.to_string()),
+            assemble: Call::map("assemble", |(name, texts, embs): Parts| {
+                Document::assemble(&name, texts, embs)
+            }),
+        }
+    }
+
+    /// The job's plan and its one output, the [`Document`] of each PDF.
+    pub fn plan(&self) -> Result<(Plan, Output<Document>), PlanErrors> {
+        self.build_plan()
+    }
+}
+
+/// The width of the embeddings the model at `dir` makes (its `config.json`).
+pub fn embedding_dim(dir: &std::path::Path) -> Result<usize, String> {
+    let text =
+        std::fs::read_to_string(dir.join("config.json")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    v["hidden_size"]
+        .as_u64()
+        .map(|d| d as usize)
+        .ok_or_else(|| "config.json has no hidden_size".to_string())
+}

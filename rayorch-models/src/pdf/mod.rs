@@ -1,0 +1,59 @@
+//! The PDF family (feature `pdf`): a document in, its page handles, its
+//! rendered pages and its text layer out, all with hayro (pure Rust).
+//!
+//! | item | what |
+//! | --- | --- |
+//! | [`PdfOpen`] | a [`PdfFile`] → [`PdfPages`] (parsed once; cheap page handles to `expand!`) |
+//! | [`PdfPageRender`] | a [`PdfPage`] → [`PageImage`](crate::PageImage) (one page per Grain, batches mix documents) |
+//! | [`text`] | the text a PDF already carries: glyphs, positions, usable or not, lines |
+//!
+//! [`render_document`] renders a whole document at once (the same images
+//! as page by page).
+
+mod render;
+pub mod text;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use render::{
+    OpenPdf, PdfOpen, PdfPage, PdfPageIter, PdfPageRender, PdfPages, RenderConfig, RenderError,
+    open_document, render_document, render_page,
+};
+
+/// One input document: a name for messages and outputs, and its bytes or path.
+#[derive(Clone, Debug)]
+pub struct PdfFile {
+    /// How outputs and failure messages name the document (usually the path).
+    pub name: Arc<str>,
+    /// Where the bytes come from.
+    pub source: PdfSource,
+}
+
+/// Where a [`PdfFile`]'s bytes are.
+#[derive(Clone, Debug)]
+pub enum PdfSource {
+    /// Read the file inside the render stage (on its blocking thread).
+    Path(PathBuf),
+    /// Already in memory.
+    Bytes(Arc<[u8]>),
+}
+
+impl PdfFile {
+    /// A document read from `path` when it is rendered.
+    pub fn from_path(path: impl Into<PathBuf>) -> PdfFile {
+        let path = path.into();
+        PdfFile {
+            name: Arc::from(path.display().to_string()),
+            source: PdfSource::Path(path),
+        }
+    }
+
+    /// A document already in memory.
+    pub fn from_bytes(name: impl Into<Arc<str>>, bytes: impl Into<Arc<[u8]>>) -> PdfFile {
+        PdfFile {
+            name: name.into(),
+            source: PdfSource::Bytes(bytes.into()),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The text a PDF already carries: glyphs with their Unicode values and
+//! positions, read with hayro's interpreter (no rendering).
+//!
+//! Invariants:
+//! - Positions are in the pixels of the page image rendered at the same
+//!   scale (y down), so a layout box selects glyphs directly.
+//! - A page's layer is *usable* only if most glyphs map to Unicode; a page
+//!   that draws its text as paths or images, or with fonts without a
+//!   Unicode mapping, has no usable layer and goes through OCR.
+//! - Nothing here panics on user data: the interpreter runs under
+//!   `catch_unwind`, and a failure means "no layer" (OCR still reads it).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use hayro::hayro_interpret::TransformExt;
+use hayro::hayro_interpret::font::{Glyph as HGlyph, GlyphRun};
+use hayro::hayro_interpret::hayro_cmap::BfString;
+use hayro::hayro_interpret::kurbo::{Affine, BezPath, Point, Rect};
+use hayro::hayro_interpret::{
+    BlendMode, ClipPath, Context, Device, DrawMode, DrawProps, Image, ImageDrawProps, InterpreterCache,
+    InterpreterSettings, SoftMask, interpret_page,
+};
+use hayro::hayro_syntax::Pdf;
+
+use crate::lines::LineText;
+
+/// One glyph of the text layer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Glyph {
+    /// Its text (usually one character; ligatures give several).
+    pub text: String,
+    /// Baseline origin, page pixels.
+    pub x: f32,
+    /// Baseline y, page pixels.
+    pub y: f32,
+    /// Font size (em height), page pixels.
+    pub size: f32,
+}
+
+struct Collect {
+    glyphs: Vec<Glyph>,
+    unmapped: usize,
+}
+
+impl<'a> Device<'a> for Collect {
+    fn draw_path(&mut self, _: &BezPath, _: DrawProps<'a>, _: &DrawMode) {}
+    fn push_clip_path(&mut self, _: &ClipPath) {}
+    fn push_transparency_group(&mut self, _: f32, _: Option<SoftMask<'a>>, _: BlendMode) {}
+    fn draw_glyph_run(&mut self, run: &GlyphRun<'_, 'a>, props: DrawProps<'a>, _: &DrawMode) {
+        for g in run.glyphs() {
+            let t = props.transform * g.transform();
+            let o = t * Point::new(0.0, 0.0);
+            // Glyph space has 1000 units per em (hayro_font::UNITS_PER_EM).
+            let up = t * Point::new(0.0, 1000.0);
+            let size = ((up.x - o.x).powi(2) + (up.y - o.y).powi(2)).sqrt() as f32;
+            let text = match (&**g as &HGlyph<'_>).as_unicode() {
+                Some(BfString::Char(c)) => c.to_string(),
+                Some(BfString::String(s)) => s,
+                None => {
+                    self.unmapped += 1;
+                    continue;
+                }
+            };
+            self.glyphs.push(Glyph {
+                text,
+                x: o.x as f32,
+                y: o.y as f32,
+                size,
+            });
+        }
+    }
+    fn draw_image(&mut self, _: Image<'a, '_>, _: ImageDrawProps<'a>) {}
+    fn pop_clip(&mut self) {}
+    fn pop_transparency_group(&mut self) {}
+}
+
+/// The glyphs of each page of `pdf`, positioned for a rendering at
+/// `scales[i]` pixels per point (pages without a scale are skipped). A page
+/// whose layer is not usable (see module docs) gives `None`.
+pub fn extract(pdf: &[u8], scales: &[f32]) -> Vec<Option<Vec<Glyph>>> {
+    let run = || {
+        let Ok(pdf) = Pdf::new(pdf.to_vec()) else {
+            return vec![None; scales.len()];
+        };
+        let cache = InterpreterCache::new();
+        let pages = pdf.pages();
+        scales
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let page = pages.get(i)?;
+                let (w, h) = page.render_dimensions();
+                let transform = Affine::scale(s as f64) * page.initial_transform(true).to_kurbo();
+                let mut cx = Context::new(
+                    transform,
+                    Rect::new(0.0, 0.0, (w * s) as f64, (h * s) as f64),
+                    &cache,
+                    page.xref(),
+                    InterpreterSettings::default(),
+                );
+                let mut dev = Collect {
+                    glyphs: Vec::new(),
+                    unmapped: 0,
+                };
+                interpret_page(page, &mut cx, &mut dev);
+                usable(&dev.glyphs, dev.unmapped).then_some(dev.glyphs)
+            })
+            .collect()
+    };
+    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|_| vec![None; scales.len()])
+}
+
+/// A layer is usable when it has some visible text and at most 5% of its
+/// glyphs lack a Unicode value.
+fn usable(glyphs: &[Glyph], unmapped: usize) -> bool {
+    let visible = glyphs.iter().filter(|g| !g.text.trim().is_empty()).count();
+    visible >= 10 && unmapped * 20 <= glyphs.len() + unmapped
+}
+
+/// The lines of text-layer glyphs whose centre lies in `bbox` (page pixels),
+/// top to bottom, as [`LineText`]s with confidence 1. Glyphs on one baseline
+/// (within a third of the font size) form a line; a gap wider than 0.35
+/// of the font size after a glyph's estimated end (0.6 em past its origin;
+/// the layer gives no advance widths) reads as a space, and a gap wider than
+/// one em starts a new segment (a table cell, another column) on the same row.
+pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
+    let inside: Vec<&Glyph> = glyphs
+        .iter()
+        .filter(|g| {
+            let cy = g.y - 0.35 * g.size;
+            let cx = g.x + 0.25 * g.size;
+            cx >= bbox[0] && cx < bbox[2] && cy >= bbox[1] && cy < bbox[3]
+        })
+        .collect();
+    let mut lines: Vec<Vec<&Glyph>> = Vec::new();
+    for g in inside {
+        match lines.iter_mut().find(|l| (l[0].y - g.y).abs() < l[0].size / 3.0) {
+            Some(l) => l.push(g),
+            None => lines.push(vec![g]),
+        }
+    }
+    lines.sort_by(|a, b| a[0].y.total_cmp(&b[0].y));
+    let mut out = Vec::new();
+    for (row, mut l) in lines.into_iter().enumerate() {
+        l.sort_by(|a, b| a.x.total_cmp(&b.x));
+        // A gap of more than one em splits the line into segments (table
+        // cells, columns), each its own LineText on the same row.
+        let mut seg: Vec<&Glyph> = Vec::new();
+        for g in l {
+            if let Some(prev) = seg.last()
+                && g.x - (prev.x + 0.55 * prev.size) > g.size
+            {
+                out.push(segment(&seg, row));
+                seg.clear();
+            }
+            seg.push(g);
+        }
+        if !seg.is_empty() {
+            out.push(segment(&seg, row));
+        }
+    }
+    out.retain(|l| !l.text.is_empty());
+    out
+}
+
+fn segment(l: &[&Glyph], row: usize) -> LineText {
+    let mut text = String::new();
+    let mut prev_end: Option<f32> = None;
+    for g in l {
+        // A glyph's advance is unknown here: estimate its end from the font
+        // size (wide enough for most Latin letters).
+        let gap = prev_end.map_or(0.0, |e| g.x - e);
+        if gap > 0.35 * g.size && !text.ends_with(' ') && g.text != " " {
+            text.push(' ');
+        }
+        text.push_str(&g.text);
+        prev_end = Some(g.x + 0.6 * g.size);
+    }
+    let x0 = l.iter().map(|g| g.x).fold(f32::MAX, f32::min);
+    let x1 = l.iter().map(|g| g.x + 0.55 * g.size).fold(f32::MIN, f32::max);
+    let top = l.iter().map(|g| g.y - 0.8 * g.size).fold(f32::MAX, f32::min);
+    let bottom = l.iter().map(|g| g.y + 0.2 * g.size).fold(f32::MIN, f32::max);
+    LineText {
+        text: collapse_spaces(&text),
+        confidence: 1.0,
+        low_confidence: false,
+        row,
+        bbox: [
+            x0.max(0.0) as u32,
+            top.max(0.0) as u32,
+            x1.max(0.0) as u32,
+            bottom.max(0.0) as u32,
+        ],
+    }
+}
+
+fn collapse_spaces(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glyphs_group_into_lines_with_spaces_from_gaps() {
+        let g = |t: &str, x: f32, y: f32| Glyph {
+            text: t.into(),
+            x,
+            y,
+            size: 20.0,
+        };
+        let glyphs = vec![
+            g("b", 110.0, 100.0),
+            g("a", 100.0, 100.0),
+            g("c", 130.0, 101.0),
+            g("d", 100.0, 130.0),
+            g("z", 500.0, 100.0),
+            g("e", 180.0, 130.0),
+        ];
+        let lines = layer_lines(&glyphs, [90.0, 50.0, 200.0, 200.0]);
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, vec!["ab c", "d", "e"]);
+        assert_eq!((lines[1].row, lines[2].row), (1, 1));
+    }
+
+    #[test]
+    fn a_page_without_mapped_text_is_not_usable() {
+        let g = Glyph {
+            text: "x".into(),
+            x: 0.0,
+            y: 0.0,
+            size: 1.0,
+        };
+        assert!(usable(&vec![g.clone(); 40], 1));
+        assert!(!usable(&vec![g.clone(); 40], 10));
+        assert!(!usable(&vec![g; 3], 0));
+    }
+}

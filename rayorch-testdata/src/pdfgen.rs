@@ -1,0 +1,415 @@
+//! A tiny PDF writer for test documents with known text, and the bundled
+//! sample set (`samples/` at the workspace root, made by
+//! `cargo run -p rayorch-testdata --bin gen-samples`).
+//!
+//! Pages are US letter, text is the standard Helvetica font (no font file is
+//! embedded: every PDF reader has its metrics), written line by line at a
+//! size large enough for OCR. Everything is deterministic, so the committed
+//! files can be checked against a fresh generation.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+/// Page width and height in points (US letter).
+pub const LETTER: (f32, f32) = (612.0, 792.0);
+const MARGIN: f32 = 60.0;
+
+/// Advance widths of Helvetica for ASCII 32..=126, in 1/1000 em.
+const HELVETICA: [u16; 95] = [
+    278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278, // ' '../
+    556, 556, 556, 556, 556, 556, 556, 556, 556, 556, // 0-9
+    278, 278, 584, 584, 584, 556, 1015, // : ; < = > ? @
+    667, 667, 722, 722, 667, 611, 778, 722, 278, 500, 667, 556, 833, 722, 778, 667, 778, 722, 667, 611, 722,
+    667, 944, 667, 667, 611, // A-Z
+    278, 278, 278, 469, 556, 333, // [ \ ] ^ _ `
+    556, 556, 500, 556, 556, 278, 556, 556, 222, 222, 500, 222, 833, 556, 556, 556, 556, 333, 500, 278, 556,
+    500, 722, 500, 500, 500, // a-z
+    334, 260, 334, 584, // { | } ~
+];
+
+/// The width of `s` in Helvetica at `size` points.
+pub fn helvetica_width(s: &str, size: f32) -> f32 {
+    s.chars()
+        .map(|c| {
+            let i = c as usize;
+            if (32..=126).contains(&i) {
+                HELVETICA[i - 32]
+            } else {
+                556
+            }
+        })
+        .map(|w| w as f32 * size / 1000.0)
+        .sum()
+}
+
+/// Greedy word wrap to `width` points.
+pub fn wrap(text: &str, size: f32, width: f32) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        let candidate = if cur.is_empty() {
+            word.to_string()
+        } else {
+            format!("{cur} {word}")
+        };
+        if !cur.is_empty() && helvetica_width(&candidate, size) > width {
+            lines.push(std::mem::take(&mut cur));
+            cur = word.to_string();
+        } else {
+            cur = candidate;
+        }
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
+pub(crate) fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '(' | ')' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out
+}
+
+/// Serialises numbered objects and writes the cross-reference table.
+pub(crate) struct Writer {
+    buf: Vec<u8>,
+    offsets: Vec<usize>,
+}
+
+impl Writer {
+    pub(crate) fn new() -> Writer {
+        let mut buf = Vec::new();
+        buf.extend_from_slice(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n");
+        Writer {
+            buf,
+            offsets: Vec::new(),
+        }
+    }
+
+    /// Append object number `offsets.len() + 1`.
+    pub(crate) fn object(&mut self, body: &[u8]) -> usize {
+        let n = self.offsets.len() + 1;
+        self.offsets.push(self.buf.len());
+        self.buf.extend_from_slice(format!("{n} 0 obj\n").as_bytes());
+        self.buf.extend_from_slice(body);
+        self.buf.extend_from_slice(b"\nendobj\n");
+        n
+    }
+
+    pub(crate) fn stream(&mut self, data: &[u8]) -> usize {
+        let mut body = format!("<< /Length {} >>\nstream\n", data.len()).into_bytes();
+        body.extend_from_slice(data);
+        body.extend_from_slice(b"\nendstream");
+        self.object(&body)
+    }
+
+    pub(crate) fn finish(mut self, root: usize, extra_trailer: &str) -> Vec<u8> {
+        let xref = self.buf.len();
+        let mut t = format!("xref\n0 {}\n0000000000 65535 f \n", self.offsets.len() + 1);
+        for o in &self.offsets {
+            let _ = writeln!(t, "{o:010} 00000 n ");
+        }
+        let _ = write!(
+            t,
+            "trailer\n<< /Size {} /Root {root} 0 R{extra_trailer} >>\nstartxref\n{xref}\n%%EOF\n",
+            self.offsets.len() + 1
+        );
+        self.buf.extend_from_slice(t.as_bytes());
+        self.buf
+    }
+}
+
+/// A PDF with one page per entry of `pages`, each line of text at `size`
+/// points in Helvetica, top to bottom. Zero entries make a valid PDF with
+/// zero pages.
+pub fn text_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
+    build(pages, size, None)
+}
+
+fn build(pages: &[Vec<String>], size: f32, encrypt: Option<&str>) -> Vec<u8> {
+    let mut w = Writer::new();
+    // Fixed numbering: 1 catalog, 2 page tree, 3 font, then (content, page) pairs.
+    let n = pages.len();
+    let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 5 + 2 * i)).collect();
+    w.object(b"<< /Type /Catalog /Pages 2 0 R >>");
+    w.object(format!("<< /Type /Pages /Kids [{}] /Count {n} >>", kids.join(" ")).as_bytes());
+    w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>");
+    let leading = (size * 1.6).round();
+    for lines in pages {
+        let mut c = format!(
+            "BT\n/F1 {size} Tf\n{leading} TL\n{MARGIN} {} Td\n",
+            LETTER.1 - MARGIN - size
+        );
+        for l in lines {
+            let _ = writeln!(c, "({}) Tj T*", escape(l));
+        }
+        c.push_str("ET");
+        let content = w.stream(c.as_bytes());
+        w.object(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources << /Font << /F1 3 0 R >> >> /Contents {content} 0 R >>",
+                LETTER.0, LETTER.1
+            )
+            .as_bytes(),
+        );
+    }
+    let id = "<5241594f5243482053414d504c45303031>";
+    let mut trailer = format!(" /ID [{id} {id}]");
+    if let Some(enc) = encrypt {
+        let e = w.object(enc.as_bytes());
+        let _ = write!(trailer, " /Encrypt {e} 0 R");
+    }
+    w.finish(1, &trailer)
+}
+
+/// A PDF of `pages` letter pages for load and memory runs: blank pages, or
+/// with `text` one short line per page (`"Page 7 of 400"`). 2,000 blank
+/// pages make a file of about 528 KB.
+///
+/// ```
+/// let pdf = rayorch_testdata::pdfgen::long_pdf(2_000, false);
+/// assert_eq!(pdf.len(), 528_251);
+/// ```
+pub fn long_pdf(pages: usize, text: bool) -> Vec<u8> {
+    let pages: Vec<Vec<String>> = (1..=pages)
+        .map(|i| match text {
+            true => vec![format!("Page {i} of {pages}")],
+            false => Vec::new(),
+        })
+        .collect();
+    text_pdf(&pages, 12.0)
+}
+
+/// A PDF protected by a user password (standard security handler, RC4
+/// 40-bit): readers without the password cannot open it.
+pub fn encrypted_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
+    // /U is the check value an empty password must reproduce; a value made
+    // for another password makes the empty one fail, as with any document
+    // whose user password we do not know.
+    let o = "<".to_string() + &"6b".repeat(32) + ">";
+    let u = "<".to_string() + &"3c".repeat(32) + ">";
+    let dict = format!("<< /Filter /Standard /V 1 /R 2 /Length 40 /O {o} /U {u} /P -44 >>");
+    build(pages, size, Some(&dict))
+}
+
+/// What a sample file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleKind {
+    /// A healthy PDF with known text.
+    Text,
+    /// A valid PDF with zero pages.
+    Empty,
+    /// Truncated, garbled bytes after a PDF header.
+    Corrupt,
+    /// Password-protected.
+    Encrypted,
+    /// Not a PDF at all (a text file named `.pdf`).
+    NotPdf,
+}
+
+/// One bundled sample: its file, kind and known page texts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// File name under `samples/`.
+    pub file: String,
+    /// What it is.
+    pub kind: SampleKind,
+    /// Font size of the text, in points.
+    pub font_size: f32,
+    /// The text of each page, line by line.
+    pub pages: Vec<Vec<String>>,
+}
+
+impl Sample {
+    /// The file's bytes, as the generator writes them.
+    pub fn bytes(&self) -> Vec<u8> {
+        match self.kind {
+            SampleKind::Text | SampleKind::Empty => text_pdf(&self.pages, self.font_size),
+            SampleKind::Encrypted => encrypted_pdf(&self.pages, self.font_size),
+            SampleKind::Corrupt => {
+                // A real document cut off mid-stream, its structure gone.
+                let whole = text_pdf(&self.pages, self.font_size);
+                let mut b = whole[..whole.len() / 3].to_vec();
+                b.extend_from_slice(b"\n\x00\x17garbage: the rest of this file was lost\n");
+                b
+            }
+            SampleKind::NotPdf => self
+                .pages
+                .iter()
+                .flatten()
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+                .into_bytes(),
+        }
+    }
+
+    /// The known text of each page, lines joined by newlines.
+    pub fn page_texts(&self) -> Vec<String> {
+        self.pages.iter().map(|p| p.join("\n")).collect()
+    }
+}
+
+pub(crate) const SENTENCES: &[&str] = &[
+    "The quarterly report shows revenue of 4,210 dollars against costs of 3,875 dollars.",
+    "Every parent document returns to its own place in the output, in the order it was declared.",
+    "Pages from many documents share one batch, so the model never waits for a slow file.",
+    "Please send the signed contract to the office on Main Street before Friday, May 14.",
+    "A pipeline changes its unit of work: a document becomes pages, a page becomes lines.",
+    "The warehouse received 128 boxes of paper, 36 printers and 12 new desks this week.",
+    "Short documents should not wait behind long ones; each is written when it is complete.",
+    "Our team measured a throughput of 2.5 pages per second on a small laptop with two cores.",
+    "The committee will meet again on Tuesday at 10:30 in room 214 to review the budget.",
+    "Data preparation pipelines read millions of files, and a few of them are always broken.",
+    "A corrupt file must fail alone, with a clear message, while every healthy file is kept.",
+    "The library opens at nine in the morning and closes at six in the evening on weekdays.",
+    "Bring your own questions: what failed, for which document, and what can the user do?",
+    "Invoice number 7731 lists three items with a total of 982 euros, tax included.",
+    "The river rose by two meters after the storm, and the old bridge was closed for a day.",
+    "Good tests fail when the code is wrong; they do not merely run the code once.",
+];
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) as usize
+    }
+}
+
+fn document(title: &str, pages: usize, lines_per_page: usize, size: f32, seed: u64) -> Vec<Vec<String>> {
+    let mut rng = Lcg(seed);
+    let width = LETTER.0 - 2.0 * MARGIN;
+    (0..pages)
+        .map(|p| {
+            let mut lines = vec![format!("{title} - page {}", p + 1)];
+            while lines.len() < lines_per_page {
+                let s = SENTENCES[rng.next() % SENTENCES.len()];
+                for l in wrap(s, size, width) {
+                    if lines.len() < lines_per_page {
+                        lines.push(l);
+                    }
+                }
+            }
+            lines
+        })
+        .collect()
+}
+
+/// The bundled sample set, exactly as `samples/` holds it.
+pub fn samples() -> Vec<Sample> {
+    let text = |file: &str, title: &str, pages, lines, seed| Sample {
+        file: file.into(),
+        kind: SampleKind::Text,
+        font_size: 18.0,
+        pages: document(title, pages, lines, 18.0, seed),
+    };
+    // Numbered so that folder order mixes short, long and bad documents.
+    vec![
+        text("01-letter.pdf", "A short letter", 1, 10, 1),
+        Sample {
+            file: "02-corrupt.pdf".into(),
+            kind: SampleKind::Corrupt,
+            font_size: 18.0,
+            pages: document("Lost file", 2, 10, 18.0, 5),
+        },
+        text("03-memo.pdf", "Office memo", 2, 12, 2),
+        text("04-handbook.pdf", "Employee handbook", 16, 18, 4),
+        Sample {
+            file: "05-empty.pdf".into(),
+            kind: SampleKind::Empty,
+            font_size: 18.0,
+            pages: vec![],
+        },
+        text("06-report.pdf", "Quarterly report", 3, 14, 3),
+        Sample {
+            file: "07-encrypted.pdf".into(),
+            kind: SampleKind::Encrypted,
+            font_size: 18.0,
+            pages: document("Secret", 1, 8, 18.0, 6),
+        },
+        Sample {
+            file: "08-not-a-pdf.pdf".into(),
+            kind: SampleKind::NotPdf,
+            font_size: 18.0,
+            pages: vec![vec![
+                "These are plain text notes that someone saved with a .pdf name.".into(),
+            ]],
+        },
+    ]
+}
+
+/// The expected-text file of a sample: its pages joined by a form-feed line.
+pub fn expected_text(s: &Sample) -> String {
+    s.page_texts().join("\n\u{c}\n") + "\n"
+}
+
+/// Write every sample, `expected/<file>.txt` and `manifest.json` into `dir`;
+/// returns how many files were written.
+pub fn write_samples(dir: &std::path::Path) -> std::io::Result<usize> {
+    let expected = dir.join("expected");
+    std::fs::create_dir_all(&expected)?;
+    let all = samples();
+    for s in &all {
+        std::fs::write(dir.join(&s.file), s.bytes())?;
+        std::fs::write(expected.join(format!("{}.txt", s.file)), expected_text(s))?;
+    }
+    let manifest = serde_json::to_string_pretty(&all).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("manifest.json"), manifest + "\n")?;
+    Ok(all.len() * 2 + 1)
+}
+
+/// Read `manifest.json` from a samples folder.
+pub fn read_manifest(dir: &std::path::Path) -> std::io::Result<Vec<Sample>> {
+    let text = std::fs::read_to_string(dir.join("manifest.json"))?;
+    serde_json::from_str(&text).map_err(std::io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapped_lines_fit_the_page() {
+        for s in samples().into_iter().filter(|s| s.kind != SampleKind::NotPdf) {
+            for l in s.pages.iter().flatten() {
+                assert!(helvetica_width(l, s.font_size) <= LETTER.0 - 2.0 * MARGIN, "{l}");
+            }
+        }
+    }
+
+    #[test]
+    fn text_pdf_has_a_consistent_xref() {
+        let pdf = text_pdf(&[vec!["a (b) c\\".into()]], 20.0);
+        // Offsets are in bytes: keep the binary header comment as is.
+        let at = |needle: &[u8]| pdf.windows(needle.len()).rposition(|w| w == needle).unwrap();
+        let tail = String::from_utf8(pdf[at(b"startxref\n")..].to_vec()).unwrap();
+        let start: usize = tail.lines().nth(1).unwrap().parse().unwrap();
+        assert!(pdf[start..].starts_with(b"xref"));
+        assert!(pdf.windows(16).any(|w| w == b"(a \\(b\\) c\\\\) Tj"));
+        let table = String::from_utf8(pdf[start..].to_vec()).unwrap();
+        for (i, line) in table.lines().skip(3).take(5).enumerate() {
+            let off: usize = line[..10].parse().unwrap();
+            assert!(
+                pdf[off..].starts_with(format!("{} 0 obj", i + 1).as_bytes()),
+                "object {}",
+                i + 1
+            );
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The video job (`video_index`): index videos by shot, safety score,
+//! frame embedding and transcript, streamed per video.
+//!
+//! ```text
+//! Video ─decode (probe + histogram scan)─► expand Clip ─frames─► expand Frame
+//!     ─score (range decode + open_nsfw)─► reduce ─clip_merge (+ clip audio)─► reduce ─video_merge
+//! ```
+//! The pipeline is [`VideoIndex`](crate::pipeline::VideoIndex) (`#[pipeline]`).
+//! Frame-model batches mix frames of many clips and videos; each video is
+//! written the moment its last clip is merged.
+//!
+//! [`run`] takes the command line ([`Args`]) and the files to index (the
+//! `video_index` example generates sample media when given none). Outputs
+//! in `--out` (default `target/video_index`): `videos.jsonl`,
+//! `videos.parquet`, `failures.jsonl`, `summary.json`, `timeline.svg`.
+
+pub mod outputs;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use rayorch::Runner;
+use rayorch_kit::progress::Progress;
+use rayorch_kit::timeline::{self, SpanLog};
+
+use crate::pipeline::{Clip, Frame, IndexConfig, Video, VideoIndex};
+use crate::{BatchMix, ShotConfig};
+
+/// Index videos: shots, per-clip and per-video safety scores and embeddings.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "video_index", version, about)]
+pub struct Args {
+    /// Video files or folders (searched for .mp4/.mkv/.webm/.mov/.avi/.m4a).
+    /// Default: generated samples in `target/video_samples`.
+    pub inputs: Vec<PathBuf>,
+    /// Output folder.
+    #[arg(short, long, default_value = "target/video_index")]
+    pub out: PathBuf,
+    /// Sampled frames per second.
+    #[arg(long, default_value_t = 2.0)]
+    pub fps: f64,
+    /// Longest clip, seconds (longer shots are split).
+    #[arg(long, default_value_t = 10.0)]
+    pub max_clip_s: f64,
+    /// Histogram difference that starts a shot; 0 turns shot detection off
+    /// (fixed-length clips).
+    #[arg(long, default_value_t = 0.35)]
+    pub cut: f32,
+    /// Admission window: videos in flight.
+    #[arg(long, default_value_t = 4)]
+    pub window: usize,
+    /// ONNX Runtime threads per frame-model replica.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Frames per frame-model batch.
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Frame-model replicas.
+    #[arg(long, default_value_t = 1)]
+    pub score_replicas: usize,
+    /// Probe replicas (each scans one whole video; two let short videos'
+    /// frames reach the frame model while a long one is still scanned).
+    #[arg(long, default_value_t = 2)]
+    pub decode_replicas: usize,
+    /// No progress bars.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+const EXTENSIONS: [&str; 6] = ["mp4", "mkv", "webm", "mov", "avi", "m4a"];
+
+/// Expand files and folders to the video files to index, in a stable order.
+pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for i in inputs {
+        if i.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(i)
+                .map_err(|e| format!("{}: {e}", i.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.extension()
+                        .is_some_and(|x| EXTENSIONS.contains(&x.to_string_lossy().to_lowercase().as_str()))
+                })
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(i.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// Index `files` as `args` say.
+pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
+    if files.is_empty() {
+        return Err("no video files found".into());
+    }
+    let assets = crate::nsfw::ensure_assets()?;
+    let cfg = IndexConfig {
+        shots: ShotConfig {
+            sample_fps: args.fps,
+            hist_threshold: (args.cut > 0.0).then_some(args.cut),
+            max_clip_s: args.max_clip_s,
+            ..ShotConfig::default()
+        },
+        threads: args.threads,
+        decode_replicas: args.decode_replicas,
+        score_replicas: args.score_replicas,
+        score_batch: args.batch,
+        audio_replicas: 1,
+        ..IndexConfig::default()
+    };
+    let mix = Arc::new(BatchMix::default());
+    let speech = rayorch_models::assets::ensure_speech()?;
+    let index = VideoIndex::new(&cfg, &assets, &speech, mix.clone());
+    let (plan, out) = index.plan()?;
+    let bars = Progress::new(!args.no_progress)
+        .root::<Video>("videos", files.len() as u64)
+        .domain::<Clip>("clips")
+        .domain::<Frame>("frames")
+        .shared();
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let mut sink = outputs::Outputs::create(&args.out, out, names, bars.clone())?;
+    bars.println(format!(
+        "video_index: {} files, {} fps sampling, batch {}, outputs in {}",
+        files.len(),
+        args.fps,
+        args.batch,
+        args.out.display()
+    ));
+    let spans = SpanLog::default();
+    let runner = Runner::new(&plan)
+        .window(args.window)
+        .observe((bars.observer(), spans.clone()));
+    let summary = runner.run(
+        files.iter().cloned().enumerate().map(|(i, p)| (i as u64, p)),
+        &mut sink,
+    )?;
+    bars.finish();
+    let (batches, multi_clip, multi_video, frames) = mix.snapshot();
+    let mut json = serde_json::to_value(&summary)?;
+    json["job"] = serde_json::json!({
+        "videos": files.len(),
+        "videos_written": sink.written,
+        "videos_failed": sink.failed,
+        "frames_scored": frames,
+        "frames_per_s": frames as f64 / summary.wall_s.max(1e-9),
+        "score_batches": batches,
+        "score_batches_multi_clip": multi_clip,
+        "score_batches_multi_video": multi_video,
+        "written_at_s": sink.written_at,
+    });
+    rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
+    let title = format!("video_index: {} videos in {:.1} s", sink.written, summary.wall_s);
+    std::fs::write(
+        args.out.join("timeline.svg"),
+        timeline::svg(
+            &summary,
+            &spans.spans(),
+            &sink.written_at,
+            "videos written",
+            &title,
+        ),
+    )?;
+    println!(
+        "\n{} written, {} failed, {} frames in {:.2} s ({:.2} frames/s); frame-model batches: {} ({} mix clips, {} mix videos)",
+        sink.written,
+        sink.failed,
+        frames,
+        summary.wall_s,
+        frames as f64 / summary.wall_s.max(1e-9),
+        batches,
+        multi_clip,
+        multi_video
+    );
+    print!("{}", summary.calls_table());
+    println!("outputs in {}", args.out.display());
+    Ok(())
+}
