@@ -9,11 +9,13 @@
 //! | [`ocr`] | the main job: render, detect and recognise lines, embed pages, one [`Document`] per PDF; local or distributed |
 //! | [`layout`] | documents by layout: regions read by their own model, tables, reading order, Markdown |
 //! | [`document`] | the OCR job's record and its Parquet rows |
+//! | [`calls`] | Calls both jobs make the same way |
 //! | [`inputs`] | files, folders and patterns to PDF paths |
 //!
 //! Built on the job kit (`rayorch-kit`: progress, timeline, Parquet rows,
 //! resume, Ctrl-C, roles) and the model families of `rayorch-models`.
 
+pub mod calls;
 pub mod document;
 pub mod inputs;
 pub mod layout;

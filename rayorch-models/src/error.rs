@@ -7,6 +7,7 @@ use thiserror::Error;
 
 /// Why a model, an asset or the ONNX Runtime library could not be used.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ModelError {
     /// A required file is not where it should be.
     #[error("{what} not found at {path}: {hint}")]

@@ -6,6 +6,7 @@ use thiserror::Error;
 
 /// Why a video (or one clip of it) could not be used.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum VideoError {
     /// The file cannot be read at all.
     #[error("{file}: cannot read the file: {cause}; check the path and its permissions")]

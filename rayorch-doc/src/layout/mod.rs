@@ -38,9 +38,9 @@ use rayorch_models::layout::markdown::{
 };
 use rayorch_models::layout::upright::{PageUpright, UprightConfig};
 use rayorch_models::{
-    Assets, DetectConfig, LayoutConfig, LayoutDetect, LayoutDetector, LayoutPage, LayoutRender,
-    LineRecognizer, LineText, OnnxConfig, PdfFile, RecognizeConfig, RegionDetect, RenderConfig, Table,
-    TableConfig, TableRecognizer, TableStructure, TextDetector, TextRecognize,
+    Assets, DetectConfig, LayoutConfig, LayoutDetect, LayoutDetector, LayoutPage, LayoutRender, LineText,
+    OnnxConfig, PdfFile, RecognizeConfig, RegionDetect, RenderConfig, Table, TableConfig, TableRecognizer,
+    TableStructure, TextDetector, TextRecognize,
 };
 
 pub use run::{run, run_from};
@@ -184,7 +184,7 @@ impl LayoutJob {
             },
             TableConfig { onnx },
         );
-        let (a0, a1, a2, a3, a4) = (a.clone(), a.clone(), a.clone(), la.clone(), la.clone());
+        let (a0, a1, a3, a4) = (a.clone(), a.clone(), la.clone(), la.clone());
         let ort = a.ort_lib.clone();
         let ort2 = a.ort_lib.clone();
         LayoutJob {
@@ -214,14 +214,7 @@ impl LayoutJob {
             })
             .replicas(args.replicas)
             .batch_size(args.detect_batch),
-            recognize: Call::new("recognize", move || {
-                Ok(TextRecognize::new(LineRecognizer::from_assets(
-                    &a2,
-                    rec_cfg.clone(),
-                )?))
-            })
-            .replicas(args.replicas)
-            .batch_size(args.recognize_batch),
+            recognize: crate::calls::recognize(a, rec_cfg, args.replicas, args.recognize_batch),
             table: Call::new("table", move || {
                 Ok(TableStructure::new(TableRecognizer::load(
                     &a4.table_model,

@@ -27,9 +27,9 @@ mod run;
 use rayorch::prelude::*;
 use rayorch::{Output, PlanErrors};
 use rayorch_models::{
-    Assets, DetectConfig, Device, EmbedConfig, LineRecognizer, LineText, OnnxConfig, PdfFile, PdfOpen,
-    PdfPageRender, RecognizeConfig, RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector,
-    TextRecognize, page_text,
+    Assets, DetectConfig, Device, EmbedConfig, LineText, OnnxConfig, PdfFile, PdfOpen, PdfPageRender,
+    RecognizeConfig, RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector, TextRecognize,
+    page_text,
 };
 
 pub use dist::codecs;
@@ -213,7 +213,7 @@ impl OcrJob {
     pub fn new(cfg: &OcrConfig, assets: &Assets) -> OcrJob {
         let k = cfg.knobs;
         let render_cfg = cfg.render.clone();
-        let (a1, a2, a3) = (assets.clone(), assets.clone(), assets.clone());
+        let (a1, a3) = (assets.clone(), assets.clone());
         let (det_cfg, rec_cfg) = (cfg.detect(), cfg.recognize());
         OcrJob {
             open: Call::new("open", || Ok(PdfOpen)).batch_size(1),
@@ -225,14 +225,7 @@ impl OcrJob {
             })
             .replicas(k.detect_replicas)
             .batch_size(cfg.detect_batch),
-            recognize: Call::new("recognize", move || {
-                Ok(TextRecognize::new(LineRecognizer::from_assets(
-                    &a2,
-                    rec_cfg.clone(),
-                )?))
-            })
-            .replicas(k.recognize_replicas)
-            .batch_size(cfg.recognize_batch),
+            recognize: crate::calls::recognize(assets, rec_cfg, k.recognize_replicas, cfg.recognize_batch),
             page_text: Call::map("page_text", |lines: Vec<LineText>| page_text(&lines)),
             embed: Call::new("embed", move || {
                 Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(

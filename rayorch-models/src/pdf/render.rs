@@ -54,6 +54,7 @@ impl Default for RenderConfig {
 
 /// Why a document could not be rendered. Each names the document.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RenderError {
     /// The file could not be read.
     #[error("{doc}: cannot read the file: {cause}; check the path and its permissions")]

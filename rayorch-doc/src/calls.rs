@@ -1,0 +1,23 @@
+//! Calls both document jobs make the same way.
+
+use rayorch::Call;
+use rayorch_models::{Assets, LineRecognizer, RecognizeConfig, TextRecognize};
+
+/// Line recognition: each replica loads PP-OCRv6 tiny rec from `assets`;
+/// batches of `batch` crops from any pages and documents.
+pub fn recognize(
+    assets: &Assets,
+    cfg: RecognizeConfig,
+    replicas: usize,
+    batch: usize,
+) -> Call<TextRecognize> {
+    let assets = assets.clone();
+    Call::new("recognize", move || {
+        Ok(TextRecognize::new(LineRecognizer::from_assets(
+            &assets,
+            cfg.clone(),
+        )?))
+    })
+    .replicas(replicas)
+    .batch_size(batch)
+}
