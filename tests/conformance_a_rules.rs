@@ -1,10 +1,10 @@
 //! CONFORMANCE.md §A through the engine: the rules that need live lineage
 //! (broadcast, Expansions, early reduce decisions, Grain phases). The pure
-//! rules are tested exhaustively in `rayorch-runtime/src/rules.rs`.
+//! rules are tested exhaustively in `rayorch-runtime/src/engine/propagation_rules.rs`.
 
 mod common;
 
-use common::{Driver, assert_clean, ok, path, rpc_keys, run_seq, run_with};
+use common::{HandDriver, assert_clean, ok, path, rpc_keys, run_seq, run_with};
 use rayorch::prelude::*;
 use rayorch::sim::SimConfig;
 use rayorch::spi::{AttemptError, InvalidTransition, Phase, ReportOutcome, Transition};
@@ -93,7 +93,7 @@ fn a_broadcast_copies_ancestor_item() {
     // Both orders for sure: the ancestor resolved before the children exist
     // (copied at expansion) and after (pushed down to existing children).
     for ancestor_first in [true, false] {
-        let mut d = Driver::new(&plan);
+        let mut d = HandDriver::new(&plan);
         for &x in &xs {
             d.admit(x as u64, x);
         }
@@ -168,7 +168,7 @@ fn a_reduce_failed_member_decides_while_others_pending() {
         b.output(reduce(ocr.apply(expand::<Page, _, _>(pages.apply(docs)))))
     })
     .unwrap();
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     let ocr_i = d.call("ocr");
     d.admit(0, 3u32);
     d.settle(&[ocr_i]);
@@ -228,7 +228,7 @@ fn a_grain_phases_illegal_moves_are_rejected() {
         b.output(reduce(ocr.apply(expand::<Page, _, _>(pages.apply(docs)))))
     })
     .unwrap();
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     let ocr_i = d.call("ocr");
     d.admit(0, 2u32);
     assert!(matches!(
@@ -271,7 +271,7 @@ fn a_grain_phases_illegal_moves_are_rejected() {
 
     // A report built by hand for the wrong number of Grains is a contract
     // error, not a second commit.
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     d.admit(5, 1u32);
     d.settle(&[ocr_i]);
     let b = d.reserve(ocr_i, 1).unwrap();

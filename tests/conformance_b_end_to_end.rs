@@ -2,7 +2,7 @@
 //!
 //! Cases the checklist states for any schedule run once sequentially and then
 //! under seeded random schedules; cases about one exact interleaving drive the
-//! engine by hand (`common::Driver`). Where a parent's outcome would be decided
+//! engine by hand (`common::HandDriver`). Where a parent's outcome would be decided
 //! early (a failed child suppresses its reduce), a `hold` Call on the root keeps
 //! the root alive so that its other Grains can still be observed.
 
@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{Driver, assert_every_schedule, cause_text, input_values, ok, path, run_seq, run_with};
+use common::{HandDriver, assert_every_schedule, cause_text, input_values, ok, path, run_seq, run_with};
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig};
 use rayorch::spi::ReportOutcome;
@@ -256,8 +256,8 @@ fn all_pages() -> Vec<EntityPath> {
 }
 
 /// Run docs `[0,1]` with `hold` kept back until every page-level Grain is done.
-fn run_pages(p: &PagePlan) -> Driver {
-    let mut d = Driver::new(&p.plan);
+fn run_pages(p: &PagePlan) -> HandDriver {
+    let mut d = HandDriver::new(&p.plan);
     d.admit(0, 0u32);
     d.admit(1, 1u32);
     let hold = d.call("hold");
@@ -418,7 +418,7 @@ fn named_pages_plan() -> (Plan, Output<Vec<String>>, Output<u32>) {
 fn b08_barrier_order() {
     let (plan, out, held) = named_pages_plan();
     for p0_after_barrier in [true, false] {
-        let mut d = Driver::new(&plan);
+        let mut d = HandDriver::new(&plan);
         let (ocr, sink, hold) = (d.call("ocr"), d.call("sink"), d.call("hold"));
         d.admit(0, 3u32);
         d.settle(&[ocr, sink, hold]);
@@ -477,7 +477,7 @@ fn b09_barrier_closes_waiting_sibling() {
         (b.output(reduce(both)), b.output(hold.apply(docs)))
     })
     .unwrap();
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     let (right_i, combine_i, hold_i) = (d.call("right"), d.call("combine"), d.call("hold"));
     d.admit(0, 2u32);
     d.settle(&[right_i, combine_i, hold_i]);
@@ -515,7 +515,7 @@ fn b10_generation_fence() {
         b.output(work.apply(docs))
     })
     .unwrap();
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     d.admit(0, 1u32);
     let old = d.reserve(0, 1).unwrap();
     assert_eq!(old.grains[0].generation, 1);
@@ -624,7 +624,7 @@ fn b12_malformed_report_publishes_nothing() {
         )
     })
     .unwrap();
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     let (ocr_i, sink_i, hold_i) = (d.call("ocr"), d.call("sink"), d.call("hold"));
     d.admit(0, 4u32);
     d.settle(&[ocr_i, sink_i, hold_i]);
@@ -685,7 +685,7 @@ fn b13_streaming() {
         b.output(reduce(ocr.apply(expand::<Page, _, _>(render.apply(docs)))))
     })
     .unwrap();
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     let (render_i, ocr_i) = (d.call("render"), d.call("ocr"));
     d.admit(0, 2u32);
     d.admit(1, 3u32);
@@ -722,7 +722,7 @@ fn b14_per_call_fifo_without_scanning() {
         )
     })
     .unwrap();
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     let (keep_i, a_i, b_i) = (d.call("keep"), d.call("a"), d.call("b"));
     for x in 0..2000u32 {
         d.admit(x as u64, x);
@@ -771,7 +771,7 @@ fn prep_plan(ocr_batch: usize) -> (Plan, Output<Vec<u32>>, Output<u32>) {
 
 /// Reserve every ready `prep` Grain singly, then commit them in `order`
 /// (indices into the reservation order).
-fn commit_prep_in_order(d: &mut Driver, order: &[usize]) {
+fn commit_prep_in_order(d: &mut HandDriver, order: &[usize]) {
     let prep = d.call("prep");
     let mut batches = Vec::new();
     while let Some(b) = d.reserve(prep, 1) {
@@ -788,7 +788,7 @@ fn commit_prep_in_order(d: &mut Driver, order: &[usize]) {
 #[test]
 fn b15_cross_parent_fifo() {
     let (plan, out, _) = prep_plan(3);
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     let (prep, ocr) = (d.call("prep"), d.call("ocr"));
     d.admit(0, 2u32); // A
     d.admit(1, 2u32); // B
@@ -813,7 +813,7 @@ fn b15_cross_parent_fifo() {
 #[test]
 fn b16_barrier_sealing_at_reservation() {
     let (plan, out, held) = prep_plan(4);
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     let (prep, ocr, hold) = (d.call("prep"), d.call("ocr"), d.call("hold"));
     d.admit(0, 4u32); // X
     d.admit(1, 1u32); // L
@@ -822,7 +822,7 @@ fn b16_barrier_sealing_at_reservation() {
     while let Some(b) = d.reserve(prep, 1) {
         batches.push(b);
     }
-    let mut run_prep = |d: &mut Driver, i: usize| {
+    let mut run_prep = |d: &mut HandDriver, i: usize| {
         let r = d.execute(&mut batches[i]);
         d.report(batches[i].id, r);
     };

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use common::{Driver, cause_text, ok, rpc_keys, run_seq, run_with};
+use common::{HandDriver, cause_text, ok, rpc_keys, run_seq, run_with};
 use rayorch::prelude::*;
 use rayorch::sim::SimConfig;
 use rayorch::spi::{AttemptError, ReportOutcome};
@@ -45,7 +45,7 @@ fn all_present() -> Vec<Item<u32>> {
 }
 
 /// Per root key, the generations its Grain was dispatched with, in order.
-fn generations(d: &Driver) -> BTreeMap<u64, Vec<u32>> {
+fn generations(d: &HandDriver) -> BTreeMap<u64, Vec<u32>> {
     let mut g: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     for dispatch in &d.log {
         for (p, gen_) in dispatch.paths.iter().zip(&dispatch.generations) {
@@ -55,8 +55,8 @@ fn generations(d: &Driver) -> BTreeMap<u64, Vec<u32>> {
     g
 }
 
-fn drive(plan: &Plan) -> Driver {
-    let mut d = Driver::new(plan);
+fn drive(plan: &Plan) -> HandDriver {
+    let mut d = HandDriver::new(plan);
     for x in VALUES {
         d.admit(x as u64, x);
     }
@@ -130,7 +130,7 @@ fn c_budgets_are_per_grain_and_never_reset() {
     })
     .unwrap();
     let raise = || Err(AttemptError::Failed("boom".into()));
-    let mut d = Driver::new(&plan);
+    let mut d = HandDriver::new(&plan);
     for x in 0..3u32 {
         d.admit(x as u64, x);
     }

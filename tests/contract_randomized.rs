@@ -597,7 +597,7 @@ fn isolate_never_fails_a_record_that_did_not_fail_alone() {
         b.output(reduce(check.apply(expand::<L1, _, _>(split.apply(x)))))
     })
     .unwrap();
-    let mut d = common::Driver::new(&plan);
+    let mut d = common::HandDriver::new(&plan);
     let c = d.call("check");
     d.admit(0, 0i64);
     d.admit(1, 5i64);
@@ -630,7 +630,7 @@ fn isolate_never_fails_a_record_that_did_not_fail_alone() {
     assert_eq!(d.outcome(1).get(out), Item::Present(vec![5]));
 }
 
-/// The hand driver (`common::Driver`) runs an async stage's future on tokio
+/// `common::HandDriver` runs an async stage's future on tokio
 /// with paused time: an hour of sleep and a yield cost nothing, and a panic
 /// inside the future is an attempt failure that replaces the replica.
 #[test]
@@ -654,7 +654,7 @@ fn the_hand_driver_runs_async_stages_on_tokio_time() {
         b.output(slow.apply(x))
     })
     .unwrap();
-    let mut d = common::Driver::new(&plan);
+    let mut d = common::HandDriver::new(&plan);
     d.admit(0, 41i64);
     let s = d.call("slow");
     d.settle(&[]);

@@ -12,7 +12,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use common::Driver;
+use common::HandDriver;
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig, SimRun};
 use rayorch::spi::Value;
@@ -32,9 +32,6 @@ struct Page;
 #[derive(Domain)]
 #[domain(parent = Page)]
 struct Region;
-
-/// The Call type of `Call::map` and `Call::per_record`.
-type MapCall<I, O> = rayorch::FnCall<I, O>;
 
 const SEEDS: std::ops::Range<u64> = 0..30;
 
@@ -77,11 +74,11 @@ fn twin_runs<I: Send + Sync + Clone + 'static>(
 // === B1: expand, broadcast, filter, reduce ===
 
 struct B1 {
-    text: MapCall<(String, usize), String>,
-    threshold: MapCall<(String, usize), usize>,
-    chunker: MapCall<String, Vec<String>>,
-    long_enough: MapCall<(String, usize), bool>,
-    pair: MapCall<(String, Vec<String>), (String, Vec<String>)>,
+    text: FnCall<(String, usize), String>,
+    threshold: FnCall<(String, usize), usize>,
+    chunker: FnCall<String, Vec<String>>,
+    long_enough: FnCall<(String, usize), bool>,
+    pair: FnCall<(String, Vec<String>), (String, Vec<String>)>,
 }
 
 #[pipeline]
@@ -156,11 +153,11 @@ fn b01_twin() {
 /// impl: the helpers' `expand!`, `broadcast!`, `filter!` and `reduce!` are
 /// rewritten like `forward`'s, so the plan is B1's builder plan exactly.
 struct B1Helpers {
-    text: MapCall<(String, usize), String>,
-    threshold: MapCall<(String, usize), usize>,
-    chunker: MapCall<String, Vec<String>>,
-    long_enough: MapCall<(String, usize), bool>,
-    pair: MapCall<(String, Vec<String>), (String, Vec<String>)>,
+    text: FnCall<(String, usize), String>,
+    threshold: FnCall<(String, usize), usize>,
+    chunker: FnCall<String, Vec<String>>,
+    long_enough: FnCall<(String, usize), bool>,
+    pair: FnCall<(String, Vec<String>), (String, Vec<String>)>,
 }
 
 #[pipeline]
@@ -215,10 +212,10 @@ fn b01_twin_with_helper_methods() {
 // === B6: RecordFailure vs GroupFailure ===
 
 struct B6 {
-    pages: MapCall<u32, Vec<(u32, u32)>>,
-    ocr: MapCall<(u32, u32), (u32, u32)>,
-    sink: MapCall<(u32, u32), (u32, u32)>,
-    hold: MapCall<u32, u32>,
+    pages: FnCall<u32, Vec<(u32, u32)>>,
+    ocr: FnCall<(u32, u32), (u32, u32)>,
+    sink: FnCall<(u32, u32), (u32, u32)>,
+    hold: FnCall<u32, u32>,
     /// What `sink` received: exactly the present pages.
     seen: Arc<Mutex<Vec<(u32, u32)>>>,
 }
@@ -298,7 +295,7 @@ struct B6Run {
 /// every page-level Grain settled before `hold` runs, so that a doc whose
 /// reduce was decided early stays alive until its pages are done.
 fn b06_driven(p: &B6, plan: &Plan, out: Output<Vec<(u32, u32)>>) -> B6Run {
-    let mut d = Driver::new(plan);
+    let mut d = HandDriver::new(plan);
     d.admit(0, 0u32);
     d.admit(1, 1u32);
     let hold = d.call("hold");
@@ -382,8 +379,8 @@ fn b06_group_failure_batch_1_twin() {
 type KeptPages = Vec<Result<(u32, u32), rayorch::Cause>>;
 
 struct B6Keep {
-    pages: MapCall<u32, Vec<(u32, u32)>>,
-    ocr: MapCall<(u32, u32), (u32, u32)>,
+    pages: FnCall<u32, Vec<(u32, u32)>>,
+    ocr: FnCall<(u32, u32), (u32, u32)>,
 }
 
 #[pipeline]
@@ -446,8 +443,8 @@ fn b06_keep_failed_twin() {
 // === B7: nested empty groups ===
 
 struct B7 {
-    pages: MapCall<u32, Vec<u32>>,
-    regions: MapCall<u32, Vec<u32>>,
+    pages: FnCall<u32, Vec<u32>>,
+    regions: FnCall<u32, Vec<u32>>,
 }
 
 #[pipeline]

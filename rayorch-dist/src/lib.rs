@@ -46,10 +46,10 @@
 mod codec;
 mod error;
 mod local;
+pub mod messages;
 mod owner;
+mod payload_store;
 pub mod server;
-mod store;
-pub mod wire;
 mod worker;
 
 use std::time::Duration;
@@ -57,7 +57,7 @@ use std::time::Duration;
 pub use codec::Codecs;
 pub use error::DistError;
 pub use owner::{Owner, OwnerStats, OwnerSummary};
-pub use store::{JetStreamObjects, PayloadStore, WireBytes};
+pub use payload_store::{JetStreamObjects, PayloadStore, WireBytes};
 pub use worker::{Fault, FaultKind, WorkerSummary, parse_calls, worker, worker_with_fault};
 
 /// Where the broker keeps the work queues.

@@ -29,8 +29,8 @@ use crate::DistConfig;
 use crate::codec::Codecs;
 use crate::error::DistError;
 use crate::local::{run_on, spawn_stage};
-use crate::store::{JetStreamObjects, Payloads, WireBytes};
-use crate::wire::{BatchMsg, Claim, Ctl, Hello, Report, WireOutcome};
+use crate::messages::{BatchMsg, Claim, Ctl, Hello, Report, WireOutcome};
+use crate::payload_store::{JetStreamObjects, Payloads, WireBytes};
 
 /// A fault to inject, for the fault-tolerance tests and demos.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

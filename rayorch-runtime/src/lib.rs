@@ -58,7 +58,7 @@ pub mod spi {
 
     pub use crate::engine::grain::{InvalidTransition, Phase, Transition};
     pub use crate::engine::lineage::Publish;
-    pub use crate::engine::rules;
+    pub use crate::engine::propagation_rules;
     pub use crate::engine::{
         Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, GrainRef, ReportOutcome,
     };

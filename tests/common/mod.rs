@@ -98,7 +98,7 @@ pub fn input_values<T: Data>(b: &Batch, slot: usize) -> Vec<T> {
         .collect()
 }
 
-/// One dispatch as a [`Driver`] saw it.
+/// One dispatch as a [`HandDriver`] saw it.
 #[derive(Clone, Debug)]
 pub struct Dispatch {
     pub call: usize,
@@ -121,7 +121,7 @@ pub fn paused_runtime() -> tokio::runtime::Runtime {
 /// async stage's future to completion on a paused-time tokio runtime), and
 /// every dispatch is logged. Tests use it where the checklist fixes an exact
 /// interleaving that a seeded executor would only hit by chance.
-pub struct Driver {
+pub struct HandDriver {
     pub plan: Plan,
     pub eng: Engine,
     replicas: Vec<Option<StageBox>>,
@@ -131,9 +131,9 @@ pub struct Driver {
     pub finished: Vec<RootOutcome>,
 }
 
-impl Driver {
-    pub fn new(plan: &Plan) -> Driver {
-        Driver {
+impl HandDriver {
+    pub fn new(plan: &Plan) -> HandDriver {
+        HandDriver {
             plan: plan.clone(),
             eng: Engine::new(
                 plan,

@@ -1,4 +1,4 @@
-//! The Domain rules `#[pipeline]` checks at compile time, one trait per rule.
+//! The Domain typing rules `#[pipeline]` checks at compile time, one trait per rule.
 //!
 //! Each trait below is a rule a pipeline must follow; its error message is the
 //! text rustc prints when `forward` breaks it. The functions are what the

@@ -1,8 +1,8 @@
-//! The engine's public vocabulary: settings, batches and the references a
-//! report must quote, root outcomes, and counters.
+//! The engine's boundary: the values that cross between the engine and an
+//! executor (settings, batches and the references a report must quote, root
+//! outcomes, and counters).
 //!
-//! Nothing here holds engine state; these are the values that cross the
-//! boundary between the engine and an executor. A [`BatchId`] and the
+//! Nothing here holds engine state. A [`BatchId`] and the
 //! [`GrainRef`]s of a batch are the only handles an executor gets, and the
 //! commit gate checks both (slot + nonce, epoch + generation) on every report.
 

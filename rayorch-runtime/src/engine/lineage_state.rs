@@ -1,4 +1,4 @@
-//! The lineage ingredient: Entities, Item facts, roots and the worklist.
+//! The lineage ingredient ([`LineageState`]): Entities, Item facts, roots and the worklist.
 //!
 //! State: one Entity slab per Domain, one dense Item column per Port (indexed
 //! by Entity slot), one [`RootRec`] per root slot, the live root keys, and the
@@ -16,8 +16,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use crate::engine::boundary::EntityPath;
 use crate::engine::lineage::{Entities, Publish, Slot, publish_item};
-use crate::engine::types::EntityPath;
 use crate::plan::PlanInner;
 use crate::value::{Cause, Item, Value};
 
@@ -41,7 +41,7 @@ pub(crate) struct RootRec {
 /// The placeholder left in a slot whose value moved to its only consumer.
 struct Consumed;
 
-pub(crate) struct Lineage {
+pub(crate) struct LineageState {
     pub(crate) doms: Vec<Entities>,
     pub(crate) items: Vec<Vec<Slot>>,
     pub(crate) roots: Vec<RootRec>,
@@ -55,9 +55,9 @@ pub(crate) struct Lineage {
     consumed: Value,
 }
 
-impl Lineage {
-    pub(crate) fn new(plan: &PlanInner) -> Lineage {
-        Lineage {
+impl LineageState {
+    pub(crate) fn new(plan: &PlanInner) -> LineageState {
+        LineageState {
             doms: (0..plan.domains.len()).map(|_| Entities::default()).collect(),
             items: (0..plan.ports.len()).map(|_| Vec::new()).collect(),
             roots: Vec::new(),
@@ -106,7 +106,7 @@ impl Lineage {
         }
     }
 
-    /// [`Lineage::value`], taken when the Port has one consumer (the caller).
+    /// [`LineageState::value`], taken when the Port has one consumer (the caller).
     #[inline]
     pub(crate) fn take_if_sole(&mut self, plan: &PlanInner, port: u32, e: u32) -> Option<Value> {
         self.value(port, e, plan.ports[port as usize].sole_consumer)

@@ -18,7 +18,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::codec::Codecs;
 use crate::error::DistError;
-use crate::wire::Slot;
+use crate::messages::Slot;
 
 /// Where large payloads live. Keys are unique per value (owner run, ticket,
 /// slot); a store need not support overwrite.
