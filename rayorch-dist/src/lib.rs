@@ -45,6 +45,8 @@
 
 mod codec;
 mod error;
+#[cfg(feature = "fault-injection")]
+mod fault;
 mod local;
 pub mod messages;
 mod owner;
@@ -58,7 +60,12 @@ pub use codec::Codecs;
 pub use error::DistError;
 pub use owner::{Owner, OwnerStats, OwnerSummary};
 pub use payload_store::{JetStreamObjects, PayloadStore, WireBytes};
-pub use worker::{Fault, FaultKind, WorkerSummary, parse_calls, worker, worker_with_fault};
+pub use worker::{WorkerSummary, parse_calls, worker};
+#[cfg(feature = "fault-injection")]
+pub use {
+    fault::{Fault, FaultKind},
+    worker::worker_with_fault,
+};
 
 /// Where the broker keeps the work queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
