@@ -20,7 +20,8 @@
 //! - Run it with a [`Runner`] (window, observer, [`CancelHandle`]) over an
 //!   iterator or a stream of `(key, value)` roots; each finished root reaches
 //!   a [`sink`] at once as a [`RootOutcome`]; [`RunSummary`] says how it went.
-//! - Test it deterministically with [`sim`], the seeded executor.
+//! - Test it deterministically with `rayorch::sim`, the seeded executor
+//!   (feature `sim`).
 //!
 //! `use rayorch::prelude::*;` brings the names above. Executor authors find
 //! the synchronous engine and the stage-erasure types in [`spi`].

@@ -1,6 +1,6 @@
 //! Executors and everything around a run: the [`Stage`](stage::Stage) contract,
 //! the threaded [`Runner`](runner::Runner) (its driver, replicas and run
-//! control), the seeded [`sim`] executor, sinks and metrics.
+//! control), the seeded `sim` executor (feature `sim`), sinks and metrics.
 
 pub(crate) mod backpressure;
 pub mod control;
@@ -9,6 +9,7 @@ pub mod journal;
 pub mod metrics;
 mod replica;
 pub mod runner;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod sink;
 pub mod stage;
