@@ -556,10 +556,7 @@ async fn encode_result(
     delivered: u64,
     result: AttemptResult,
 ) -> Result<Vec<WireOutcome>, (bool, String)> {
-    let outs = result.map_err(|e| match e {
-        AttemptError::Failed(m) => (false, m),
-        AttemptError::Contract(m) => (true, m),
-    })?;
+    let outs = result.map_err(|e| (!e.retryable(), e.message().to_string()))?;
     let mut wire = Vec::with_capacity(outs.len());
     let mut budget = sh.cfg.inline_total;
     for (i, o) in outs.into_iter().enumerate() {

@@ -200,11 +200,27 @@ pub type ErasedOutcome = Outcome<Vec<Value>>;
 
 /// Why a whole attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttemptError {
     /// The stage returned `Err`, panicked, crashed or timed out: retryable.
     Failed(String),
     /// The stage broke its contract (e.g. wrong outcome count): not retried.
     Contract(String),
+}
+
+impl AttemptError {
+    /// Whether the Call's recovery policy may retry the attempt (a contract
+    /// error never is).
+    pub fn retryable(&self) -> bool {
+        matches!(self, AttemptError::Failed(_))
+    }
+
+    /// What went wrong, as the failure's cause will say it.
+    pub fn message(&self) -> &str {
+        match self {
+            AttemptError::Failed(m) | AttemptError::Contract(m) => m,
+        }
+    }
 }
 
 /// The result of one attempt, as reported to the engine.
