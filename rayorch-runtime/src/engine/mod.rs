@@ -22,7 +22,7 @@
 //! splits its borrow once per public call), so nothing clones the plan. Every
 //! decision goes through the pure functions of [`propagation_rules`].
 //!
-//! Invariants (checked by the tests in `tests/conformance_*.rs`):
+//! Invariants (checked by the tests in `tests/contract/conformance_*.rs`):
 //! - A Grain commits only if it is in flight and the report carries its
 //!   current generation and Entity epoch; anything else is counted as stale.
 //! - A typed GroupFailure installs a barrier for (Call, immediate parent):

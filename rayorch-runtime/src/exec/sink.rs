@@ -8,7 +8,7 @@
 //! slows the run instead of letting finished roots pile up; roots pulled
 //! from the source never exceed roots delivered plus the window
 //! (`a_slow_sink_holds_the_source_back_instead_of_buffering` in
-//! `tests/memory_bounds.rs`). A sink that hands outcomes to another thread
+//! `tests/runner/memory_bounds.rs`). A sink that hands outcomes to another thread
 //! must keep that property: [`BoundedChannelSink`] blocks when its channel
 //! is full; [`ChannelSink`] is unbounded (for fast receivers).
 //!

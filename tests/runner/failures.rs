@@ -6,7 +6,7 @@
 //! async stages run on a current-thread runtime with paused time, where a
 //! stuck run lets the clock jump straight to its guard.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

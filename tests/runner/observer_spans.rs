@@ -2,7 +2,7 @@
 //! `duration`): what a per-replica timeline is drawn from. Checked against
 //! the run's own metrics, by counts and sums, never by how long anything took.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

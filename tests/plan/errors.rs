@@ -192,7 +192,7 @@ fn errors_are_collected_not_raised() {
 
 /// The line of this file that holds `marker` (1-based), as rustc counts it.
 fn line_of(marker: &str) -> usize {
-    let source = include_str!("plan_errors.rs");
+    let source = include_str!("errors.rs");
     let found = source
         .lines()
         .position(|l| l.contains(marker) && !l.contains("line_of("));
@@ -238,7 +238,7 @@ fn second_expansion_names_the_user_lines() {
             _ => None,
         })
         .unwrap_or_else(|| panic!("no SecondExpansion in {errors:?}"));
-    let at = |marker| format!("tests/plan_errors.rs:{}:", line_of(marker));
+    let at = |marker| format!("tests/plan/errors.rs:{}:", line_of(marker));
     assert!(first.contains(&at("FIRST EXPANSION")), "{first}");
     assert!(second.contains(&at("SECOND EXPANSION")), "{second}");
     assert!(text(&errors).contains(&at("SECOND EXPANSION")));
@@ -258,11 +258,11 @@ fn builder_operations_name_their_line() {
     }));
     let text = text(&errors);
     assert!(
-        text.contains(&format!("plan_errors.rs:{}:", line_of("BUILDER EXPAND"))),
+        text.contains(&format!("plan/errors.rs:{}:", line_of("BUILDER EXPAND"))),
         "{text}"
     );
     assert!(
-        text.contains(&format!("plan_errors.rs:{}:", line_of("BUILDER AGAIN"))),
+        text.contains(&format!("plan/errors.rs:{}:", line_of("BUILDER AGAIN"))),
         "{text}"
     );
 }

@@ -11,15 +11,15 @@
 //! whole batch (an `Err`, a panic, or an async stage's panic before its
 //! future exists). With them come 1–30 roots and a schedule seed. Each
 //! program is an AST (this file) interpreted twice: into a `Plan::build`
-//! closure (`common/contract/typed.rs`), and by the sequential reference
-//! evaluator (`common/contract/reference.rs`), written from DESIGN.md's
+//! closure (`randomized/typed.rs`), and by the sequential reference
+//! evaluator (`randomized/reference.rs`), written from DESIGN.md's
 //! "Runtime contract" and CONFORMANCE.md §A and §C alone; it calls no engine
 //! code. The generator and its coverage guard are in
-//! `common/contract/generator.rs`, the comparison in `harness.rs` beside it.
+//! `randomized/generator.rs`, the comparison in `harness.rs` beside it.
 //! Async stages run on paused tokio time in every executor, so no run waits
 //! on the wall clock.
 //!
-//! Volume per `cargo test --test contract_randomized` (`PROPTEST_CASES`
+//! Volume per `cargo test --test contract randomized::` (`PROPTEST_CASES`
 //! overrides the program counts):
 //! - `same_final_items_under_every_schedule`: 1,024 programs × 9 schedules
 //!   (sequential, then 8 fault-injecting `SimConfig::random`) = 9,216 runs.
@@ -33,19 +33,14 @@
 //!
 //! 14,976 (program × schedule) runs in about 5 s of CPU time on this 2-core
 //! machine (`/usr/bin/time -v` of the test binary: 4.7 s user, 5.3 s wall
-//! at load average 2.4), plus the build. Two ignored properties and one
-//! ignored example document bugs found here (see their `ignore` reasons).
+//! at load average 2.4), plus the build.
 //! A failure prints the program listing, the roots, the schedule seed and its
 //! `SimConfig`; proptest shrinks the program and the roots first.
 
-mod common;
-#[path = "common/contract/generator.rs"]
+use crate::common;
 mod generator;
-#[path = "common/contract/harness.rs"]
 mod harness;
-#[path = "common/contract/reference.rs"]
 mod reference;
-#[path = "common/contract/typed.rs"]
 mod typed;
 
 use generator::*;

@@ -2,7 +2,7 @@
 //! and in the synchronous part of `run`), async timeouts without a busy
 //! driver, failing replica factories, `Recovery::Abort`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

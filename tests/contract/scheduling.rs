@@ -5,7 +5,7 @@
 //! FIFO; the preference holds at every level; aging bounds a big parent's
 //! wait.
 
-mod common;
+use crate::common;
 
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig, SimRun};

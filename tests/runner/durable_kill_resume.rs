@@ -246,8 +246,10 @@ fn scratch(name: &str) -> PathBuf {
 /// Run the child into `dir`, interrupted at `target` (`kind:n[:int]`) when
 /// given; returns whether the target was reached.
 fn spawn(dir: &Path, target: Option<&str>) -> bool {
+    // The test's name in this binary: its module path without the crate.
+    let child_test = format!("{}::child", module_path!().split_once("::").unwrap().1);
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
+    cmd.args(["--exact", &child_test, "--nocapture", "--test-threads=1"])
         .env("DURABLE_CHILD_DIR", dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

@@ -1,7 +1,7 @@
 //! CONFORMANCE.md §C: recovery policies. The checklist's setting throughout:
 //! 5 values, batch 4, one replica, and the first attempt raises.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

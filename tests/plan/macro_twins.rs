@@ -8,7 +8,7 @@
 //! checks the checklist's expected values, so the twins cannot agree on a
 //! wrong answer.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -4,7 +4,7 @@
 //! Assertions are about order and counts, never durations: costs are async
 //! sleeps on paused tokio time, and waits are gates opened by events.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

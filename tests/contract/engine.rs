@@ -3,7 +3,7 @@
 //! stalls; `Recovery::Abort` ends the run with an error that names the
 //! Entity, the Call and the error text.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -7,7 +7,7 @@
 //! doc 2's page list itself fails (a failed Expansion still suppresses the
 //! parent), doc 3 has no pages (an empty list).
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

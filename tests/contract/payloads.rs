@@ -8,7 +8,7 @@
 //! the seeded simulator and for the threaded `Runner`, on
 //! map → expand → map → reduce → map.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! (broadcast, Expansions, early reduce decisions, Grain phases). The pure
 //! rules are tested exhaustively in `rayorch-runtime/src/engine/propagation_rules.rs`.
 
-mod common;
+use crate::common;
 
 use common::{HandDriver, assert_clean, ok, path, rpc_keys, run_seq, run_with};
 use rayorch::prelude::*;

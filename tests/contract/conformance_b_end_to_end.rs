@@ -6,7 +6,7 @@
 //! early (a failed child suppresses its reduce), a `hold` Call on the root keeps
 //! the root alive so that its other Grains can still be observed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

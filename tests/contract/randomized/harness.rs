@@ -223,7 +223,8 @@ pub(crate) fn run_threaded(
 }
 
 /// Where the threaded Runner is checked: every construct, but async stages
-/// report a poisoned batch with `Err` only (see the ignored property below).
+/// report a poisoned batch with `Err` only (async panics have a property of
+/// their own, `threaded_runner_survives_async_panics`).
 pub(crate) fn runner_programs() -> impl Strategy<Value = Program> {
     let plain = Gen {
         async_panics: false,
