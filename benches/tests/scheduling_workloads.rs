@@ -4,10 +4,7 @@
 //! figures measured on those files and on `--workload mineru-1000` are
 //! measured on the same input.
 
-#[path = "../benches/longtail/workload.rs"]
-mod workload;
-
-use workload::{GenSpec, fnv1a, generate};
+use rayorch_bench::workload::{GenSpec, fnv1a, generate};
 
 fn check(g: &GenSpec, len: usize, hash: u64) {
     let text = generate(g);

@@ -1,14 +1,13 @@
 //! The simulated long-tail document pipeline (the `multigrain-workload/v1`
-//! cost model; workloads from `workload.rs` or a file), run through the real
-//! runtime (and, for the regroup baseline, through a flat engine written
-//! here). Shared by `benches/longtail` and `tests/longtail_small.rs`.
+//! cost model; workloads from [`crate::workload`] or a file), run through
+//! the real runtime (and, for the regroup baseline, through a flat engine
+//! written here). Shared by `benches/longtail.rs` and
+//! `tests/longtail_small.rs`.
 //!
 //! Costs are sleeps, so CPU cores are not the limit and only scheduling matters:
 //! render(doc) = render_s_per_page × pages on R replicas; ocr(batch of n pages,
 //! any parents) = a + b·n on K replicas; assemble checks page order; upload(doc)
 //! = upload_s on an async stage with U concurrent uploads.
-
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,36 +24,54 @@ domain!(Page: Doc);
 /// The cost model (the workload file's `pipeline` object).
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct Costs {
+    /// Render time per page of a document, seconds.
     pub render_s_per_page: f64,
+    /// OCR time of a batch, fixed part (`a` in `a + b·n`), seconds.
     pub ocr_a: f64,
+    /// OCR time per page of a batch (`b`), seconds.
     pub ocr_b: f64,
+    /// OCR batch size.
     pub batch: usize,
+    /// OCR replicas.
     pub workers: usize,
+    /// Upload time per document, seconds.
     pub upload_s: f64,
+    /// Render replicas.
     pub render_workers: usize,
+    /// Uploads in flight at once.
     pub upload_workers: usize,
 }
 
+/// One document of a workload.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct WorkDoc {
+    /// Its id, the root key.
     pub doc_id: u64,
+    /// Its page count.
     pub pages: u32,
 }
 
+/// A `multigrain-workload/v1` workload: the cost model and the documents.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct Workload {
+    /// The cost model.
     pub pipeline: Costs,
+    /// How many of the largest documents are poisoned (their first page
+    /// fails the OCR stage with a GroupFailure).
     #[serde(default)]
     pub fail_largest: usize,
+    /// The documents, in source order.
     pub docs: Vec<WorkDoc>,
 }
 
 impl Workload {
+    /// Read a workload file (panics naming the path: a bench's input).
     pub fn load(path: &str) -> Workload {
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
         Workload::parse(&text, path)
     }
 
+    /// Parse a workload's JSON; `what` names it in the panic.
     pub fn parse(text: &str, what: &str) -> Workload {
         serde_json::from_str(text).unwrap_or_else(|e| panic!("{what} is not multigrain-workload/v1: {e}"))
     }
@@ -87,6 +104,8 @@ pub enum Arm {
 }
 
 impl Arm {
+    /// An arm by name (`doc-stream`, `regroup`, `unordered`, `full`,
+    /// `nearest`) or letter (`a` to `e`).
     pub fn parse(s: &str) -> Option<Arm> {
         Some(match s {
             "doc-stream" | "a" => Arm::DocStream,
@@ -98,6 +117,7 @@ impl Arm {
         })
     }
 
+    /// The arm's name, as the JSON lines print it.
     pub fn name(self) -> &'static str {
         match self {
             Arm::DocStream => "doc-stream",
@@ -110,7 +130,7 @@ impl Arm {
 }
 
 #[derive(Clone, Debug)]
-pub struct DocIn {
+struct DocIn {
     idx: usize,
     id: u64,
     pages: u32,
@@ -118,14 +138,14 @@ pub struct DocIn {
 }
 
 #[derive(Clone, Debug)]
-pub struct PageIn {
+struct PageIn {
     doc: u64,
     page: u32,
     poisoned: bool,
 }
 
 #[derive(Clone, Debug)]
-pub struct PageOut {
+struct PageOut {
     doc: u64,
     page: u32,
 }
@@ -137,50 +157,82 @@ fn secs(s: f64) -> Duration {
 /// A stage window as the paper's Figure 7 draws it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Window {
+    /// The stage's first call began, seconds from the start of the run.
     pub start_s: f64,
+    /// Its last call ended, likewise.
     pub end_s: f64,
+    /// Batches it ran.
     pub calls: u64,
+    /// Time its replicas spent in calls, summed, seconds.
     pub busy_s: f64,
 }
 
 /// What one run measured.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// The arm's name.
     pub arm: &'static str,
+    /// Documents in the workload.
     pub docs: usize,
+    /// Pages in them.
     pub pages: u64,
+    /// Wall time of the run, seconds.
     pub wall_s: f64,
+    /// Pages the OCR stage ran on.
     pub udf_page_calls: u64,
+    /// Poisoned pages the OCR stage ran on (each fails its document).
     pub trigger_calls: u64,
+    /// OCR batches.
     pub ocr_batches: u64,
+    /// Their mean size.
     pub ocr_batch_mean: f64,
+    /// OCR batches holding pages of more than one document.
     pub ocr_mixed_parent_batches: u64,
     /// Per document (workload order): admitted, pages published (render
     /// done), and handed out (healthy documents only), seconds from start.
     pub admit_s: Vec<f64>,
+    /// See `admit_s`.
     pub expanded_s: Vec<f64>,
+    /// See `admit_s`.
     pub done_at: Vec<Option<f64>>,
+    /// The window of each stage (render, ocr, assemble, upload).
     pub stages: [(&'static str, Window); 4],
+    /// When each healthy document was handed out, in completion order,
+    /// seconds from start.
     pub doc_done_s: Vec<f64>,
+    /// Every healthy document came out assembled in page order and no
+    /// poisoned one came out.
     pub correct: bool,
+    /// Siblings of poisoned pages the GroupFailure suppressed before they
+    /// were dispatched.
     pub siblings_not_dispatched: u64,
+    /// Siblings of poisoned pages in all.
     pub poisoned_siblings: u64,
+    /// The lower bound on wall time ([`lower_bound`]), seconds.
     pub lb_s: f64,
 }
 
 /// First / mean / nearest-rank percentiles / last of a set of durations.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Dist {
+    /// How many.
     pub n: usize,
+    /// The smallest.
     pub first: f64,
+    /// The mean.
     pub mean: f64,
+    /// The median (nearest rank).
     pub p50: f64,
+    /// The 90th percentile (nearest rank).
     pub p90: f64,
+    /// The 99th percentile (nearest rank).
     pub p99: f64,
+    /// The largest.
     pub last: f64,
 }
 
 impl Dist {
+    /// The distribution of `v`; `None` when it is empty.
     pub fn of(mut v: Vec<f64>) -> Option<Dist> {
         if v.is_empty() {
             return None;
@@ -198,6 +250,7 @@ impl Dist {
         })
     }
 
+    /// As a JSON object (`null` for `None`).
     pub fn to_json(d: Option<Dist>) -> serde_json::Value {
         match d {
             Some(d) => serde_json::json!({"n": d.n, "first": d.first, "mean": d.mean, "p50": d.p50,
@@ -231,6 +284,7 @@ impl Report {
             .collect()
     }
 
+    /// The JSON line the bench prints for this run.
     pub fn to_json(&self, costs: &Costs, window: usize) -> serde_json::Value {
         // Small workloads (the small-after-big case) list every document.
         let per_doc: serde_json::Value = if self.docs <= 8 {

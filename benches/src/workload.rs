@@ -10,14 +10,16 @@
 //! here is plain integer and IEEE arithmetic in the same order as the
 //! reference, so it does not depend on the platform beyond `exp`/`ln`/`sqrt`.
 
-#![allow(dead_code)]
-
 /// Shape parameters of a preset.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shape {
+    /// The mean page count the lognormal is fitted to.
     pub target_mean: f64,
+    /// The lognormal's sigma.
     pub sigma: f64,
+    /// Page counts are clipped to `min_pages..=max_pages`.
     pub min_pages: u32,
+    /// See `min_pages`.
     pub max_pages: u32,
 }
 
@@ -26,10 +28,13 @@ pub struct Shape {
 pub struct GenSpec {
     /// "mineru" or "failure".
     pub preset: &'static str,
+    /// Documents.
     pub n: usize,
+    /// The shuffle's and the draws' seed.
     pub seed: u64,
     /// Stratified (default) or i.i.d. lognormal draws.
     pub stratified: bool,
+    /// How many of the largest documents are poisoned.
     pub fail_largest: usize,
 }
 
@@ -53,6 +58,7 @@ impl GenSpec {
         })
     }
 
+    /// The preset's shape parameters.
     pub fn shape(&self) -> Shape {
         match self.preset {
             // MinerU corpus: 3,689 PDFs, 174,744 pages, 1..427 pages per PDF.

@@ -2,10 +2,7 @@
 //! healthy document assembled in page order, no poisoned one emitted, siblings
 //! of poisoned documents suppressed, in every scheduler arm.
 
-#[path = "../benches/longtail/sim.rs"]
-mod sim;
-
-use sim::{Arm, Costs, WorkDoc, Workload};
+use rayorch_bench::longtail::{self, Arm, Costs, WorkDoc, Workload};
 
 fn small(fail_largest: usize) -> Workload {
     let pages = [1u32, 40, 3, 2, 17, 1, 25, 5, 9, 60, 2, 4];
@@ -44,7 +41,7 @@ fn every_arm_is_correct_on_a_small_workload() {
             Arm::Full,
             Arm::Nearest,
         ] {
-            let r = sim::run(&w, &w.pipeline, arm, 4);
+            let r = longtail::run(&w, &w.pipeline, arm, 4);
             assert!(
                 r.correct,
                 "{arm:?} with {fail} poisoned documents is not correct: {r:?}"
@@ -66,7 +63,7 @@ fn every_arm_is_correct_on_a_small_workload() {
 #[test]
 fn the_full_arm_keeps_poisoned_siblings_out_of_the_udf() {
     let w = small(2);
-    let r = sim::run(&w, &w.pipeline, Arm::Full, 4);
+    let r = longtail::run(&w, &w.pipeline, Arm::Full, 4);
     assert!(r.siblings_not_dispatched > 0, "{r:?}");
     assert_eq!(
         r.udf_page_calls + r.siblings_not_dispatched,

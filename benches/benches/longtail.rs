@@ -2,12 +2,12 @@
 //! through the real runtime; the scheduler ablation, the reservation-policy
 //! latency comparison, and the failure study.
 //!
-//! `cargo bench --bench longtail -- [--workload NAME|FILE] [--arm ARM|all|policies]
+//! `cargo bench -p rayorch-bench --bench longtail -- [--workload NAME|FILE] [--arm ARM|all|policies]
 //!  [--runs N] [--window N] [--workers K] [--batch B] [--fail-largest N] [--ocr-a S] [--ocr-b S]
 //!  [--render-s-per-page S] [--upload-s S] [--render-workers R] [--upload-workers U]
 //!  [--emit FILE]`
 //!
-//! Workloads are generated in the repository (`workload.rs`): `mineru-N`
+//! Workloads are generated in the repository (`src/workload.rs`): `mineru-N`
 //! (seed 7: `mineru-200`, `mineru-1000`, `mineru-3689` are the reference
 //! files), `failure-N` (the 99 largest poisoned), `small-after-big` (a
 //! 1,200-page document then a 5-page one, all pages published at once, in
@@ -24,10 +24,8 @@
 //! and a `ratio` line per arm against `full` (median of per-run ratios),
 //! each with `/proc/loadavg` at the start and the end.
 
-mod sim;
-mod workload;
-
-use sim::{Arm, Dist, Report, Workload};
+use rayorch_bench::longtail::{self, Arm, Dist, Report, WorkDoc, Workload};
+use rayorch_bench::workload;
 
 fn loadavg() -> serde_json::Value {
     match std::fs::read_to_string("/proc/loadavg") {
@@ -54,11 +52,11 @@ fn workload(name: &str) -> (Workload, Option<String>) {
         // every run (two replicas would race the two renders).
         w.pipeline.render_workers = 1;
         w.docs = vec![
-            sim::WorkDoc {
+            WorkDoc {
                 doc_id: 0,
                 pages: 1200,
             },
-            sim::WorkDoc { doc_id: 1, pages: 5 },
+            WorkDoc { doc_id: 1, pages: 5 },
         ];
         return (w, None);
     }
@@ -137,7 +135,7 @@ fn main() {
     let mut reports: Vec<Vec<Report>> = vec![Vec::new(); arms.len()];
     for _ in 0..runs {
         for (i, &arm) in arms.iter().enumerate() {
-            let r = sim::run(&w, &c, arm, window);
+            let r = longtail::run(&w, &c, arm, window);
             let mut j = r.to_json(&c, window);
             j["workload"] = serde_json::json!(name);
             j["loadavg_end"] = loadavg();
