@@ -179,7 +179,10 @@ impl Mt {
 }
 
 /// Wichura's AS241 coefficients, highest power first (as published).
-#[allow(clippy::excessive_precision)]
+#[expect(
+    clippy::excessive_precision,
+    reason = "the coefficients as published, digit for digit"
+)]
 const CENTRAL: ([f64; 8], [f64; 8]) = (
     [
         2.5090809287301226727e+3,
@@ -202,7 +205,10 @@ const CENTRAL: ([f64; 8], [f64; 8]) = (
         1.0,
     ],
 );
-#[allow(clippy::excessive_precision)]
+#[expect(
+    clippy::excessive_precision,
+    reason = "the coefficients as published, digit for digit"
+)]
 const INTERMEDIATE: ([f64; 8], [f64; 8]) = (
     [
         7.74545014278341407640e-4,
@@ -225,7 +231,10 @@ const INTERMEDIATE: ([f64; 8], [f64; 8]) = (
         1.0,
     ],
 );
-#[allow(clippy::excessive_precision)]
+#[expect(
+    clippy::excessive_precision,
+    reason = "the coefficients as published, digit for digit"
+)]
 const TAIL: ([f64; 8], [f64; 8]) = (
     [
         2.01033439929228813265e-7,

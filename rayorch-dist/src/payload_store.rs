@@ -37,7 +37,7 @@ pub struct JetStreamObjects(pub ObjectStore);
 
 /// How a store error says the object is not there (no retry can help: its
 /// batch was decided and its payloads released).
-pub const GONE: &str = "not in the store: ";
+pub(crate) const GONE: &str = "not in the store: ";
 
 impl PayloadStore for JetStreamObjects {
     fn put(&self, key: String, bytes: Vec<u8>) -> BoxFuture<Result<(), String>> {
@@ -97,7 +97,7 @@ impl WireBytes {
 
 /// Encodes values into slots and back, choosing inline or stored by size.
 #[derive(Clone)]
-pub struct Payloads {
+pub(crate) struct Payloads {
     pub(crate) codecs: Codecs,
     pub(crate) store: Arc<dyn PayloadStore>,
     pub(crate) inline_max: usize,
