@@ -9,7 +9,7 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rayorch::prelude::*;
@@ -81,14 +81,16 @@ fn a_hung_replica_is_replaced_and_the_run_completes() {
     // run can only complete if the timeout abandons the hung replica.
     let inits = Arc::new(common::Count::default());
     let hung = Arc::new(AtomicUsize::new(0));
-    let released_by_replacement = Arc::new(AtomicBool::new(false));
-    let (i, h, r) = (inits.clone(), hung.clone(), released_by_replacement.clone());
+    // The hung batch says how it ended; the run may finish before the
+    // abandoned thread gets to say it, so the test waits for the message.
+    let (released_tx, released_by_replacement) = std::sync::mpsc::channel();
+    let (i, h) = (inits.clone(), hung.clone());
     let ocr = Call::new("ocr", move || {
         i.bump();
-        let (i, h, r) = (i.clone(), h.clone(), r.clone());
+        let (i, h, tx) = (i.clone(), h.clone(), released_tx.clone());
         Ok(rayorch::BatchFn::new(move |batch: Vec<u32>| {
             if h.fetch_add(1, Ordering::SeqCst) == 0 {
-                r.store(i.wait_for(2) >= 2, Ordering::SeqCst);
+                let _ = tx.send(i.wait_for(2) >= 2);
             }
             Ok(batch.into_iter().map(|p| Outcome::Ok(p * 10)).collect())
         }))
@@ -101,7 +103,9 @@ fn a_hung_replica_is_replaced_and_the_run_completes() {
     let (got, summary) = run_sorted(&plan, out, &DOCS);
     assert_eq!(got, clean_expected());
     assert!(
-        released_by_replacement.load(Ordering::SeqCst),
+        released_by_replacement
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the hung batch returns"),
         "the hung batch was released by the replacement replica's factory"
     );
     let ocr = summary.call("ocr").unwrap();
