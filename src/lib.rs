@@ -20,7 +20,8 @@
 //! - Run it with a [`Runner`] (window, observer, [`CancelHandle`]) over an
 //!   iterator or a stream of `(key, value)` roots; each finished root reaches
 //!   a [`sink`] at once as a [`RootOutcome`]; [`RunSummary`] says how it went.
-//! - Test it deterministically with [`sim`], the seeded executor.
+//! - Test it deterministically with `rayorch::sim`, the seeded executor
+//!   (feature `sim`).
 //!
 //! `use rayorch::prelude::*;` brings the names above. Executor authors find
 //! the synchronous engine and the stage-erasure types in [`spi`].
@@ -63,7 +64,28 @@
 //! ```
 
 pub use rayorch_macros::{Domain, pipeline};
-pub use rayorch_runtime::*;
+// Named one by one: a glob would also put the runtime's `#[doc(hidden)]`
+// plumbing (the operators' type-level helpers) on this crate's front page.
+// The macros reach that plumbing through `__private`.
+#[cfg(feature = "sim")]
+pub use rayorch_runtime::sim;
+pub use rayorch_runtime::{
+    Async, AsyncStage, BatchDispatched, BatchFinished, BatchFn, BoxError, BoxFuture, Call, CallConfig,
+    CallMetrics, CancelHandle, Cause, ChildOf, Data, Domain, DomainCounts, EntityPath, FnCall, Item,
+    ItemKind, Observer, Optional, Outcome, Output, Pipeline, Plan, PlanBuilder, PlanError, PlanErrors, Port,
+    Recovery, Reservation, RootDomain, RootOutcome, RunError, RunSummary, Runner, Stage, StageContext,
+    StageResult, broadcast, domain, expand, expand_aligned, filter, journal, reduce, reduce_aligned,
+    reduce_keep_failed, reduce_members, sink, spi,
+};
+
+// Type-level plumbing the operators' signatures name; users never write it.
+// Hidden, as in the runtime, but at the root all the same: rustc names a
+// trait in an error by a public path, and `Inputs<Pdf>` reads better than
+// `rayorch::__private::Inputs<Pdf>`.
+#[doc(hidden)]
+pub use rayorch_runtime::{
+    DescendantOf, DomainInfo, Here, InputPort, Inputs, NoParent, OutputSet, ParentSlot, PortRef, There,
+};
 
 /// Scale-out: one lineage owner and N worker processes over NATS JetStream
 /// (the `dist` feature).
@@ -73,10 +95,15 @@ pub use rayorch_dist as dist;
 /// The names a pipeline author needs.
 pub mod prelude {
     // `crate::expand` etc. name both the builder function and the `forward`
-    // pseudo-macro of the same name.
+    // pseudo-macro of the same name. `no_inline`: the docs link each name to
+    // its page instead of copying it (and the `domain` module) in here.
+    #[doc(no_inline)]
     pub use crate::{broadcast, expand, expand_aligned, filter, reduce, reduce_aligned, split};
+    #[doc(no_inline)]
     pub use rayorch_macros::{Domain, pipeline};
+    #[doc(no_inline)]
     pub use rayorch_runtime::sink::Callback;
+    #[doc(no_inline)]
     pub use rayorch_runtime::{
         Async, AsyncStage, Call, Cause, Domain, FnCall, Item, Outcome, Pipeline, Plan, Port, Recovery,
         Reservation, RootOutcome, Runner, Stage, StageContext, StageResult, domain, reduce_keep_failed,

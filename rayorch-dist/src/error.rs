@@ -4,6 +4,7 @@ use rayorch_runtime::RunError;
 
 /// What went wrong in an owner or a worker.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DistError {
     /// The broker could not be reached or refused an operation.
     #[error(

@@ -45,11 +45,13 @@
 
 mod codec;
 mod error;
+#[cfg(feature = "fault-injection")]
+mod fault;
 mod local;
+pub mod messages;
 mod owner;
+mod payload_store;
 pub mod server;
-mod store;
-pub mod wire;
 mod worker;
 
 use std::time::Duration;
@@ -57,8 +59,13 @@ use std::time::Duration;
 pub use codec::Codecs;
 pub use error::DistError;
 pub use owner::{Owner, OwnerStats, OwnerSummary};
-pub use store::{JetStreamObjects, PayloadStore, WireBytes};
-pub use worker::{Fault, FaultKind, WorkerSummary, parse_calls, worker, worker_with_fault};
+pub use payload_store::{JetStreamObjects, PayloadStore, WireBytes};
+pub use worker::{WorkerSummary, parse_calls, worker};
+#[cfg(feature = "fault-injection")]
+pub use {
+    fault::{Fault, FaultKind},
+    worker::worker_with_fault,
+};
 
 /// Where the broker keeps the work queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -26,8 +26,8 @@ use tokio::time::Instant;
 use crate::codec::Codecs;
 use crate::error::DistError;
 use crate::local::LocalPool;
-use crate::store::{JetStreamObjects, Payloads, WireBytes};
-use crate::wire::{BatchMsg, Ctl, Hello, Report, Slot, WireOutcome};
+use crate::messages::{BatchMsg, Ctl, Hello, Report, Slot, WireOutcome};
+use crate::payload_store::{JetStreamObjects, Payloads, WireBytes};
 use crate::{DistConfig, Storage};
 
 /// Live counters of an owner, readable while it runs.
@@ -130,7 +130,7 @@ impl Owner {
             plan: plan.clone(),
             payloads: Payloads {
                 codecs,
-                store: Arc::new(crate::store::NoStore),
+                store: Arc::new(crate::payload_store::NoStore),
                 inline_max: cfg.inline_max,
                 cap: cfg.payload_cap,
                 bytes: stats.bytes.clone(),

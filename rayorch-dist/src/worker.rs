@@ -14,10 +14,11 @@
 //! The report is published (and flushed) before the ack: a worker that dies
 //! between the two leaves the batch to be redelivered, never lost. The
 //! opposite order loses the batch at the broker; the owner's lease catches
-//! it ([`FaultKind::AckThenCrash`] tests exactly that).
+//! it (the ack-then-crash fault of the `fault-injection` feature tests
+//! exactly that).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
@@ -28,47 +29,11 @@ use rayorch_runtime::{Outcome, Plan, RunError};
 use crate::DistConfig;
 use crate::codec::Codecs;
 use crate::error::DistError;
+#[cfg(feature = "fault-injection")]
+use crate::fault::{Fault, Injector};
 use crate::local::{run_on, spawn_stage};
-use crate::store::{JetStreamObjects, Payloads, WireBytes};
-use crate::wire::{BatchMsg, Claim, Ctl, Hello, Report, WireOutcome};
-
-/// A fault to inject, for the fault-tolerance tests and demos.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FaultKind {
-    /// `kill -9` itself right after claiming the batch (mid-batch crash).
-    Crash,
-    /// `kill -STOP` itself right after claiming (a zombie until resumed with
-    /// `kill -CONT`; it then finishes and reports late).
-    Pause,
-    /// Run the batch and ack it, then `kill -9` itself before reporting.
-    AckThenCrash,
-}
-
-/// Inject `kind` on this worker's `at`-th claimed batch (1-based).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Fault {
-    /// What happens.
-    pub kind: FaultKind,
-    /// On which claim.
-    pub at: u32,
-}
-
-impl Fault {
-    /// Parse `crash:2`, `pause:1`, `ack_then_crash:3`.
-    pub fn parse(s: &str) -> Option<Fault> {
-        let (k, n) = s.split_once(':')?;
-        let kind = match k {
-            "crash" => FaultKind::Crash,
-            "pause" => FaultKind::Pause,
-            "ack_then_crash" => FaultKind::AckThenCrash,
-            _ => return None,
-        };
-        Some(Fault {
-            kind,
-            at: n.parse().ok()?,
-        })
-    }
-}
+use crate::messages::{BatchMsg, Claim, Ctl, Hello, Report, WireOutcome};
+use crate::payload_store::{JetStreamObjects, Payloads, WireBytes};
 
 /// What a worker did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -134,8 +99,11 @@ struct Shared {
     /// the worker re-registers and adopts it: [`rejoin`]).
     run: AtomicU64,
     hello: Hello,
-    claims: AtomicU32,
-    fault: Option<Fault>,
+    #[cfg_attr(
+        not(feature = "fault-injection"),
+        expect(dead_code, reason = "only fault injection reads it")
+    )]
+    faults: Faults,
     stop: AtomicBool,
     batches: AtomicU64,
     grains: AtomicU64,
@@ -148,16 +116,42 @@ pub async fn worker(
     cfg: DistConfig,
     calls: &str,
 ) -> Result<WorkerSummary, DistError> {
-    worker_with_fault(plan, codecs, cfg, calls, None).await
+    run_worker(plan, codecs, cfg, calls, Faults::none()).await
 }
 
-/// [`worker`] with a fault injected (tests and demos).
+/// [`worker`] with a fault injected (the fault-tolerance tests; feature
+/// `fault-injection`).
+#[cfg(feature = "fault-injection")]
 pub async fn worker_with_fault(
     plan: &Plan,
     codecs: Codecs,
     cfg: DistConfig,
     calls: &str,
     fault: Option<Fault>,
+) -> Result<WorkerSummary, DistError> {
+    run_worker(plan, codecs, cfg, calls, Injector::new(fault)).await
+}
+
+/// What a worker injects: the fault of [`worker_with_fault`].
+#[cfg(feature = "fault-injection")]
+type Faults = Injector;
+/// What a worker injects without the `fault-injection` feature: nothing.
+#[cfg(not(feature = "fault-injection"))]
+struct Faults;
+
+#[cfg(not(feature = "fault-injection"))]
+impl Faults {
+    fn none() -> Faults {
+        Faults
+    }
+}
+
+async fn run_worker(
+    plan: &Plan,
+    codecs: Codecs,
+    cfg: DistConfig,
+    calls: &str,
+    faults: Faults,
 ) -> Result<WorkerSummary, DistError> {
     cfg.check()?;
     let serve = parse_calls(plan, calls)?;
@@ -199,8 +193,7 @@ pub async fn worker_with_fault(
         id,
         run: AtomicU64::new(run),
         hello: hello.clone(),
-        claims: AtomicU32::new(0),
-        fault,
+        faults,
         stop: AtomicBool::new(false),
         batches: AtomicU64::new(0),
         grains: AtomicU64::new(0),
@@ -429,12 +422,6 @@ fn claim_of(sh: &Shared, bm: &BatchMsg, delivered: u64) -> Claim {
     }
 }
 
-fn kill_self(signal: &str) {
-    let _ = std::process::Command::new("kill")
-        .args([signal, &std::process::id().to_string()])
-        .status();
-}
-
 async fn run_one(
     sh: &Arc<Shared>,
     rt: &Arc<dyn ErasedCall>,
@@ -472,16 +459,8 @@ async fn run_one(
         .publish(ctl.clone(), claim_frame.clone().into())
         .await
         .map_err(DistError::nats_any("publish a claim"))?;
-    let n = sh.claims.fetch_add(1, Ordering::Relaxed) + 1;
-    let fault = sh.fault.filter(|f| f.at == n).map(|f| f.kind);
-    if matches!(fault, Some(FaultKind::Crash | FaultKind::Pause)) {
-        let _ = sh.client.flush().await;
-        kill_self(if fault == Some(FaultKind::Crash) {
-            "-KILL"
-        } else {
-            "-STOP"
-        });
-    }
+    #[cfg(feature = "fault-injection")]
+    let fault = sh.faults.after_claim(&sh.client).await;
     // Progress acks and claim heartbeats while the batch runs.
     let beat = {
         let (m, sh, ctl, frame) = (m.clone(), sh.clone(), ctl.clone(), claim_frame);
@@ -498,10 +477,8 @@ async fn run_one(
     let grains = (bm.slots.len() / (bm.arity.max(1) as usize)) as u64;
     sh.batches.fetch_add(1, Ordering::Relaxed);
     sh.grains.fetch_add(grains, Ordering::Relaxed);
-    if fault == Some(FaultKind::AckThenCrash) {
-        let _ = m.double_ack().await;
-        kill_self("-KILL");
-    }
+    #[cfg(feature = "fault-injection")]
+    Injector::before_report(fault, &m).await;
     let wire = encode_result(sh, call, &bm, delivered, result).await;
     let frame = Ctl::Report(Report { claim, result: wire }).encode();
     publish_report(sh, ctl, frame).await?;
@@ -579,10 +556,7 @@ async fn encode_result(
     delivered: u64,
     result: AttemptResult,
 ) -> Result<Vec<WireOutcome>, (bool, String)> {
-    let outs = result.map_err(|e| match e {
-        AttemptError::Failed(m) => (false, m),
-        AttemptError::Contract(m) => (true, m),
-    })?;
+    let outs = result.map_err(|e| (!e.retryable(), e.message().to_string()))?;
     let mut wire = Vec::with_capacity(outs.len());
     let mut budget = sh.cfg.inline_total;
     for (i, o) in outs.into_iter().enumerate() {
@@ -607,22 +581,4 @@ async fn encode_result(
         });
     }
     Ok(wire)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn faults_parse() {
-        assert_eq!(
-            Fault::parse("ack_then_crash:3"),
-            Some(Fault {
-                kind: FaultKind::AckThenCrash,
-                at: 3
-            })
-        );
-        assert_eq!(Fault::parse("crash:x"), None);
-        assert_eq!(Fault::parse("boom:1"), None);
-    }
 }

@@ -66,7 +66,7 @@ use proc_macro::TokenStream;
 ///
 /// ```
 /// use rayorch::prelude::*;
-/// use rayorch::{BatchFn, sim};
+/// use rayorch::sim;
 ///
 /// #[derive(Domain)]
 /// struct Doc;
@@ -75,11 +75,9 @@ use proc_macro::TokenStream;
 /// #[domain(parent = Doc)]
 /// struct Word;
 ///
-/// type MapCall<I, O> = Call<BatchFn<Box<dyn FnMut(Vec<I>) -> StageResult<O> + Send>, I, O>>;
-///
 /// struct WordLengths {
-///     split: MapCall<String, Vec<String>>,
-///     len: MapCall<String, usize>,
+///     split: FnCall<String, Vec<String>>,
+///     len: FnCall<String, usize>,
 /// }
 ///
 /// #[pipeline]

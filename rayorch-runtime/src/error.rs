@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// A plan that cannot run. Every message names the offending Port or Call.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// `Plan::build` was called while another build was active on this thread.
     #[error("a plan build is already active on this thread; build plans one at a time")]
@@ -85,6 +86,7 @@ pub struct PlanErrors(pub Vec<PlanError>);
 
 /// A run that could not complete.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// A root input of the wrong type was given to the source.
     #[error(

@@ -4,8 +4,8 @@
 //! the structural operators ([`expand`], [`reduce`], [`filter`],
 //! [`broadcast`], ...) build an immutable [`Plan`] (Domain mistakes are type
 //! errors, see [`mod@domain`]); a [`Runner`] executes it and streams each
-//! finished root to a [`sink`]; [`sim`] is the seeded, deterministic executor
-//! for tests. An executor author finds the synchronous [`spi::Engine`] and the
+//! finished root to a [`sink`]; `sim` (feature `sim`) is the seeded,
+//! deterministic executor for tests. An executor author finds the synchronous [`spi::Engine`] and the
 //! stage-erasure types in [`spi`].
 //!
 //! Inside, three layers (one folder each): `plan/` (building and checking a
@@ -18,7 +18,9 @@ mod exec;
 mod plan;
 mod value;
 
-pub use exec::{journal, sim, sink};
+#[cfg(feature = "sim")]
+pub use exec::sim;
+pub use exec::{journal, sink};
 #[doc(hidden)]
 pub use plan::check;
 pub use plan::domain;
@@ -58,15 +60,17 @@ pub mod spi {
 
     pub use crate::engine::grain::{InvalidTransition, Phase, Transition};
     pub use crate::engine::lineage::Publish;
-    pub use crate::engine::rules;
+    pub use crate::engine::propagation_rules;
     pub use crate::engine::{
         Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, GrainRef, ReportOutcome,
     };
     pub use crate::exec::backpressure::Backpressure;
     pub use crate::exec::journal::{Journal, JournalOptions};
+    #[cfg(feature = "sim")]
+    pub use crate::exec::stage::Replica;
     pub use crate::exec::stage::{
-        AttemptError, AttemptResult, BatchInputs, ErasedCall, ErasedOutcome, Execution, Replica, StageBox,
-        StageKind, panic_text,
+        AttemptError, AttemptResult, BatchInputs, ErasedCall, ErasedOutcome, Execution, StageBox, StageKind,
+        panic_text,
     };
     pub use crate::plan::CallSpec;
     pub use crate::value::Value;

@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code, missing_docs)]
+#![allow(
+    dead_code,
+    reason = "each test binary (contract, runner, plan) uses some of the helpers"
+)]
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use rayorch::spi::{
 use rayorch::{Data, EntityPath, Item, Outcome, Output, Plan, RootOutcome};
 
 /// Inputs keyed by their position.
-pub fn keyed<T: Send + Sync + 'static>(xs: impl IntoIterator<Item = T>) -> Vec<(u64, Value)> {
+pub(crate) fn keyed<T: Send + Sync + 'static>(xs: impl IntoIterator<Item = T>) -> Vec<(u64, Value)> {
     xs.into_iter()
         .enumerate()
         .map(|(i, x)| (i as u64, Arc::new(x) as Value))
@@ -20,7 +23,7 @@ pub fn keyed<T: Send + Sync + 'static>(xs: impl IntoIterator<Item = T>) -> Vec<(
 }
 
 /// Run sequentially and return the typed output per root, in key order.
-pub fn run_seq<I: Send + Sync + 'static, T: rayorch::Data>(
+pub(crate) fn run_seq<I: Send + Sync + 'static, T: rayorch::Data>(
     plan: &Plan,
     out: Output<T>,
     inputs: impl IntoIterator<Item = I>,
@@ -29,7 +32,7 @@ pub fn run_seq<I: Send + Sync + 'static, T: rayorch::Data>(
 }
 
 /// Run under `cfg` and return the typed output per root, in key order.
-pub fn run_with<I: Send + Sync + 'static, T: rayorch::Data>(
+pub(crate) fn run_with<I: Send + Sync + 'static, T: rayorch::Data>(
     plan: &Plan,
     out: Output<T>,
     inputs: impl IntoIterator<Item = I>,
@@ -42,12 +45,12 @@ pub fn run_with<I: Send + Sync + 'static, T: rayorch::Data>(
 }
 
 /// Message texts of non-present items, for compact assertions.
-pub fn cause_text<T>(i: &Item<T>) -> Option<&str> {
+pub(crate) fn cause_text<T>(i: &Item<T>) -> Option<&str> {
     i.cause().map(|c| c.message())
 }
 
 /// The two counters that are bugs whenever they move.
-pub fn assert_clean(stats: &EngineStats) {
+pub(crate) fn assert_clean(stats: &EngineStats) {
     assert_eq!(
         stats.invalid_transitions, 0,
         "invalid Grain transitions: {stats:?}"
@@ -56,7 +59,7 @@ pub fn assert_clean(stats: &EngineStats) {
 }
 
 /// The index of the Call named `name` in `plan`.
-pub fn call_index(plan: &Plan, name: &str) -> usize {
+pub(crate) fn call_index(plan: &Plan, name: &str) -> usize {
     plan.calls()
         .iter()
         .position(|c| &*c.name == name)
@@ -64,7 +67,7 @@ pub fn call_index(plan: &Plan, name: &str) -> usize {
 }
 
 /// An Entity path: root key, then ordinals.
-pub fn path(root: u64, ordinals: &[u32]) -> EntityPath {
+pub(crate) fn path(root: u64, ordinals: &[u32]) -> EntityPath {
     EntityPath {
         root,
         ordinals: ordinals.to_vec(),
@@ -72,7 +75,7 @@ pub fn path(root: u64, ordinals: &[u32]) -> EntityPath {
 }
 
 /// The root keys of each recorded batch of Call `c` (root-Domain Calls).
-pub fn rpc_keys(run: &SimRun, c: usize) -> Vec<Vec<u64>> {
+pub(crate) fn rpc_keys(run: &SimRun, c: usize) -> Vec<Vec<u64>> {
     run.rpcs[c]
         .iter()
         .map(|b| b.iter().map(|p| p.root).collect())
@@ -80,12 +83,12 @@ pub fn rpc_keys(run: &SimRun, c: usize) -> Vec<Vec<u64>> {
 }
 
 /// A successful single-output outcome, as a stage's erased report carries it.
-pub fn ok<T: Data>(v: T) -> Outcome<Vec<Value>> {
+pub(crate) fn ok<T: Data>(v: T) -> Outcome<Vec<Value>> {
     Outcome::Ok(vec![Arc::new(v) as Value])
 }
 
 /// The values a batch carries in input slot `slot` (present inputs only).
-pub fn input_values<T: Data>(b: &Batch, slot: usize) -> Vec<T> {
+pub(crate) fn input_values<T: Data>(b: &Batch, slot: usize) -> Vec<T> {
     b.inputs
         .iter()
         .map(|g| {
@@ -98,18 +101,18 @@ pub fn input_values<T: Data>(b: &Batch, slot: usize) -> Vec<T> {
         .collect()
 }
 
-/// One dispatch as a [`Driver`] saw it.
+/// One dispatch as a [`HandDriver`] saw it.
 #[derive(Clone, Debug)]
-pub struct Dispatch {
-    pub call: usize,
-    pub paths: Vec<EntityPath>,
-    pub generations: Vec<u32>,
+pub(crate) struct Dispatch {
+    pub(crate) call: usize,
+    pub(crate) paths: Vec<EntityPath>,
+    pub(crate) generations: Vec<u32>,
 }
 
 /// A current-thread tokio runtime with a paused clock: an async stage's
 /// sleeps and timeouts resolve in deadline order at once, the same on every
 /// machine however loaded.
-pub fn paused_runtime() -> tokio::runtime::Runtime {
+pub(crate) fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -121,19 +124,19 @@ pub fn paused_runtime() -> tokio::runtime::Runtime {
 /// async stage's future to completion on a paused-time tokio runtime), and
 /// every dispatch is logged. Tests use it where the checklist fixes an exact
 /// interleaving that a seeded executor would only hit by chance.
-pub struct Driver {
-    pub plan: Plan,
-    pub eng: Engine,
+pub(crate) struct HandDriver {
+    pub(crate) plan: Plan,
+    pub(crate) eng: Engine,
     replicas: Vec<Option<StageBox>>,
     /// Made on the first async batch.
     rt: Option<tokio::runtime::Runtime>,
-    pub log: Vec<Dispatch>,
-    pub finished: Vec<RootOutcome>,
+    pub(crate) log: Vec<Dispatch>,
+    pub(crate) finished: Vec<RootOutcome>,
 }
 
-impl Driver {
-    pub fn new(plan: &Plan) -> Driver {
-        Driver {
+impl HandDriver {
+    pub(crate) fn new(plan: &Plan) -> HandDriver {
+        HandDriver {
             plan: plan.clone(),
             eng: Engine::new(
                 plan,
@@ -150,17 +153,17 @@ impl Driver {
         }
     }
 
-    pub fn call(&self, name: &str) -> usize {
+    pub(crate) fn call(&self, name: &str) -> usize {
         call_index(&self.plan, name)
     }
 
-    pub fn admit<T: Data>(&mut self, key: u64, v: T) {
+    pub(crate) fn admit<T: Data>(&mut self, key: u64, v: T) {
         self.eng.admit_typed(key, v).expect("admitted");
         self.collect();
     }
 
     /// Reserve up to `max` Grains of Call `c` and log the dispatch.
-    pub fn reserve(&mut self, c: usize, max: usize) -> Option<Batch> {
+    pub(crate) fn reserve(&mut self, c: usize, max: usize) -> Option<Batch> {
         let b = self.eng.reserve(c, max)?;
         self.log.push(Dispatch {
             call: c,
@@ -170,7 +173,7 @@ impl Driver {
         Some(b)
     }
 
-    pub fn paths(&self, b: &Batch) -> Vec<EntityPath> {
+    pub(crate) fn paths(&self, b: &Batch) -> Vec<EntityPath> {
         b.grains
             .iter()
             .map(|g| self.eng.entity_path(g).expect("reserved Grains are live"))
@@ -179,7 +182,7 @@ impl Driver {
 
     /// Run a batch on Call `c`'s replica; a panicking replica is dropped and
     /// replaced on the next run, as a real executor would.
-    pub fn execute(&mut self, b: &mut Batch) -> AttemptResult {
+    pub(crate) fn execute(&mut self, b: &mut Batch) -> AttemptResult {
         let c = b.call;
         let inputs = std::mem::take(&mut b.inputs);
         let call = self.plan.calls()[c].runtime.clone();
@@ -206,14 +209,14 @@ impl Driver {
         }
     }
 
-    pub fn report(&mut self, id: BatchId, r: AttemptResult) -> ReportOutcome {
+    pub(crate) fn report(&mut self, id: BatchId, r: AttemptResult) -> ReportOutcome {
         let out = self.eng.report(id, r);
         self.collect();
         out
     }
 
     /// Reserve, run and report one batch of Call `c`.
-    pub fn step(&mut self, c: usize, max: usize) -> Option<ReportOutcome> {
+    pub(crate) fn step(&mut self, c: usize, max: usize) -> Option<ReportOutcome> {
         let mut b = self.reserve(c, max)?;
         let r = self.execute(&mut b);
         Some(self.report(b.id, r))
@@ -222,7 +225,7 @@ impl Driver {
     /// Run every Call except `skip` to quiescence, lowest Call index first,
     /// batches of the Call's own size, each batch reported before the next
     /// dispatch.
-    pub fn settle(&mut self, skip: &[usize]) {
+    pub(crate) fn settle(&mut self, skip: &[usize]) {
         loop {
             let next = (0..self.plan.calls().len())
                 .filter(|c| !skip.contains(c))
@@ -234,7 +237,7 @@ impl Driver {
     }
 
     /// The recorded batches of Call `c`.
-    pub fn dispatches(&self, c: usize) -> Vec<Vec<EntityPath>> {
+    pub(crate) fn dispatches(&self, c: usize) -> Vec<Vec<EntityPath>> {
         self.log
             .iter()
             .filter(|d| d.call == c)
@@ -243,19 +246,19 @@ impl Driver {
     }
 
     /// Every Entity that Call `c` was ever dispatched for, in dispatch order.
-    pub fn dispatched(&self, c: usize) -> Vec<EntityPath> {
+    pub(crate) fn dispatched(&self, c: usize) -> Vec<EntityPath> {
         self.dispatches(c).into_iter().flatten().collect()
     }
 
     /// The finished root with key `key`.
-    pub fn outcome(&self, key: u64) -> &RootOutcome {
+    pub(crate) fn outcome(&self, key: u64) -> &RootOutcome {
         self.finished
             .iter()
             .find(|o| o.key == key)
             .unwrap_or_else(|| panic!("root {key} has not finished"))
     }
 
-    pub fn assert_clean(&self) {
+    pub(crate) fn assert_clean(&self) {
         assert_clean(self.eng.stats());
     }
 
@@ -268,7 +271,7 @@ impl Driver {
 
 /// Assert `expected` (in key order) under the sequential schedule and under
 /// 40 random fault-free schedules: the result must not depend on the schedule.
-pub fn assert_every_schedule<I, T>(plan: &Plan, out: Output<T>, inputs: &[I], expected: &[Item<T>])
+pub(crate) fn assert_every_schedule<I, T>(plan: &Plan, out: Output<T>, inputs: &[I], expected: &[Item<T>])
 where
     I: Clone + Send + Sync + 'static,
     T: Data + PartialEq + std::fmt::Debug,
@@ -289,7 +292,7 @@ where
 /// An async stage made from a closure over a whole batch that returns the
 /// batch's future; whatever the closure does before returning the future is
 /// the synchronous part of `AsyncStage::run`.
-pub struct AsyncBatch<F, I, O> {
+pub(crate) struct AsyncBatch<F, I, O> {
     f: F,
     _types: std::marker::PhantomData<fn(I) -> O>,
 }
@@ -312,7 +315,7 @@ where
 }
 
 /// A Call over an [`AsyncBatch`] stage.
-pub fn async_call<F, I, O>(name: &str, f: F) -> rayorch::Call<rayorch::Async<AsyncBatch<F, I, O>>>
+pub(crate) fn async_call<F, I, O>(name: &str, f: F) -> rayorch::Call<rayorch::Async<AsyncBatch<F, I, O>>>
 where
     F: Fn(Vec<I>) -> rayorch::BoxFuture<rayorch::StageResult<O>> + Clone + Send + Sync + 'static,
     I: Send + 'static,
@@ -329,25 +332,25 @@ where
 /// A count that threads can wait on: gates in tests open on events, not
 /// after delays.
 #[derive(Default)]
-pub struct Count {
+pub(crate) struct Count {
     n: std::sync::Mutex<usize>,
     changed: std::sync::Condvar,
 }
 
 impl Count {
-    pub fn bump(&self) {
+    pub(crate) fn bump(&self) {
         *self.n.lock().unwrap() += 1;
         self.changed.notify_all();
     }
 
-    pub fn get(&self) -> usize {
+    pub(crate) fn get(&self) -> usize {
         *self.n.lock().unwrap()
     }
 
     /// Wait until the count reaches `n`; returns the count when the wait
     /// ended. The 60 s limit only turns a hang into a failed assertion (the
     /// caller checks the count); nothing is asserted about durations.
-    pub fn wait_for(&self, n: usize) -> usize {
+    pub(crate) fn wait_for(&self, n: usize) -> usize {
         let guard = self.n.lock().unwrap();
         let limit = std::time::Duration::from_secs(60);
         *self
@@ -359,7 +362,7 @@ impl Count {
 }
 
 /// The Domains of [`pages_plan`].
-pub mod pages {
+pub(crate) mod pages {
     rayorch::domain!(pub Doc);
     rayorch::domain!(pub Page: Doc);
 }
@@ -367,7 +370,7 @@ pub mod pages {
 /// Documents of `n` pages (render lists the page numbers), each page through
 /// `ocr`, gathered back per document: the plan the executor tests put their
 /// faulty stages in.
-pub fn pages_plan(
+pub(crate) fn pages_plan(
     ocr: rayorch::Call<impl rayorch::spi::StageKind<In = u32, Out = u32>>,
 ) -> (Plan, Output<Vec<u32>>) {
     let render = rayorch::Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>());

@@ -27,7 +27,3 @@ pub fn run<P: Pipeline>(p: &P, inputs: Vec<P::Input>) -> (P::Outputs, Vec<RootOu
     let outcomes = sequential.by_key().into_iter().cloned().collect();
     (outputs, outcomes)
 }
-
-/// The Call type of `Call::map`/`Call::batch`, for struct fields.
-pub type MapCall<I, O> =
-    rayorch::Call<rayorch::BatchFn<Box<dyn FnMut(Vec<I>) -> rayorch::StageResult<O> + Send>, I, O>>;

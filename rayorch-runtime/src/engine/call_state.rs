@@ -1,4 +1,4 @@
-//! The Call ingredient: Grains, GroupFailure barriers, ready queues and the
+//! The Call ingredient ([`CallState`]): Grains, GroupFailure barriers, ready queues and the
 //! batches in flight, and the decisions that move a Grain up to dispatch.
 //!
 //! State, per Call: one [`Grain`] per Entity slot of the Call's Domain, one
@@ -17,12 +17,12 @@
 //!   retry can follow the attempt: see [`retry_possible`] and `value.rs`.
 //! - Every Grain phase change goes through [`Core::transition`].
 
+use crate::engine::boundary::{Batch, BatchId, CallStats, GrainRef};
 use crate::engine::grain::{Grain, InvalidTransition, Phase, Transition};
 use crate::engine::lineage::state_of;
+use crate::engine::propagation_rules::{self, CallDecision, State};
 use crate::engine::ready_queue::{CallQueues, Entry};
-use crate::engine::rules::{self, CallDecision, State};
-use crate::engine::types::{Batch, BatchId, CallStats, GrainRef};
-use crate::engine::{Core, store::Lineage};
+use crate::engine::{Core, lineage_state::LineageState};
 use crate::error::RunError;
 use crate::exec::stage::BatchInputs;
 use crate::plan::PlanInner;
@@ -45,7 +45,7 @@ pub(crate) struct BatchRec {
     pub(crate) grains: Vec<InFlightGrain>,
 }
 
-pub(crate) struct Calls {
+pub(crate) struct CallState {
     /// Per Call, per Entity slot of its Domain.
     pub(crate) grains: Vec<Vec<Grain>>,
     /// Per Call, per Entity slot of the parent Domain: the GroupFailure cause.
@@ -58,10 +58,10 @@ pub(crate) struct Calls {
     pub(crate) stats: Vec<CallStats>,
 }
 
-impl Calls {
-    pub(crate) fn new(plan: &PlanInner, seed: u64) -> Calls {
+impl CallState {
+    pub(crate) fn new(plan: &PlanInner, seed: u64) -> CallState {
         let n = plan.calls.len();
-        Calls {
+        CallState {
             grains: (0..n).map(|_| Vec::new()).collect(),
             barriers: (0..n).map(|_| Vec::new()).collect(),
             queues: (0..n)
@@ -82,21 +82,27 @@ impl Calls {
 
     /// The barrier over Grain (c, e): its parent's GroupFailure cause.
     #[inline]
-    pub(crate) fn barrier(&self, plan: &PlanInner, lineage: &Lineage, c: usize, e: u32) -> Option<Cause> {
+    pub(crate) fn barrier(
+        &self,
+        plan: &PlanInner,
+        lineage: &LineageState,
+        c: usize,
+        e: u32,
+    ) -> Option<Cause> {
         let dom = plan.calls[c].domain;
         plan.domains[dom].parent?;
         self.barriers[c][lineage.parent(dom, e) as usize].clone()
     }
 
-    /// Is Grain (c, e) under a barrier? ([`Calls::barrier`] without the cause.)
+    /// Is Grain (c, e) under a barrier? ([`CallState::barrier`] without the cause.)
     #[inline]
-    pub(crate) fn barred(&self, plan: &PlanInner, lineage: &Lineage, c: usize, e: u32) -> bool {
+    pub(crate) fn barred(&self, plan: &PlanInner, lineage: &LineageState, c: usize, e: u32) -> bool {
         let dom = plan.calls[c].domain;
         plan.domains[dom].parent.is_some() && self.barriers[c][lineage.parent(dom, e) as usize].is_some()
     }
 
     /// Is queue entry `en` of Call `c` still a ready Grain?
-    pub(crate) fn is_ready(&self, lineage: &Lineage, dom: usize, c: usize, en: &Entry) -> bool {
+    pub(crate) fn is_ready(&self, lineage: &LineageState, dom: usize, c: usize, en: &Entry) -> bool {
         lineage.doms[dom].is(en.entity, en.epoch) && {
             let g = &self.grains[c][en.entity as usize];
             g.phase == Phase::Ready && g.generation == en.generation
@@ -195,7 +201,7 @@ impl Core {
             *b = (state_of(self.lineage.item(edge.port, e)), edge.optional);
         }
         let barrier = self.calls.barrier(plan, &self.lineage, c, e);
-        match rules::decide_call(&buf[..call.inputs.len()], barrier.is_some()) {
+        match propagation_rules::decide_call(&buf[..call.inputs.len()], barrier.is_some()) {
             CallDecision::Wait => {}
             CallDecision::SuppressedBy(i) => {
                 let cause = self.lineage.cause_of(call.inputs[i].port, e);

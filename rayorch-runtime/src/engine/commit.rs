@@ -15,10 +15,10 @@
 //!   attempt (`retry_possible` decides both, from the same policy).
 
 use crate::engine::Core;
+use crate::engine::boundary::{BatchId, ReportOutcome};
 use crate::engine::call_state::{InFlightGrain, retry_possible};
 use crate::engine::grain::{Phase, Transition};
 use crate::engine::ready_queue::Entry;
-use crate::engine::types::{BatchId, ReportOutcome};
 use crate::error::RunError;
 use crate::exec::stage::{AttemptError, AttemptResult, ErasedOutcome};
 use crate::plan::PlanInner;

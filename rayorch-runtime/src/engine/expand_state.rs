@@ -1,4 +1,4 @@
-//! The Expand ingredient: one Expansion per (child Domain, parent Entity),
+//! The Expand ingredient ([`ExpandState`]): one Expansion per (child Domain, parent Entity),
 //! and the broadcasts that copy an ancestor's Item down its children.
 //!
 //! State: per child Domain, one [`Expansion`] per Entity slot of the parent
@@ -6,11 +6,11 @@
 //! Items are still unresolved).
 //!
 //! Invariants:
-//! - An Expansion is decided once, by [`rules::decide_expand`]; its children
+//! - An Expansion is decided once, by [`propagation_rules::decide_expand`]; its children
 //!   are allocated together with ordinals 0..m and never change.
 //! - When it resolves without children (Dropped, Failed, or an empty list is
 //!   not one of these: an empty list Succeeds) the reduces over it are
-//!   resolved at once, through [`rules::decide_reduce`].
+//!   resolved at once, through [`propagation_rules::decide_reduce`].
 //! - A broadcast target receives the ancestor's Item exactly once: either
 //!   when the ancestor's Item resolves (existing children) or when the
 //!   Expansion creates the children (Item already resolved); publication is
@@ -19,19 +19,19 @@
 use crate::engine::Core;
 use crate::engine::lineage::{Expansion, Publish, state_of};
 use crate::engine::propagate::ChildSlot;
-use crate::engine::rules::{self, ExpandDecision, ExpansionState, State};
+use crate::engine::propagation_rules::{self, ExpandDecision, ExpansionState, State};
 use crate::plan::PlanInner;
 use crate::plan::build::NodeKind;
 use crate::value::{Cause, Item, Value};
 
-pub(crate) struct Expands {
+pub(crate) struct ExpandState {
     /// Per child Domain, per Entity slot of the parent Domain.
     exps: Vec<Vec<Expansion>>,
 }
 
-impl Expands {
-    pub(crate) fn new(plan: &PlanInner) -> Expands {
-        Expands {
+impl ExpandState {
+    pub(crate) fn new(plan: &PlanInner) -> ExpandState {
+        ExpandState {
             exps: (0..plan.domains.len()).map(|_| Vec::new()).collect(),
         }
     }
@@ -100,7 +100,7 @@ impl Core {
             *s = state_of(self.lineage.item(i, p));
         }
         let states = &states[..inputs.len()];
-        let lists = match rules::decide_expand(states, None) {
+        let lists = match propagation_rules::decide_expand(states, None) {
             ExpandDecision::FailedBy(i) => {
                 let cause = self.lineage.cause_of(inputs[i], p);
                 return self.close_expansion(plan, child, p, ExpansionState::Failed, Some(cause));
@@ -125,7 +125,7 @@ impl Core {
             }
         };
         let lens: Vec<usize> = lists.iter().map(Vec::len).collect();
-        match rules::decide_expand(states, Some(&lens)) {
+        match propagation_rules::decide_expand(states, Some(&lens)) {
             ExpandDecision::Succeeded(_) => self.create_children(plan, node, p, lists),
             _ => {
                 // Lists from different Grains (one Grain's own lists are

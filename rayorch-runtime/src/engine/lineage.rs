@@ -16,7 +16,7 @@
 //! - A root's Entities are released only after the root's outcome has been
 //!   handed out; releasing drops every value the root held.
 
-use crate::engine::rules::{ExpansionState, State};
+use crate::engine::propagation_rules::{ExpansionState, State};
 use crate::value::{Cause, Item, Value};
 
 /// The outcome of publishing a fact.

@@ -9,8 +9,10 @@
 //!
 //! Shape (a database and its ingredients, as in salsa): the [`Engine`] holds
 //! the immutable plan and a `Core` of per-kind ingredients, each owning the
-//! dense state of one node kind, indexed by Entity slot:
-//! - `store` — lineage: Entities, Item columns, roots, the propagation worklist;
+//! dense state of one node kind, indexed by Entity slot (module `X_state`
+//! holds `XState`):
+//! - `lineage_state` — lineage: Entities, Item columns, roots, the propagation
+//!   worklist (over the slabs and fact slots of `lineage`);
 //! - `call_state` — Call Grains, barriers, ready queues, batches in flight;
 //!   `commit` — the commit gate and recovery over that state;
 //! - `expand_state` — Expansions (and broadcasts, which follow them);
@@ -18,9 +20,9 @@
 //!
 //! Every method takes the plan as `&PlanInner` beside `&mut self` (the Engine
 //! splits its borrow once per public call), so nothing clones the plan. Every
-//! decision goes through the pure functions of [`rules`].
+//! decision goes through the pure functions of [`propagation_rules`].
 //!
-//! Invariants (checked by the tests in `tests/conformance_*.rs`):
+//! Invariants (checked by the tests in `tests/contract/conformance_*.rs`):
 //! - A Grain commits only if it is in flight and the report carries its
 //!   current generation and Entity epoch; anything else is counted as stale.
 //! - A typed GroupFailure installs a barrier for (Call, immediate parent):
@@ -34,29 +36,29 @@
 //!   [`RunError::InvalidTransition`] (never a silent skip).
 
 mod admission;
+mod boundary;
 mod call_state;
 mod commit;
 mod expand_state;
 pub(crate) mod grain;
 pub(crate) mod lineage;
+mod lineage_state;
 mod propagate;
+pub mod propagation_rules;
 pub(crate) mod ready_queue;
 mod reduce_state;
-pub mod rules;
-mod store;
-mod types;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-pub use types::{
+pub use boundary::{
     Batch, BatchId, CallStats, EngineConfig, EngineStats, EntityPath, GrainRef, ReportOutcome, RootOutcome,
 };
 
-use crate::engine::call_state::Calls;
-use crate::engine::expand_state::Expands;
-use crate::engine::reduce_state::Reduces;
-use crate::engine::store::Lineage;
+use crate::engine::call_state::CallState;
+use crate::engine::expand_state::ExpandState;
+use crate::engine::lineage_state::LineageState;
+use crate::engine::reduce_state::ReduceState;
 use crate::error::RunError;
 use crate::exec::stage::AttemptResult;
 use crate::plan::{Plan, PlanInner};
@@ -71,10 +73,10 @@ pub struct Engine {
 /// Everything mutable: the ingredients and the run-wide records.
 pub(crate) struct Core {
     config: EngineConfig,
-    lineage: Lineage,
-    calls: Calls,
-    expands: Expands,
-    reduces: Reduces,
+    lineage: LineageState,
+    calls: CallState,
+    expands: ExpandState,
+    reduces: ReduceState,
     finished: VecDeque<RootOutcome>,
     /// The fail-stop error (a `Recovery::Abort` failure or an engine bug).
     aborted: Option<RunError>,
@@ -89,10 +91,10 @@ impl Engine {
     pub fn new(plan: &Plan, config: EngineConfig) -> Engine {
         let p = plan.inner.clone();
         let core = Core {
-            lineage: Lineage::new(&p),
-            calls: Calls::new(&p, config.seed),
-            expands: Expands::new(&p),
-            reduces: Reduces::new(&p),
+            lineage: LineageState::new(&p),
+            calls: CallState::new(&p, config.seed),
+            expands: ExpandState::new(&p),
+            reduces: ReduceState::new(&p),
             finished: VecDeque::new(),
             aborted: None,
             stats: EngineStats::default(),
@@ -236,7 +238,7 @@ impl Core {
             return Err(RunError::DuplicateKey { key });
         }
         let r = self.alloc(plan, plan.root, None);
-        self.lineage.roots[r as usize] = store::RootRec {
+        self.lineage.roots[r as usize] = lineage_state::RootRec {
             key,
             outputs_pending: plan.outputs.len() as u32,
             expanded: false,

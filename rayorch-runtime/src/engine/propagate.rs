@@ -8,17 +8,17 @@
 //! - `drain` runs to a fixpoint before any public call returns, so an
 //!   executor never sees a half-propagated engine.
 //! - An Entity slot is (re)initialised in every ingredient that indexes it
-//!   (Items, Grains, Expansions, Reduces, barriers) in one place, `alloc`;
+//!   (Items, Grains, Expansions, ReduceState, barriers) in one place, `alloc`;
 //!   a released slot's Items are cleared by `free_tree`, so a recycled slot
 //!   starts with every Item unresolved.
 //! - A root is released after its outcome is queued, never before.
 
 use crate::engine::Core;
+use crate::engine::boundary::RootOutcome;
 use crate::engine::grain::{Grain, Phase};
 use crate::engine::lineage::state_of;
-use crate::engine::rules::{self, ExpansionState, FilterDecision};
-use crate::engine::store::Fact;
-use crate::engine::types::RootOutcome;
+use crate::engine::lineage_state::Fact;
+use crate::engine::propagation_rules::{self, ExpansionState, FilterDecision};
 use crate::plan::PlanInner;
 use crate::plan::build::NodeKind;
 use crate::value::{Cause, Item, ItemKind, Value};
@@ -78,7 +78,7 @@ impl Core {
         };
         let vs = state_of(lin.item(value, e));
         let ms = state_of(lin.item(mask, e));
-        let item = match rules::decide_filter(vs, ms, keep) {
+        let item = match propagation_rules::decide_filter(vs, ms, keep) {
             FilterDecision::Wait => return,
             FilterDecision::Value => lin.item(value, e).clone(),
             FilterDecision::Mask => lin.item(mask, e).clone(),

@@ -1,4 +1,4 @@
-//! The Reduce ingredient: one gather record per (Reduce node, parent Entity).
+//! The Reduce ingredient ([`ReduceState`]): one gather record per (Reduce node, parent Entity).
 //!
 //! State: per Reduce node, per Entity slot of the parent Domain, how many
 //! child Items (inputs and member masks) are still unresolved and whether
@@ -7,19 +7,19 @@
 //! Invariants:
 //! - `pending` is armed when the Expansion succeeds (children × consumed
 //!   Ports) and falls by one per resolved child Item; the decision is taken
-//!   by [`rules::decide_reduce`] when it reaches zero, when a child Item
+//!   by [`propagation_rules::decide_reduce`] when it reaches zero, when a child Item
 //!   fails (a failure decides while others are pending), or when the
 //!   Expansion resolves without children.
 //! - A `keep_failed` Reduce counts a failed child Item like any other and
-//!   is decided by [`rules::decide_reduce_keep_failed`] only at zero (or
+//!   is decided by [`propagation_rules::decide_reduce_keep_failed`] only at zero (or
 //!   without children): a failure is gathered, it decides nothing.
 //! - `done` is set exactly when the outputs are published; nothing after it
 //!   touches the record until the root is released.
 
 use crate::engine::Core;
-use crate::engine::Lineage;
+use crate::engine::LineageState;
 use crate::engine::lineage::state_of;
-use crate::engine::rules::{self, ExpansionState, ReduceDecision, State};
+use crate::engine::propagation_rules::{self, ExpansionState, ReduceDecision, State};
 use crate::plan::PlanInner;
 use crate::plan::build::NodeKind;
 use crate::value::{Cause, Item, Value};
@@ -30,16 +30,16 @@ pub(crate) struct ReduceRec {
     pub(crate) done: bool,
 }
 
-pub(crate) struct Reduces {
+pub(crate) struct ReduceState {
     /// Per Reduce node (dense index), per Entity slot of the parent Domain.
     pub(crate) recs: Vec<Vec<ReduceRec>>,
     /// Reused buffer: each child's combined state for one decision.
     members: Vec<State>,
 }
 
-impl Reduces {
-    pub(crate) fn new(plan: &PlanInner) -> Reduces {
-        Reduces {
+impl ReduceState {
+    pub(crate) fn new(plan: &PlanInner) -> ReduceState {
+        ReduceState {
             recs: (0..plan.reduces.len()).map(|_| Vec::new()).collect(),
             members: Vec::new(),
         }
@@ -136,13 +136,13 @@ impl Core {
                         *b = state_of(self.lineage.item(port, ch));
                         k += 1;
                     }
-                    states.push(rules::combine(&buf[..k]));
+                    states.push(propagation_rules::combine(&buf[..k]));
                 }
             }
         }
         let decision = match keep_failed {
-            Some(_) => rules::decide_reduce_keep_failed(expansion, states),
-            None => rules::decide_reduce(expansion, states),
+            Some(_) => propagation_rules::decide_reduce_keep_failed(expansion, states),
+            None => propagation_rules::decide_reduce(expansion, states),
         };
         let item = match decision {
             ReduceDecision::Wait => return,
@@ -159,7 +159,7 @@ impl Core {
             ReduceDecision::Present if let Some(gather) = keep_failed => {
                 self.reduces.recs[dense][p as usize].done = true;
                 let mut col = Vec::with_capacity(states.len());
-                for (j, present) in rules::kept(states) {
+                for (j, present) in propagation_rules::kept(states) {
                     let ch = self.expands.children(child, p)[j];
                     // Every kept child holds its ordinal's slot, even one
                     // whose value could not be read.
@@ -180,7 +180,7 @@ impl Core {
                 let mut cols: Vec<Vec<Value>> = (0..inputs.len())
                     .map(|_| Vec::with_capacity(states.len()))
                     .collect();
-                for j in rules::survivors(states) {
+                for j in propagation_rules::survivors(states) {
                     let ch = self.expands.children(child, p)[j];
                     for (col, &i) in cols.iter_mut().zip(inputs) {
                         col.extend(self.lineage.take_if_sole(plan, i, ch));
@@ -202,7 +202,7 @@ impl Core {
 
 /// The cause of child `ch`'s first non-present Item among the ports a
 /// Reduce reads (inputs, then the member mask).
-fn child_cause(lineage: &Lineage, inputs: &[u32], members: Option<u32>, ch: u32) -> Cause {
+fn child_cause(lineage: &LineageState, inputs: &[u32], members: Option<u32>, ch: u32) -> Cause {
     inputs
         .iter()
         .chain(members.iter())

@@ -34,7 +34,7 @@ use crate::exec::journal::Journal;
 use crate::exec::metrics::{CallMetrics, DomainCounts, RunSummary, secs};
 use crate::exec::replica::{Attempt, Event, Replicas, timed_out};
 use crate::exec::sink::Sink;
-use crate::exec::stage::{AttemptError, AttemptResult, panic_text};
+use crate::exec::stage::{AttemptResult, panic_text};
 use crate::plan::Plan;
 use crate::value::{Cause, Item, ItemKind, Outcome, Value};
 
@@ -375,7 +375,7 @@ impl<'p, S: Sink> Driver<'p, S> {
                 }
                 None
             }
-            Err(AttemptError::Failed(m) | AttemptError::Contract(m)) => Some(m.as_str()),
+            Err(e) => Some(e.message()),
         };
         self.watch.finished(&BatchFinished {
             call: &self.plan.calls()[c].name,

@@ -1,14 +1,15 @@
 //! Executors and everything around a run: the [`Stage`](stage::Stage) contract,
 //! the threaded [`Runner`](runner::Runner) (its driver, replicas and run
-//! control), the seeded [`sim`] executor, sinks and metrics.
+//! control), the seeded `sim` executor (feature `sim`), sinks and metrics.
 
 pub(crate) mod backpressure;
-pub mod control;
+pub(crate) mod control;
 mod driver;
 pub mod journal;
-pub mod metrics;
+pub(crate) mod metrics;
 mod replica;
-pub mod runner;
+pub(crate) mod runner;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod sink;
-pub mod stage;
+pub(crate) mod stage;

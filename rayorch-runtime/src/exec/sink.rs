@@ -7,9 +7,10 @@
 //! admits, dispatches and reports nothing while it runs, so a slow sink
 //! slows the run instead of letting finished roots pile up; roots pulled
 //! from the source never exceed roots delivered plus the window
-//! (`tests/sink_backpressure.rs`). A sink that hands outcomes to another
-//! thread must keep that property: [`BoundedChannelSink`] blocks when its
-//! channel is full; [`ChannelSink`] is unbounded (for fast receivers).
+//! (`a_slow_sink_holds_the_source_back_instead_of_buffering` in
+//! `tests/runner/memory_bounds.rs`). A sink that hands outcomes to another thread
+//! must keep that property: [`BoundedChannelSink`] blocks when its channel
+//! is full; [`ChannelSink`] is unbounded (for fast receivers).
 //!
 //! Durable half (journaled runs, see [`crate::journal`]): a sink that writes
 //! files reports, at each journal commit, one *position* per file it owns

@@ -13,8 +13,8 @@
 //!
 //! An async stage runs only as a future ([`ErasedCall::run_async`]) on the
 //! executor's tokio runtime; nothing here blocks on a future except the
-//! self-contained [`Replica`], which owns a current-thread runtime with a
-//! paused clock for that.
+//! self-contained test replica (`Replica`, feature `sim`), which owns a
+//! current-thread runtime with a paused clock for that.
 //!
 //! Executors never see `S`: each Call node is wrapped in an [`ErasedCall`]
 //! that makes stage instances ([`StageBox`]) and runs erased batches on them.
@@ -200,11 +200,27 @@ pub type ErasedOutcome = Outcome<Vec<Value>>;
 
 /// Why a whole attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttemptError {
     /// The stage returned `Err`, panicked, crashed or timed out: retryable.
     Failed(String),
     /// The stage broke its contract (e.g. wrong outcome count): not retried.
     Contract(String),
+}
+
+impl AttemptError {
+    /// Whether the Call's recovery policy may retry the attempt (a contract
+    /// error never is).
+    pub fn retryable(&self) -> bool {
+        matches!(self, AttemptError::Failed(_))
+    }
+
+    /// What went wrong, as the failure's cause will say it.
+    pub fn message(&self) -> &str {
+        match self {
+            AttemptError::Failed(m) | AttemptError::Contract(m) => m,
+        }
+    }
 }
 
 /// The result of one attempt, as reported to the engine.
@@ -237,7 +253,10 @@ pub trait ErasedCall: Send + Sync {
     /// tests and simple executors. An async stage's batches run to completion
     /// on a current-thread tokio runtime with paused time that the replica
     /// owns, so `tokio::time::sleep` returns as soon as nothing else can run;
-    /// do not call [`Replica::run`] from inside another tokio runtime.
+    /// do not call [`Replica::run`] from inside another tokio runtime. For
+    /// tests (feature `sim`): production executors run async stages on real
+    /// time.
+    #[cfg(feature = "sim")]
     fn spawn(&self) -> Result<Box<dyn Replica + '_>, BoxError> {
         Ok(Box::new(NodeReplica {
             stage: self.spawn_stage()?,
@@ -248,11 +267,13 @@ pub trait ErasedCall: Send + Sync {
 }
 
 /// A live replica bound to one Call node.
+#[cfg(feature = "sim")]
 pub trait Replica: Send {
     /// Run one batch of erased inputs.
     fn run(&mut self, batch: BatchInputs) -> AttemptResult;
 }
 
+#[cfg(feature = "sim")]
 struct NodeReplica<'a, C: ?Sized> {
     stage: StageBox,
     call: &'a C,
@@ -260,6 +281,7 @@ struct NodeReplica<'a, C: ?Sized> {
     rt: Option<tokio::runtime::Runtime>,
 }
 
+#[cfg(feature = "sim")]
 impl<C: ErasedCall + ?Sized> Replica for NodeReplica<'_, C> {
     fn run(&mut self, batch: BatchInputs) -> AttemptResult {
         match self.call.execution() {
@@ -283,6 +305,7 @@ impl<C: ErasedCall + ?Sized> Replica for NodeReplica<'_, C> {
 ///
 /// Errors when called from inside a tokio runtime: `block_on` on a second
 /// runtime there would panic.
+#[cfg(feature = "sim")]
 pub(crate) fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
     if tokio::runtime::Handle::try_current().is_ok() {
         return Err(

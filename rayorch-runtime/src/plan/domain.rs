@@ -10,7 +10,7 @@
 use std::any::TypeId;
 use std::marker::PhantomData;
 
-pub mod rules;
+pub mod typing_rules;
 
 /// A level of the hierarchy: a finite, acyclic tree of Domains.
 #[diagnostic::on_unimplemented(

@@ -150,7 +150,7 @@ macro_rules! tuple_inputs {
     ($($name:ident),+) => {
         impl<D: Domain, $($name: InputPort<D>),+> Inputs<D> for ($($name,)+) {
             type Value = ($($name::Value,)+);
-            #[allow(non_snake_case)]
+            #[expect(non_snake_case, reason = "the bindings are named after the tuple's type parameters")]
             fn edges(&self) -> Vec<(PortRef, bool)> {
                 let ($($name,)+) = self;
                 vec![$($name.edge()),+]

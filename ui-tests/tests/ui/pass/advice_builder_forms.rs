@@ -5,7 +5,6 @@
 use rayorch::Item;
 use rayorch::prelude::*;
 use rayorch::sim::{self, SimConfig};
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -19,14 +18,14 @@ struct Page;
 struct Part;
 
 fn main() {
-    let pages: MapCall<String, Vec<String>> = Call::map("pages", |s: String| {
+    let pages: FnCall<String, Vec<String>> = Call::map("pages", |s: String| {
         s.split('/').map(String::from).collect::<Vec<_>>()
     });
-    let both: MapCall<String, (String, usize)> = Call::map("both", |s: String| {
+    let both: FnCall<String, (String, usize)> = Call::map("both", |s: String| {
         let n = s.len();
         (s, n)
     });
-    let keep: MapCall<String, bool> = Call::map("keep", |s: String| !s.is_empty());
+    let keep: FnCall<String, bool> = Call::map("keep", |s: String| !s.is_empty());
     let (plan, out) = Plan::build(|b| {
         let x = b.source::<Pdf, String>();
         let lists = pages.apply(x);

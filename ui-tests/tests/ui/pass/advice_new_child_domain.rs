@@ -3,7 +3,6 @@
 
 use rayorch::Item;
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -17,8 +16,8 @@ struct Page;
 struct Part;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    ocr: MapCall<String, String>,
+    pages: FnCall<String, Vec<String>>,
+    ocr: FnCall<String, String>,
 }
 
 #[pipeline]

@@ -3,7 +3,6 @@
 
 use rayorch::Item;
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Doc;
@@ -13,10 +12,10 @@ struct Doc;
 struct Word;
 
 struct Aligned {
-    tokenize: MapCall<String, (Vec<String>, Vec<usize>)>,
-    label: MapCall<(String, usize), String>,
-    long: MapCall<usize, bool>,
-    pair: MapCall<(Vec<String>, Vec<usize>), String>,
+    tokenize: FnCall<String, (Vec<String>, Vec<usize>)>,
+    label: FnCall<(String, usize), String>,
+    long: FnCall<usize, bool>,
+    pair: FnCall<(Vec<String>, Vec<usize>), String>,
 }
 
 #[pipeline]

@@ -3,7 +3,6 @@
 
 use rayorch::Item;
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Doc;
@@ -13,10 +12,10 @@ struct Doc;
 struct Chunk;
 
 struct Chunks {
-    chunk: MapCall<String, Vec<String>>,
-    min_len: MapCall<String, usize>,
-    long_enough: MapCall<(String, usize), bool>,
-    pair: MapCall<(String, Vec<String>), (String, Vec<String>)>,
+    chunk: FnCall<String, Vec<String>>,
+    min_len: FnCall<String, usize>,
+    long_enough: FnCall<(String, usize), bool>,
+    pair: FnCall<(String, Vec<String>), (String, Vec<String>)>,
 }
 
 #[pipeline]

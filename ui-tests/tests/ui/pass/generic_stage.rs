@@ -4,7 +4,6 @@
 use rayorch::prelude::*;
 use rayorch::{Item};
 use rayorch::spi::{StageKind};
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Doc;
@@ -14,7 +13,7 @@ struct Doc;
 struct Word;
 
 struct Lengths<S: StageKind<In = String, Out = usize>> {
-    split: MapCall<String, Vec<String>>,
+    split: FnCall<String, Vec<String>>,
     measure: Call<S>,
 }
 

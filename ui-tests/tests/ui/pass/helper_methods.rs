@@ -2,7 +2,6 @@
 
 use rayorch::Item;
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Doc;
@@ -12,8 +11,8 @@ struct Doc;
 struct Word;
 
 struct Lengths {
-    split: MapCall<String, Vec<String>>,
-    len: MapCall<String, usize>,
+    split: FnCall<String, Vec<String>>,
+    len: FnCall<String, usize>,
 }
 
 #[pipeline]

@@ -14,14 +14,12 @@ struct Page;
 #[domain(parent = Page)]
 struct Line;
 
-type MapCall<I, O> = rayorch::FnCall<I, O>;
-
 struct DocPipeline {
-    pages: MapCall<String, Vec<String>>,
-    lines: MapCall<String, Vec<String>>,
-    shout: MapCall<String, String>,
-    join: MapCall<Vec<String>, String>,
-    count: MapCall<(String, Vec<String>), (String, usize)>,
+    pages: FnCall<String, Vec<String>>,
+    lines: FnCall<String, Vec<String>>,
+    shout: FnCall<String, String>,
+    join: FnCall<Vec<String>, String>,
+    count: FnCall<(String, Vec<String>), (String, usize)>,
 }
 
 #[pipeline]

@@ -3,15 +3,14 @@
 
 use rayorch::Item;
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Doc;
 
 struct Describe {
-    len: MapCall<String, usize>,
-    is_long: MapCall<usize, bool>,
-    describe: MapCall<(String, Option<usize>), String>,
+    len: FnCall<String, usize>,
+    is_long: FnCall<usize, bool>,
+    describe: FnCall<(String, Option<usize>), String>,
 }
 
 #[pipeline]

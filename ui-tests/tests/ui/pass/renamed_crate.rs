@@ -3,8 +3,7 @@
 
 extern crate rayorch as ray;
 
-use ray::{Domain, Port, pipeline};
-use ui_tests::MapCall;
+use ray::{Domain, FnCall, Port, pipeline};
 
 #[derive(Domain)]
 #[domain(crate = ray)]
@@ -15,8 +14,8 @@ struct Doc;
 struct Word;
 
 struct Lengths {
-    split: MapCall<String, Vec<String>>,
-    len: MapCall<String, usize>,
+    split: FnCall<String, Vec<String>>,
+    len: FnCall<String, usize>,
 }
 
 #[pipeline(crate = ray)]

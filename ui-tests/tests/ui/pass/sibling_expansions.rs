@@ -3,7 +3,6 @@
 
 use rayorch::Item;
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -21,12 +20,12 @@ struct Line;
 struct Figure;
 
 struct Layout {
-    pages: MapCall<String, Vec<String>>,
-    lines: MapCall<String, Vec<String>>,
-    figures: MapCall<String, Vec<String>>,
-    read: MapCall<String, String>,
-    caption: MapCall<String, String>,
-    merge: MapCall<(Vec<String>, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    lines: FnCall<String, Vec<String>>,
+    figures: FnCall<String, Vec<String>>,
+    read: FnCall<String, String>,
+    caption: FnCall<String, String>,
+    merge: FnCall<(Vec<String>, Vec<String>), String>,
 }
 
 #[pipeline]

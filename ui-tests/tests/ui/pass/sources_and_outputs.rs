@@ -3,14 +3,13 @@
 
 use rayorch::prelude::*;
 use rayorch::{Item, Output};
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Order;
 
 struct Totals {
-    total: MapCall<(u32, u32), u32>,
-    label: MapCall<(String, u32), String>,
+    total: FnCall<(u32, u32), u32>,
+    label: FnCall<(String, u32), String>,
 }
 
 #[pipeline]

@@ -2,7 +2,6 @@
 //! cannot see its Domain, and rustc reports the rule instead.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -20,9 +19,9 @@ struct Line;
 struct Figure;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    ocr: MapCall<String, String>,
-    pair: MapCall<(String, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    ocr: FnCall<String, String>,
+    pair: FnCall<(String, Vec<String>), String>,
 }
 
 #[pipeline]

@@ -1,7 +1,6 @@
 //! The builder API (no `#[pipeline]`): a Call applied to Ports of two Domains is one error.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -11,8 +10,8 @@ struct Pdf;
 struct Page;
 
 fn main() {
-    let pages: MapCall<String, Vec<String>> = Call::map("pages", |s: String| vec![s]);
-    let pair: MapCall<(String, String), String> = Call::map("pair", |(a, b): (String, String)| a + &b);
+    let pages: FnCall<String, Vec<String>> = Call::map("pages", |s: String| vec![s]);
+    let pair: FnCall<(String, String), String> = Call::map("pair", |(a, b): (String, String)| a + &b);
     let _ = Plan::build(|b| {
         let pdfs: Port<Pdf, String> = b.source();
         let page: Port<Page, String> = rayorch::expand(pages.apply(pdfs));

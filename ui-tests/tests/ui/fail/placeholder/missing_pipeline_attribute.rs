@@ -3,7 +3,6 @@
 //! `self.ocr(x)` is rustc's own error, since the field is not a method).
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -13,7 +12,7 @@ struct Pdf;
 struct Page;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
+    pages: FnCall<String, Vec<String>>,
 }
 
 impl P {

@@ -2,7 +2,6 @@
 //! inner Call.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -20,10 +19,10 @@ struct Line;
 struct Word;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    lines: MapCall<String, Vec<String>>,
-    ocr: MapCall<String, String>,
-    pair: MapCall<(String, Vec<Vec<String>>), String>,
+    pages: FnCall<String, Vec<String>>,
+    lines: FnCall<String, Vec<String>>,
+    ocr: FnCall<String, String>,
+    pair: FnCall<(String, Vec<Vec<String>>), String>,
 }
 
 #[pipeline]

@@ -1,7 +1,6 @@
 //! Structural mistakes are all reported in one pass, each at its own token.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -11,9 +10,9 @@ struct Pdf;
 struct Page;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    keep: MapCall<String, bool>,
-    pair: MapCall<(String, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    keep: FnCall<String, bool>,
+    pair: FnCall<(String, Vec<String>), String>,
 }
 
 #[pipeline]

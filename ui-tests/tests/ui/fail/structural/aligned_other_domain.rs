@@ -1,7 +1,6 @@
 //! `expand_aligned!` and `reduce_aligned!` of Ports of two Domains.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -15,8 +14,8 @@ struct Page;
 struct Line;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    pair: MapCall<(Vec<String>, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    pair: FnCall<(Vec<String>, Vec<String>), String>,
 }
 
 #[pipeline]

@@ -1,7 +1,6 @@
 //! A tuple pattern on a Call without `split!`.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -11,8 +10,8 @@ struct Pdf;
 struct Page;
 
 struct P {
-    both: MapCall<String, (String, usize)>,
-    pair: MapCall<(String, usize), String>,
+    both: FnCall<String, (String, usize)>,
+    pair: FnCall<(String, usize), String>,
 }
 
 #[pipeline]

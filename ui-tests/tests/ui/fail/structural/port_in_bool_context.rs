@@ -1,7 +1,6 @@
 //! A Port where Rust needs a `bool`.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -11,8 +10,8 @@ struct Pdf;
 struct Page;
 
 struct P {
-    keep: MapCall<String, bool>,
-    ocr: MapCall<String, String>,
+    keep: FnCall<String, bool>,
+    ocr: FnCall<String, String>,
 }
 
 #[pipeline]

@@ -1,7 +1,6 @@
 //! `reduce!` members from another Domain than the reduced Port.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -15,10 +14,10 @@ struct Page;
 struct Line;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    lines: MapCall<String, Vec<String>>,
-    keep: MapCall<String, bool>,
-    pair: MapCall<(String, Vec<Vec<String>>), String>,
+    pages: FnCall<String, Vec<String>>,
+    lines: FnCall<String, Vec<String>>,
+    keep: FnCall<String, bool>,
+    pair: FnCall<(String, Vec<Vec<String>>), String>,
 }
 
 #[pipeline]

@@ -1,7 +1,6 @@
 //! Several sources in different root Domains.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -14,7 +13,7 @@ struct Page;
 struct Batch;
 
 struct P {
-    pair: MapCall<(String, u32), String>,
+    pair: FnCall<(String, u32), String>,
 }
 
 #[pipeline]

@@ -1,7 +1,6 @@
 //! `broadcast!(x, y)` without `like =`.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -11,9 +10,9 @@ struct Pdf;
 struct Page;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    ocr: MapCall<String, String>,
-    pair: MapCall<(String, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    ocr: FnCall<String, String>,
+    pair: FnCall<(String, Vec<String>), String>,
 }
 
 #[pipeline]

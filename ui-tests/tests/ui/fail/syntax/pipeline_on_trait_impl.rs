@@ -1,7 +1,6 @@
 //! `#[pipeline]` on a trait impl block.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -19,9 +18,9 @@ struct Line;
 struct Figure;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    ocr: MapCall<String, String>,
-    pair: MapCall<(String, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    ocr: FnCall<String, String>,
+    pair: FnCall<(String, Vec<String>), String>,
 }
 
 trait Build {

@@ -1,7 +1,6 @@
 //! `broadcast!` from a sibling Domain, not an ancestor.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -19,11 +18,11 @@ struct Line;
 struct Figure;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    lines: MapCall<String, Vec<String>>,
-    figures: MapCall<String, Vec<String>>,
-    pair: MapCall<(String, String), String>,
-    join: MapCall<(String, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    lines: FnCall<String, Vec<String>>,
+    figures: FnCall<String, Vec<String>>,
+    pair: FnCall<(String, String), String>,
+    join: FnCall<(String, Vec<String>), String>,
 }
 
 #[pipeline]

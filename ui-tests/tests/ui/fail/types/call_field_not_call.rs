@@ -1,7 +1,6 @@
 //! `self.name(..)` where field `name` is not a `Call<_>`.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -11,7 +10,7 @@ struct Pdf;
 struct Page;
 
 struct P {
-    ocr: MapCall<String, String>,
+    ocr: FnCall<String, String>,
     lang: String,
 }
 

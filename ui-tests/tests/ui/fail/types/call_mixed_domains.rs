@@ -1,7 +1,6 @@
 //! A two-input Call given a `Pdf` Port and a `Page` Port.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -11,9 +10,9 @@ struct Pdf;
 struct Page;
 
 struct Q {
-    pages: MapCall<String, Vec<String>>,
-    label: MapCall<(String, String), String>,
-    pair: MapCall<(String, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    label: FnCall<(String, String), String>,
+    pair: FnCall<(String, Vec<String>), String>,
 }
 
 #[pipeline]

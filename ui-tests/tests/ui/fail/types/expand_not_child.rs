@@ -1,7 +1,6 @@
 //! `expand!` into a Domain that is not a child of the input's Domain.
 
 use rayorch::prelude::*;
-use ui_tests::MapCall;
 
 #[derive(Domain)]
 struct Pdf;
@@ -15,9 +14,9 @@ struct Page;
 struct Line;
 
 struct P {
-    pages: MapCall<String, Vec<String>>,
-    ocr: MapCall<String, String>,
-    pair: MapCall<(String, Vec<String>), String>,
+    pages: FnCall<String, Vec<String>>,
+    ocr: FnCall<String, String>,
+    pair: FnCall<(String, Vec<String>), String>,
 }
 
 #[pipeline]

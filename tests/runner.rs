@@ -1,0 +1,20 @@
+//! The threaded Runner and its executors: run control and streams
+//! (`control`), failures and faults, streaming sinks, durable runs across a
+//! kill (`durable_kill_resume`, which re-executes this binary as its child),
+//! memory bounds, the observer's spans and the plan handles a run checks.
+//!
+//! One test binary; its modules live in `runner/`, the helpers it shares
+//! with the other layers' binaries in `common/`.
+
+mod common;
+
+mod runner {
+    mod control;
+    mod durable_kill_resume;
+    mod failures;
+    mod faults;
+    mod memory_bounds;
+    mod observer_spans;
+    mod run_handles;
+    mod streaming;
+}
