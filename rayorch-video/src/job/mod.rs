@@ -5,7 +5,7 @@
 //! Video ─decode (probe + histogram scan)─► expand Clip ─frames─► expand Frame
 //!     ─score (range decode + open_nsfw)─► reduce ─clip_merge (+ clip audio)─► reduce ─video_merge
 //! ```
-//! The pipeline is [`VideoIndex`](crate::pipeline::VideoIndex) (`#[pipeline]`).
+//! The pipeline is [`crate::pipeline::VideoIndex`] (`#[pipeline]`).
 //! Frame-model batches mix frames of many clips and videos; each video is
 //! written the moment its last clip is merged.
 //!
