@@ -148,15 +148,7 @@ pub enum RunError {
         /// The error text.
         cause: String,
     },
-    /// A replica could not be initialised.
-    #[error("Call `{call}`: replica initialisation failed: {cause}")]
-    ReplicaInit {
-        /// The Call.
-        call: String,
-        /// The factory's error.
-        cause: String,
-    },
-    // Executor errors (the threaded Runner).
+    // Executor errors (every backend of the run loop).
     /// A Call's replica factory returned an error or panicked.
     #[error(
         "Call `{call}` (stage `{stage}`): the replica factory failed: {cause}; fix what the factory loads (model files, device, credentials): the run stopped before this Call could run"
@@ -172,6 +164,12 @@ pub enum RunError {
     /// The async runtime could not start.
     #[error("could not start the async runtime: {0}")]
     Runtime(String),
+    /// A blocking entry point (`Runner::run`, `Runner::run_stream`) was
+    /// called from inside a tokio runtime, where it cannot start its own.
+    #[error(
+        "Runner::run was called inside a tokio runtime, which cannot block on a run: inside async code call `Runner::run_async` (or `run_stream_async`) and await it"
+    )]
+    InsideRuntime,
     /// A sink failed; what it had written stays.
     #[error("the sink failed: {0}; results written before this point are kept")]
     Sink(String),

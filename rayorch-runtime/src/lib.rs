@@ -54,9 +54,13 @@ pub mod spi {
     //! The executor SPI: what a new executor (a cluster backend, a replay
     //! tool) drives. A pipeline author never needs it.
     //!
-    //! An executor admits roots into an [`Engine`], reserves [`Batch`]es per
-    //! Call, runs each on a replica of the Call's [`ErasedCall`] and reports an
-    //! [`AttemptResult`]; the engine's commit gate decides what counts.
+    //! An executor is a [`Backend`] of the one run loop ([`run`]): the loop
+    //! admits roots into the [`Engine`], delivers finished roots, journals,
+    //! applies backpressure, detects stalls and cancellations and builds the
+    //! summary; the backend reserves [`Batch`]es per Call through its
+    //! [`Dispatch`], runs each on a replica of the Call's [`ErasedCall`]
+    //! ([`ReplicaPool`], [`run_attempt`]) and hands back a [`Report`] with
+    //! its [`AttemptResult`]; the engine's commit gate decides what counts.
 
     pub use crate::engine::grain::{InvalidTransition, Phase, Transition};
     pub use crate::engine::lineage::Publish;
@@ -66,6 +70,9 @@ pub mod spi {
     };
     pub use crate::exec::backpressure::Backpressure;
     pub use crate::exec::journal::{Journal, JournalOptions};
+    pub use crate::exec::metrics::WorkerGrains;
+    pub use crate::exec::replica::{ReplicaPool, run_attempt};
+    pub use crate::exec::run_loop::{Backend, Dispatch, Finished, LoopConfig, Report, run};
     #[cfg(feature = "sim")]
     pub use crate::exec::stage::Replica;
     pub use crate::exec::stage::{

@@ -156,7 +156,10 @@ impl PageUpright {
 
     /// What would bring each page upright, and its text-line boxes on the
     /// upright page (pages with a text layer: nothing, no lines).
-    #[expect(clippy::type_complexity, reason = "one (turn, lines) pair per page: a named type would be used once")]
+    #[expect(
+        clippy::type_complexity,
+        reason = "one (turn, lines) pair per page: a named type would be used once"
+    )]
     pub fn find(
         &mut self,
         pages: &[&LayoutPage],

@@ -109,6 +109,9 @@ pub struct RunSummary {
     pub driver_wakeups: u64,
     /// Reports for batches no longer in flight (stale or duplicate).
     pub rejected_reports: u64,
+    /// Times a Call's dispatch was held by backpressure (its consumer was
+    /// behind).
+    pub backpressure_holds: u64,
     /// Journaled runs: roots the source gave that the journal already held
     /// as terminal (not run again, not given to the sink).
     pub journal_skipped: u64,
@@ -119,6 +122,21 @@ pub struct RunSummary {
     pub calls: Vec<CallMetrics>,
     /// Per-Domain counts, parents before children.
     pub domains: Vec<DomainCounts>,
+    /// Distributed runs: Grains committed per worker and Call (empty for a
+    /// run in one process).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerGrains>,
+}
+
+/// Grains one worker process committed for one Call (distributed runs).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct WorkerGrains {
+    /// The worker's name (`owner` for Calls the owner runs itself).
+    pub worker: String,
+    /// The Call.
+    pub call: String,
+    /// Grains it committed.
+    pub grains: u64,
 }
 
 impl RunSummary {

@@ -1,9 +1,11 @@
-//! Replica pools: blocking replicas on their own OS threads, async replicas
-//! as one shared instance whose attempts are tokio tasks.
+//! Replica pools, the [`Runner`](crate::Runner)'s backend of the run loop:
+//! blocking replicas on their own OS threads, async replicas as one shared
+//! instance whose attempts are tokio tasks ([`ReplicaBackend`]; the
+//! distributed owner runs its own Calls on the same pools).
 //!
 //! Invariants:
-//! - Every attempt the driver starts ends in exactly one [`Event::Done`] for
-//!   its batch, or is given up by the driver (timeout, cancellation), which
+//! - Every attempt the pool starts ends in exactly one [`Event::Done`] for
+//!   its batch, or is given up (timeout, cancellation), and the backend
 //!   then reports the failure itself. A panic anywhere in a stage (the
 //!   synchronous part of an async `run`, its future, a blocking `run`) is
 //!   caught where it happens and becomes a failed attempt with `dead` set.
@@ -18,15 +20,15 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
-use std::time::Duration;
 
 use futures::FutureExt;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::engine::{BatchId, Engine};
-use crate::exec::backpressure::Backpressure;
+use crate::engine::{Batch, BatchId, Engine};
+use crate::error::RunError;
+use crate::exec::run_loop::{Backend, Dispatch, Finished, Report, timed_out};
 use crate::exec::stage::{
     AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox, panic_text,
 };
@@ -96,21 +98,25 @@ pub(crate) struct Replicas {
     runtimes: Arc<Vec<Arc<dyn ErasedCall>>>,
     events: UnboundedSender<Event>,
     pub(crate) attempts: HashMap<BatchId, Attempt>,
-    /// Replicas torn down and restarted, per Call.
-    pub(crate) replaced: Vec<u64>,
     next_incarnation: u64,
-    /// Holds producers whose consumers are behind (`Runner::backpressure`).
-    pub(crate) backpressure: Option<Backpressure>,
-    /// The pool of each Call.
-    pool_of: Vec<usize>,
+    /// The pool of each Call (`None`: the Call runs elsewhere).
+    pool_of: Vec<Option<usize>>,
 }
 
 impl Replicas {
-    pub(crate) fn new(plan: &Plan, events: UnboundedSender<Event>) -> Replicas {
+    /// Pools for the Calls `serves` picks (all, for a local run), with the
+    /// replicas `slots(c)` gives each (the Call's own count for a local run).
+    pub(crate) fn new(
+        plan: &Plan,
+        events: UnboundedSender<Event>,
+        serves: impl Fn(usize) -> Option<usize>,
+    ) -> Replicas {
         let calls = plan.calls();
         let mut by_pool: HashMap<usize, usize> = HashMap::new();
         let mut pools: Vec<Pool> = Vec::new();
+        let mut pool_of = vec![None; calls.len()];
         for (c, spec) in calls.iter().enumerate() {
+            let Some(replicas) = serves(c) else { continue };
             let p = *by_pool.entry(spec.pool).or_insert_with(|| {
                 pools.push(Pool {
                     calls: Vec::new(),
@@ -128,7 +134,8 @@ impl Replicas {
                 Execution::Async => spec.config.concurrency.max(1),
             };
             pool.capacity = pool.capacity.max(per_slot);
-            while pool.slots.len() < spec.config.replicas.max(1) {
+            pool_of[c] = Some(p);
+            while pool.slots.len() < replicas.max(1) {
                 pool.slots.push(Slot {
                     incarnation: 0,
                     state: SlotState::Initialising,
@@ -144,11 +151,24 @@ impl Replicas {
             runtimes: Arc::new(calls.iter().map(|c| c.runtime.clone()).collect()),
             events,
             attempts: HashMap::new(),
-            replaced: vec![0; calls.len()],
             next_incarnation: 1,
-            backpressure: None,
-            pool_of: calls.iter().map(|c| by_pool[&c.pool]).collect(),
+            pool_of,
         }
+    }
+
+    /// Does this process run Call `c`?
+    pub(crate) fn serves(&self, c: usize) -> bool {
+        self.pool_of[c].is_some()
+    }
+
+    /// Is Call `c` at work here: a batch running, or replicas starting?
+    pub(crate) fn working(&self, c: usize) -> bool {
+        self.pool_of[c].is_some_and(|p| {
+            self.pools[p]
+                .slots
+                .iter()
+                .any(|s| s.busy > 0 || s.state == SlotState::Initialising)
+        })
     }
 
     pub(crate) fn start_all(&mut self, plan: &Plan) {
@@ -214,7 +234,6 @@ impl Replicas {
             let s = &mut self.pools[a.pool].slots[a.slot];
             s.busy = s.busy.saturating_sub(1);
             if dead {
-                self.replaced[a.call] += 1;
                 self.start(plan, a.pool, a.slot);
             }
         }
@@ -231,15 +250,9 @@ impl Replicas {
         self.finish(plan, batch, true)
     }
 
-    /// Hand ready batches to every free replica; calls `seen` for each one
-    /// and returns how many went out.
-    pub(crate) fn dispatch(
-        &mut self,
-        plan: &Plan,
-        engine: &mut Engine,
-        mut seen: impl FnMut(&Engine, &crate::engine::Batch, bool),
-    ) -> usize {
-        let mut sent = 0;
+    /// Hand ready batches to every free replica.
+    pub(crate) fn dispatch(&mut self, cx: &mut Dispatch<'_>) {
+        let plan = cx.plan().clone();
         for p in 0..self.pools.len() {
             for s in 0..self.pools[p].slots.len() {
                 loop {
@@ -248,55 +261,32 @@ impl Replicas {
                     if slot.state != SlotState::Ready || slot.busy >= pool.capacity {
                         break;
                     }
-                    let Some((batch, mixed)) = self.reserve_for_pool(plan, engine, p) else {
+                    let Some(batch) = self.reserve_for_pool(cx, p) else {
                         break;
                     };
-                    seen(engine, &batch, mixed);
-                    self.send(plan, p, s, batch);
-                    sent += 1;
+                    self.send(&plan, p, s, batch);
                 }
             }
         }
-        sent
     }
 
-    fn reserve_for_pool(
-        &mut self,
-        plan: &Plan,
-        engine: &mut Engine,
-        p: usize,
-    ) -> Option<(crate::engine::Batch, bool)> {
+    /// The next batch of one of the pool's Calls, taking turns.
+    fn reserve_for_pool(&mut self, cx: &mut Dispatch<'_>, p: usize) -> Option<Batch> {
         let n = self.pools[p].calls.len();
+        let working: Vec<bool> = (0..self.pool_of.len()).map(|d| self.working(d)).collect();
         for i in 0..n {
             let k = (self.pools[p].next_call + i) % n;
             let c = self.pools[p].calls[k];
-            if !engine.may_have_ready(c) || self.held(plan, engine, c) {
-                continue;
-            }
-            let mixed_before = engine.call_stats(c).mixed_parent_batches;
-            let b = plan.calls()[c].config.batch_size;
-            if let Some(batch) = engine.reserve(c, b) {
+            let b = cx.plan().calls()[c].config.batch_size;
+            if let Some((batch, _)) = cx.reserve(c, b, |d| working[d]) {
                 self.pools[p].next_call = (k + 1) % n;
-                let mixed = engine.call_stats(c).mixed_parent_batches > mixed_before;
-                return Some((batch, mixed));
+                return Some(batch);
             }
         }
         None
     }
 
-    /// Is Call `c` held by backpressure (see `backpressure.rs`)?
-    fn held(&self, plan: &Plan, engine: &Engine, c: usize) -> bool {
-        self.backpressure.as_ref().is_some_and(|bp| {
-            bp.held(plan, engine, c, |d| {
-                self.pools[self.pool_of[d]]
-                    .slots
-                    .iter()
-                    .any(|s| s.busy > 0 || s.state == SlotState::Initialising)
-            })
-        })
-    }
-
-    fn send(&mut self, plan: &Plan, p: usize, s: usize, batch: crate::engine::Batch) {
+    fn send(&mut self, plan: &Plan, p: usize, s: usize, batch: Batch) {
         let call = batch.call;
         let now = Instant::now();
         let timeout = plan.calls()[call].config.timeout;
@@ -500,7 +490,252 @@ fn init_stage(runtime: &dyn ErasedCall) -> Result<StageBox, String> {
     }
 }
 
-/// The text of a timeout, as the attempt's failure reports it.
-pub(crate) fn timed_out(t: Option<Duration>) -> AttemptError {
-    AttemptError::Failed(format!("attempt timed out after {:?}", t.unwrap_or_default()))
+/// Handles one replica event: a replica came up (a failed factory ends the
+/// run), or an attempt ended (its report, or an echo for an attempt given
+/// up before).
+pub(crate) fn on_event(
+    replicas: &mut Replicas,
+    plan: &Plan,
+    ev: Event,
+    out: &mut Vec<Report>,
+    worker: Option<&str>,
+) -> Result<(), RunError> {
+    match ev {
+        Event::Initialised {
+            pool,
+            slot,
+            incarnation,
+            result,
+        } => replicas
+            .initialised(pool, slot, incarnation, result)
+            .map_err(|(c, cause)| {
+                let spec = &plan.calls()[c];
+                RunError::ReplicaFactory {
+                    call: spec.name.to_string(),
+                    stage: spec.runtime.stage_name(),
+                    cause,
+                }
+            }),
+        Event::Done { batch, result, dead } => {
+            match replicas.finish(plan, batch, dead) {
+                Some(a) => out.push(Report::Done(Finished {
+                    batch,
+                    call: a.call,
+                    size: a.size,
+                    replica: a.slot,
+                    dispatched: a.dispatched,
+                    result,
+                    replaced: dead,
+                    worker: worker.map(String::from),
+                })),
+                // An attempt given up before (timed out): its report still
+                // goes to the engine, whose gate refuses it.
+                None => out.push(Report::Echo(batch, result)),
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Attempts past their deadline: given up, their replicas replaced, each a
+/// timed-out report.
+pub(crate) fn expire(
+    replicas: &mut Replicas,
+    plan: &Plan,
+    now: Instant,
+    out: &mut Vec<Report>,
+    worker: Option<&str>,
+) {
+    for batch in replicas.expired(now) {
+        if let Some(a) = replicas.time_out(plan, batch) {
+            out.push(Report::Done(Finished {
+                batch,
+                call: a.call,
+                size: a.size,
+                replica: a.slot,
+                dispatched: a.dispatched,
+                result: Err(timed_out(plan.calls()[a.call].config.timeout)),
+                replaced: true,
+                worker: worker.map(String::from),
+            }));
+        }
+    }
+}
+
+/// Replica pools for some Calls of a plan, as a backend uses them: the
+/// [`Runner`](crate::Runner) runs every Call on one; a distributed owner
+/// runs the Calls it keeps on one (panics, timeouts and dead replicas
+/// handled the same way).
+pub struct ReplicaPool {
+    plan: Plan,
+    replicas: Replicas,
+    events: UnboundedReceiver<Event>,
+    /// Named in reports (`None` in a local run).
+    worker: Option<String>,
+}
+
+impl ReplicaPool {
+    /// Pools for the Calls `slots(c)` gives a replica count (`None`: the
+    /// Call runs elsewhere); `worker` names this process in reports.
+    pub fn new(plan: &Plan, slots: impl Fn(usize) -> Option<usize>, worker: Option<String>) -> ReplicaPool {
+        let (tx, rx) = unbounded_channel();
+        ReplicaPool {
+            replicas: Replicas::new(plan, tx, slots),
+            plan: plan.clone(),
+            events: rx,
+            worker,
+        }
+    }
+
+    /// Start every replica (each loads its model).
+    pub fn start(&mut self) {
+        self.replicas.start_all(&self.plan);
+    }
+
+    /// Does this pool run Call `c`?
+    pub fn serves(&self, c: usize) -> bool {
+        self.replicas.serves(c)
+    }
+
+    /// Hand ready batches of its Calls to every free replica.
+    pub fn dispatch(&mut self, cx: &mut Dispatch<'_>) {
+        self.replicas.dispatch(cx);
+    }
+
+    /// Attempts running.
+    pub fn in_flight(&self) -> bool {
+        !self.replicas.attempts.is_empty()
+    }
+
+    /// Is Call `c` at work here (a batch running, replicas starting)?
+    pub fn working(&self, c: usize) -> bool {
+        self.replicas.working(c)
+    }
+
+    /// Replicas still starting (a report, or a failed factory, is to come).
+    pub fn initialising(&self) -> bool {
+        self.replicas.initialising()
+    }
+
+    /// Wait for the next replica event or attempt deadline; what ended goes
+    /// to `out`. Cancel-safe. A replica whose factory failed ends the run
+    /// ([`RunError::ReplicaFactory`]). Pending forever with nothing running.
+    pub async fn next(&mut self, out: &mut Vec<Report>) -> Result<(), RunError> {
+        let deadline = self.replicas.next_deadline();
+        let ev = tokio::select! {
+            ev = self.events.recv() => ev,
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => None,
+        };
+        let w = self.worker.as_deref();
+        if let Some(ev) = ev {
+            on_event(&mut self.replicas, &self.plan, ev, out, w)?;
+        }
+        while let Ok(ev) = self.events.try_recv() {
+            on_event(&mut self.replicas, &self.plan, ev, out, w)?;
+        }
+        expire(&mut self.replicas, &self.plan, Instant::now(), out, w);
+        Ok(())
+    }
+
+    /// The run is over: drop async attempts, join idle threads (`ok`: also
+    /// wait for replicas still starting).
+    pub fn shutdown(&mut self, ok: bool) {
+        self.replicas.shutdown(ok);
+    }
+}
+
+/// The [`Runner`](crate::Runner)'s backend: every Call on this process's
+/// replica pools.
+pub(crate) struct ReplicaBackend(ReplicaPool);
+
+impl ReplicaBackend {
+    pub(crate) fn new(plan: &Plan) -> ReplicaBackend {
+        ReplicaBackend(ReplicaPool::new(
+            plan,
+            |c| Some(plan.calls()[c].config.replicas),
+            None,
+        ))
+    }
+}
+
+impl Backend for ReplicaBackend {
+    type Error = RunError;
+
+    async fn start(&mut self, _: &Plan) -> Result<(), RunError> {
+        self.0.start();
+        Ok(())
+    }
+
+    async fn dispatch(&mut self, cx: &mut Dispatch<'_>) -> Result<(), RunError> {
+        self.0.dispatch(cx);
+        Ok(())
+    }
+
+    fn in_flight(&self) -> bool {
+        self.0.in_flight()
+    }
+
+    fn working(&self, c: usize) -> bool {
+        self.0.working(c)
+    }
+
+    fn pending(&self, _: &Engine) -> bool {
+        self.0.initialising()
+    }
+
+    async fn next(&mut self, out: &mut Vec<Report>) -> Result<(), RunError> {
+        self.0.next(out).await
+    }
+
+    async fn finish(&mut self, ok: bool) {
+        self.0.shutdown(ok);
+    }
+}
+
+/// Run one batch on a stage instance outside any pool (a distributed
+/// worker's slot): blocking stages on tokio's blocking pool, async ones on
+/// this task. A panic anywhere (the factory excepted: see the pool) is this
+/// attempt's failure and loses the instance (`stage` is left `None`, so the
+/// caller makes a fresh one); it never unwinds into the caller.
+pub async fn run_attempt(
+    runtime: &Arc<dyn ErasedCall>,
+    stage: &mut Option<StageBox>,
+    replica: usize,
+    inputs: BatchInputs,
+) -> AttemptResult {
+    let Some(mut st) = stage.take() else {
+        return Err(AttemptError::Failed("the stage instance was lost".into()));
+    };
+    match runtime.execution() {
+        Execution::Blocking => {
+            let r = runtime.clone();
+            let run = tokio::task::spawn_blocking(move || {
+                let out = catch_unwind(AssertUnwindSafe(|| r.run_blocking(&mut st, replica, inputs)));
+                (st, out)
+            })
+            .await;
+            match run {
+                Ok((st, Ok(out))) => {
+                    *stage = Some(st);
+                    out
+                }
+                Ok((_, Err(p))) => Err(panicked(&p)),
+                Err(e) => Err(AttemptError::Failed(format!("stage panicked: {e}"))),
+            }
+        }
+        Execution::Async => {
+            let fut = catch_unwind(AssertUnwindSafe(|| runtime.run_async(&st, replica, inputs)));
+            let run = match fut {
+                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                Err(p) => Err(p),
+            };
+            match run {
+                Ok(out) => {
+                    *stage = Some(st);
+                    out
+                }
+                Err(p) => Err(panicked(&p)),
+            }
+        }
+    }
 }

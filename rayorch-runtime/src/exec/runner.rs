@@ -1,9 +1,10 @@
 //! The production executor's front door: [`Runner`], a builder over a plan.
 //!
 //! Shape of a run:
-//! - The driver (`driver.rs`, an async loop) admits roots through the window,
-//!   reserves batches, hands them to free replicas, and turns their reports
-//!   into engine commits. Every finished root goes to the [`Sink`] at once.
+//! - The run loop (`run_loop.rs`, shared by every executor) admits roots
+//!   through the window, reserves batches, hands them to free replicas
+//!   (`replica.rs`, this executor's backend), and turns their reports into
+//!   engine commits. Every finished root goes to the [`Sink`] at once.
 //! - A blocking stage's replica is its own OS thread: the factory (model load)
 //!   runs there, then batches, one at a time. Nothing blocking ever runs on
 //!   the async reactor, so async stages keep progressing beside them.
@@ -33,11 +34,11 @@ use futures::{Stream, StreamExt};
 
 use crate::engine::EngineConfig;
 use crate::error::RunError;
-use crate::exec::backpressure::Backpressure;
 use crate::exec::control::{CancelHandle, ControlState, Observer};
-use crate::exec::driver::Driver;
 use crate::exec::journal::{FsyncPolicy, Journal, JournalOptions};
 use crate::exec::metrics::RunSummary;
+use crate::exec::replica::ReplicaBackend;
+use crate::exec::run_loop::{self, LoopConfig};
 use crate::exec::sink::Sink;
 use crate::plan::Plan;
 use crate::value::{Data, Value};
@@ -298,28 +299,35 @@ impl<'p> Runner<'p> {
             None => None,
         };
         let observer = self.observer.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let config = EngineConfig {
-            window: self.window,
-            window_children: self.window_children,
-            seed: self.seed,
+        let config = LoopConfig {
+            engine: EngineConfig {
+                window: self.window,
+                window_children: self.window_children,
+                seed: self.seed,
+            },
+            backpressure: self.backpressure,
+            journal,
         };
-        let mut d = Driver::new(self.plan, config, sink, &self.control, observer);
-        d.backpressure(self.backpressure.map(|k| Backpressure::new(self.plan, k)));
-        if let Some((j, done)) = journal {
-            d.journal = Some(j);
-            d.journal_done = done;
-        }
-        let source = Box::pin(source.map(|(k, v)| (k, Arc::new(v) as Value)));
-        let result = d.run(source).await;
-        d.shutdown(result.is_ok());
-        *self.observer.lock().unwrap_or_else(|p| p.into_inner()) = d.watch.observer.take();
-        let closed = d.sink.close().map_err(|e| RunError::Sink(e.to_string()));
-        let summary = result?;
-        closed?;
-        Ok(summary)
+        let source = source.map(|(k, v)| (k, Arc::new(v) as Value));
+        let mut backend = ReplicaBackend::new(self.plan);
+        let (result, observer) = run_loop::run(
+            self.plan,
+            config,
+            sink,
+            &mut backend,
+            &self.cancel_handle(),
+            observer,
+            source,
+        )
+        .await;
+        *self.observer.lock().unwrap_or_else(|p| p.into_inner()) = observer;
+        result
     }
 
     fn block_on<F: Future<Output = Result<RunSummary, RunError>>>(&self, run: F) -> F::Output {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(RunError::InsideRuntime);
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

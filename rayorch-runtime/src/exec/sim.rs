@@ -24,16 +24,23 @@
 //! attempts). A Call's `timeout` applies to async attempts, on the paused
 //! clock; a blocking stage cannot be preempted here.
 //!
+//! The simulator is a backend of the run loop every executor uses
+//! (`run_loop.rs`): admission, delivery, duplicate keys and stall detection
+//! are the Runner's, only the schedule is drawn.
+//!
 //! `run` must not be called from inside a tokio runtime when the plan has an
 //! async Call: it drives them on a runtime of its own.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
-use crate::engine::{BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, RootOutcome};
+use crate::engine::{Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, EntityPath, RootOutcome};
 use crate::error::RunError;
+use crate::exec::control::ControlState;
+use crate::exec::run_loop::{Backend, Dispatch, Finished, LoopConfig, Report, run_ended};
+use crate::exec::sink::Callback;
 use crate::exec::stage::{
     AttemptError, AttemptResult, BoxFuture, Execution, StageBox, panic_text, paused_runtime,
 };
@@ -181,15 +188,28 @@ struct InFlight {
     id: BatchId,
     call: usize,
     replica: usize,
+    size: usize,
+    dispatched: Instant,
     result: Pending,
     /// The injected crash: the attempt fails whatever its stage returns.
     crashed: bool,
 }
 
-/// Per Call, its replica slots: a stage instance once one is made.
-struct Replicas {
+/// The simulator's backend: every scheduling choice drawn from the seed.
+struct SimBackend {
+    plan: Plan,
+    cfg: SimConfig,
+    rng: Rng,
+    /// Calls whose recovery retries (the only ones injected faults hit).
+    retrying: Vec<bool>,
+    /// Per Call, its replica slots: a stage instance once one is made.
     stages: Vec<Vec<Option<StageBox>>>,
     busy: Vec<Vec<bool>>,
+    rpcs: Vec<Vec<Vec<EntityPath>>>,
+    stage_runs: Vec<u64>,
+    flight: Vec<InFlight>,
+    /// Real reports of attempts declared timed out, delivered later.
+    late: Vec<(BatchId, AttemptResult)>,
 }
 
 /// Run `plan` over typed `inputs` (root key, value) under the schedule `cfg`:
@@ -222,35 +242,15 @@ pub fn run_typed<T: crate::value::Data>(
 }
 
 /// Run `plan` over type-erased `inputs` (root key, value) under the schedule
-/// `cfg` (see [`run_typed`] for typed inputs).
+/// `cfg` (see [`run_typed`] for typed inputs): the run loop every executor
+/// uses, with this simulator as its backend.
 pub fn run(
     plan: &Plan,
     inputs: impl IntoIterator<Item = (u64, Value)>,
     cfg: &SimConfig,
 ) -> Result<SimRun, RunError> {
     let mut rng = Rng::new(cfg.seed);
-    let mut eng = Engine::new(
-        plan,
-        EngineConfig {
-            window: cfg.window.max(1),
-            seed: cfg.seed,
-            ..EngineConfig::default()
-        },
-    );
     let calls = plan.calls();
-    let rt = match calls.iter().any(|c| c.runtime.execution() == Execution::Async) {
-        true => Some(paused_runtime().map_err(RunError::Runtime)?),
-        false => None,
-    };
-    let retrying: Vec<bool> = calls
-        .iter()
-        .map(|c| {
-            matches!(
-                c.config.recovery,
-                Recovery::RetryBatch(_) | Recovery::RetryTail(_)
-            )
-        })
-        .collect();
     let replica_count: Vec<usize> = calls
         .iter()
         .map(|c| match cfg.max_replicas {
@@ -258,142 +258,264 @@ pub fn run(
             None => c.config.replicas,
         })
         .collect();
-    let mut reps = Replicas {
+    let mut backend = SimBackend {
+        plan: plan.clone(),
+        cfg: cfg.clone(),
+        rng,
+        retrying: calls
+            .iter()
+            .map(|c| {
+                matches!(
+                    c.config.recovery,
+                    Recovery::RetryBatch(_) | Recovery::RetryTail(_)
+                )
+            })
+            .collect(),
         stages: replica_count
             .iter()
             .map(|&n| (0..n).map(|_| None).collect())
             .collect(),
         busy: replica_count.iter().map(|&n| vec![false; n]).collect(),
+        rpcs: vec![Vec::new(); calls.len()],
+        stage_runs: vec![0; calls.len()],
+        flight: Vec::new(),
+        late: Vec::new(),
     };
-    let mut rpcs: Vec<Vec<Vec<EntityPath>>> = vec![Vec::new(); calls.len()];
-    let mut stage_runs = vec![0u64; calls.len()];
-    let mut flight: Vec<InFlight> = Vec::new();
-    let mut late: Vec<(BatchId, AttemptResult)> = Vec::new();
+    let config = LoopConfig {
+        engine: EngineConfig {
+            window: cfg.window.max(1),
+            seed: cfg.seed,
+            ..EngineConfig::default()
+        },
+        backpressure: None,
+        journal: None,
+    };
     let mut outcomes = Vec::new();
-    let mut inputs = inputs.into_iter().peekable();
+    let control = ControlState::default();
+    let run = run_ended(
+        plan,
+        config,
+        Callback::new(|o: &RootOutcome| outcomes.push(o.clone())),
+        &mut backend,
+        &control,
+        None,
+        futures::stream::iter(inputs),
+    );
+    // Async stages progress on a paused-clock runtime of our own; a plan of
+    // blocking stages needs none (so it runs anywhere, inside a runtime too).
+    let ended = if calls.iter().any(|c| c.runtime.execution() == Execution::Async) {
+        paused_runtime().map_err(RunError::Runtime)?.block_on(run).0?
+    } else {
+        futures::executor::block_on(run).0?
+    };
+    Ok(SimRun {
+        outcomes,
+        rpcs: backend.rpcs,
+        stage_runs: backend.stage_runs,
+        stats: ended.stats,
+        call_stats: ended.call_stats,
+    })
+}
 
-    loop {
-        while eng.can_admit() && inputs.peek().is_some() {
-            let (key, v) = inputs.next().expect("peeked");
-            eng.admit(key, v)?;
+impl SimBackend {
+    /// Start one batch of Call `c` on its free replica `r`.
+    fn start(&mut self, cx: &mut Dispatch<'_>, c: usize, r: usize, batch: Batch) -> Result<(), RunError> {
+        let call = &self.plan.calls()[c];
+        if self.cfg.record_rpcs {
+            self.rpcs[c].push(
+                batch
+                    .grains
+                    .iter()
+                    .filter_map(|g| cx.engine().entity_path(g))
+                    .collect(),
+            );
         }
-        while let Some(o) = eng.pop_finished() {
-            outcomes.push(o);
+        if self.stages[c][r].is_none() {
+            let stage = match catch_unwind(AssertUnwindSafe(|| call.runtime.spawn_stage())) {
+                Ok(made) => made.map_err(|e| e.to_string()),
+                Err(p) => Err(format!("the factory panicked: {}", panic_text(&p))),
+            };
+            self.stages[c][r] = Some(stage.map_err(|cause| RunError::ReplicaFactory {
+                call: call.name.to_string(),
+                stage: call.runtime.stage_name(),
+                cause,
+            })?);
         }
-        if let Some(e) = eng.aborted() {
-            return Err(e.clone());
+        self.stage_runs[c] += 1;
+        let size = batch.grains.len();
+        let stage = self.stages[c][r].as_mut().expect("spawned");
+        let run = AssertUnwindSafe(|| match call.runtime.execution() {
+            Execution::Blocking => Pending::Ready(call.runtime.run_blocking(stage, r, batch.inputs)),
+            Execution::Async => {
+                let fut = call.runtime.run_async(stage, r, batch.inputs);
+                Pending::Task(tokio::spawn(with_timeout(fut, call.config.timeout)))
+            }
+        });
+        let result = catch_unwind(run).unwrap_or_else(|p| {
+            // The stage panicked (a blocking one, or an async one before
+            // returning its future): its instance is replaced.
+            self.stages[c][r] = None;
+            Pending::Ready(Err(AttemptError::Failed(format!(
+                "stage panicked: {}",
+                panic_text(&p)
+            ))))
+        });
+        let crashed = self.rng.chance(self.cfg.crash_rate) && self.retrying[c];
+        if crashed {
+            self.stages[c][r] = None;
         }
-        let dispatchable: Vec<usize> = (0..calls.len())
-            .filter(|&c| eng.may_have_ready(c) && reps.busy[c].iter().any(|b| !b))
-            .collect();
-        let complete =
-            !flight.is_empty() && (dispatchable.is_empty() || (cfg.random_order && rng.chance(0.5)));
-        if complete {
-            let i = if cfg.random_order {
-                rng.below(flight.len() as u64) as usize
+        self.busy[c][r] = true;
+        self.flight.push(InFlight {
+            id: batch.id,
+            call: c,
+            replica: r,
+            size,
+            dispatched: Instant::now(),
+            result,
+            crashed,
+        });
+        Ok(())
+    }
+}
+
+impl Backend for SimBackend {
+    type Error = RunError;
+
+    async fn start(&mut self, _: &Plan) -> Result<(), RunError> {
+        Ok(())
+    }
+
+    async fn dispatch(&mut self, cx: &mut Dispatch<'_>) -> Result<(), RunError> {
+        let calls = self.plan.calls().len();
+        let mut refused = vec![false; calls];
+        loop {
+            let dispatchable: Vec<usize> = (0..calls)
+                .filter(|&c| !refused[c] && cx.may_have_ready(c) && self.busy[c].iter().any(|b| !b))
+                .collect();
+            if dispatchable.is_empty() {
+                return Ok(());
+            }
+            // Interleave dispatches and completions at random; in order,
+            // dispatch all that can go before completing the oldest.
+            if self.cfg.random_order && !self.flight.is_empty() && self.rng.chance(0.5) {
+                return Ok(());
+            }
+            let pick = if self.cfg.random_order {
+                self.rng.below(dispatchable.len() as u64) as usize
             } else {
                 0
             };
-            let f = flight.remove(i);
-            reps.busy[f.call][f.replica] = false;
-            let result = settle(rt.as_ref(), &mut reps, f.call, f.replica, f.result, f.crashed);
-            if result.is_ok() && retrying[f.call] && rng.chance(cfg.timeout_rate) {
-                eng.report(f.id, Err(AttemptError::Failed("simulated timeout".into())));
-                late.push((f.id, result));
-            } else {
-                let dup = rng.chance(cfg.duplicate_rate).then(|| result.clone());
-                eng.report(f.id, result);
-                if let Some(d) = dup {
-                    eng.report(f.id, d);
-                }
-            }
-            if !late.is_empty() && rng.chance(0.3) {
-                let (id, r) = late.swap_remove(rng.below(late.len() as u64) as usize);
-                eng.report(id, r);
-            }
-            continue;
-        }
-        if let Some(&c) = dispatchable.get(if cfg.random_order {
-            rng.below(dispatchable.len().max(1) as u64) as usize
-        } else {
-            0
-        }) {
-            let b = cfg.batch_size.unwrap_or(calls[c].config.batch_size).max(1);
-            let size = if cfg.random_batches {
-                1 + rng.below(b as u64) as usize
+            let c = dispatchable[pick];
+            let b = self
+                .cfg
+                .batch_size
+                .unwrap_or(self.plan.calls()[c].config.batch_size)
+                .max(1);
+            let size = if self.cfg.random_batches {
+                1 + self.rng.below(b as u64) as usize
             } else {
                 b
             };
-            let Some(batch) = eng.reserve(c, size) else {
+            let busy = &self.busy;
+            let Some((batch, _)) = cx.reserve(c, size, |d| busy[d].iter().any(|&x| x)) else {
+                refused[c] = true;
                 continue;
             };
-            if cfg.record_rpcs {
-                rpcs[c].push(batch.grains.iter().filter_map(|g| eng.entity_path(g)).collect());
-            }
-            let r = reps.busy[c].iter().position(|b| !b).expect("a free replica");
-            let call = &calls[c];
-            if reps.stages[c][r].is_none() {
-                let stage = match catch_unwind(AssertUnwindSafe(|| call.runtime.spawn_stage())) {
-                    Ok(made) => made.map_err(|e| e.to_string()),
-                    Err(p) => Err(format!("factory panicked: {}", panic_text(&p))),
-                };
-                reps.stages[c][r] = Some(stage.map_err(|cause| RunError::ReplicaInit {
-                    call: call.name.to_string(),
-                    cause,
-                })?);
-            }
-            stage_runs[c] += 1;
-            let stage = reps.stages[c][r].as_mut().expect("spawned");
-            let rt_ = rt.as_ref();
-            let run = AssertUnwindSafe(|| match call.runtime.execution() {
-                Execution::Blocking => Pending::Ready(call.runtime.run_blocking(stage, r, batch.inputs)),
-                Execution::Async => {
-                    let fut = call.runtime.run_async(stage, r, batch.inputs);
-                    let rt = rt_.expect("a plan with an async Call has a runtime");
-                    Pending::Task(rt.spawn(with_timeout(fut, call.config.timeout)))
-                }
-            });
-            let result = catch_unwind(run).unwrap_or_else(|p| {
-                // The stage panicked (a blocking one, or an async one before
-                // returning its future): its instance is replaced.
-                reps.stages[c][r] = None;
-                Pending::Ready(Err(AttemptError::Failed(format!(
-                    "stage panicked: {}",
-                    panic_text(&p)
-                ))))
-            });
-            let crashed = rng.chance(cfg.crash_rate) && retrying[c];
-            if crashed {
-                reps.stages[c][r] = None;
-            }
-            reps.busy[c][r] = true;
-            flight.push(InFlight {
-                id: batch.id,
-                call: c,
-                replica: r,
-                result,
-                crashed,
-            });
-            continue;
-        }
-        // Nothing in flight and nothing dispatchable.
-        for (id, r) in late.drain(..) {
-            eng.report(id, r);
-        }
-        if eng.live_roots() == 0 && inputs.peek().is_none() {
-            break;
-        }
-        if let Some(s) = eng.stall() {
-            return Err(RunError::Stalled(s));
+            let r = self.busy[c].iter().position(|b| !b).expect("a free replica");
+            self.start(cx, c, r, batch)?;
         }
     }
-    Ok(SimRun {
-        outcomes,
-        rpcs,
-        stage_runs,
-        stats: eng.stats().clone(),
-        call_stats: (0..calls.len()).map(|c| eng.call_stats(c).clone()).collect(),
-    })
+
+    fn in_flight(&self) -> bool {
+        !self.flight.is_empty()
+    }
+
+    fn working(&self, c: usize) -> bool {
+        self.busy[c].iter().any(|&b| b)
+    }
+
+    fn pending(&self, _: &Engine) -> bool {
+        !self.late.is_empty()
+    }
+
+    async fn next(&mut self, out: &mut Vec<Report>) -> Result<(), RunError> {
+        if self.flight.is_empty() {
+            // Nothing runs: the late reports arrive now.
+            out.extend(self.late.drain(..).map(|(id, r)| Report::Echo(id, r)));
+            return Ok(());
+        }
+        let i = if self.cfg.random_order {
+            self.rng.below(self.flight.len() as u64) as usize
+        } else {
+            0
+        };
+        // Wait for an async attempt in place (cancel-safe: the entry stays
+        // until its result is in), letting the other tasks progress.
+        let crashed = self.flight[i].crashed;
+        if let Pending::Task(task) = &mut self.flight[i].result
+            && !crashed
+        {
+            let result = match task.await {
+                Ok(r) => r,
+                Err(e) => {
+                    let (c, r) = (self.flight[i].call, self.flight[i].replica);
+                    self.stages[c][r] = None;
+                    Err(AttemptError::Failed(match e.try_into_panic() {
+                        Ok(p) => format!("stage panicked: {}", panic_text(&p)),
+                        Err(e) => format!("attempt cancelled: {e}"),
+                    }))
+                }
+            };
+            self.flight[i].result = Pending::Ready(result);
+        }
+        let f = self.flight.remove(i);
+        self.busy[f.call][f.replica] = false;
+        let result = match f.result {
+            _ if f.crashed => Err(AttemptError::Failed("simulated replica crash".into())),
+            Pending::Ready(r) => r,
+            Pending::Task(task) => {
+                task.abort();
+                Err(AttemptError::Failed("simulated replica crash".into()))
+            }
+        };
+        let done = |result| {
+            Report::Done(Finished {
+                batch: f.id,
+                call: f.call,
+                size: f.size,
+                replica: f.replica,
+                dispatched: f.dispatched,
+                result,
+                replaced: f.crashed,
+                worker: None,
+            })
+        };
+        if result.is_ok() && self.retrying[f.call] && self.rng.chance(self.cfg.timeout_rate) {
+            out.push(done(Err(AttemptError::Failed("simulated timeout".into()))));
+            self.late.push((f.id, result));
+        } else {
+            let dup = self.rng.chance(self.cfg.duplicate_rate).then(|| result.clone());
+            out.push(done(result));
+            if let Some(d) = dup {
+                out.push(Report::Echo(f.id, d));
+            }
+        }
+        if !self.late.is_empty() && self.rng.chance(0.3) {
+            let (id, r) = self
+                .late
+                .swap_remove(self.rng.below(self.late.len() as u64) as usize);
+            out.push(Report::Echo(id, r));
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self, _: bool) {
+        for f in self.flight.drain(..) {
+            if let Pending::Task(task) = f.result {
+                task.abort();
+            }
+        }
+    }
 }
 
 /// An async attempt under the Call's time limit, measured on the runtime's
@@ -405,41 +527,6 @@ async fn with_timeout(fut: BoxFuture<AttemptResult>, limit: Option<std::time::Du
             .unwrap_or_else(|_| Err(AttemptError::Failed(format!("attempt timed out after {t:?}")))),
         None => fut.await,
     }
-}
-
-/// The final result of an attempt: waits for an async task (the other tasks
-/// progress meanwhile), turns a panic into an attempt failure that replaces
-/// the replica, and applies an injected crash.
-fn settle(
-    rt: Option<&Runtime>,
-    reps: &mut Replicas,
-    c: usize,
-    r: usize,
-    pending: Pending,
-    crashed: bool,
-) -> AttemptResult {
-    let result = match pending {
-        Pending::Ready(result) => result,
-        Pending::Task(task) if crashed => {
-            task.abort();
-            Ok(Vec::new())
-        }
-        Pending::Task(task) => {
-            let rt = rt.expect("async tasks run on the runtime");
-            rt.block_on(task).unwrap_or_else(|e| {
-                reps.stages[c][r] = None;
-                let why = match e.try_into_panic() {
-                    Ok(p) => format!("stage panicked: {}", panic_text(&p)),
-                    Err(e) => format!("attempt cancelled: {e}"),
-                };
-                Err(AttemptError::Failed(why))
-            })
-        }
-    };
-    if crashed {
-        return Err(AttemptError::Failed("simulated replica crash".into()));
-    }
-    result
 }
 
 #[cfg(test)]
