@@ -182,7 +182,7 @@ fn dist(docs: &[(u64, u32)], batch: usize, workers: usize, costs: bool, job: &st
         broker_cpu_s,
         grains,
         per_worker: summary
-            .per_worker
+            .per_worker()
             .iter()
             .filter(|((_, c), _)| c == "ocr")
             .map(|(_, n)| *n)

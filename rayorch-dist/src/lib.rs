@@ -47,7 +47,6 @@ mod codec;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
-mod local;
 pub mod messages;
 mod owner;
 mod payload_store;
@@ -58,7 +57,7 @@ use std::time::Duration;
 
 pub use codec::Codecs;
 pub use error::DistError;
-pub use owner::{Owner, OwnerStats, OwnerSummary};
+pub use owner::{Owner, OwnerStats};
 pub use payload_store::{JetStreamObjects, PayloadStore, WireBytes};
 pub use worker::{WorkerSummary, parse_calls, worker};
 #[cfg(feature = "fault-injection")]

@@ -14,10 +14,10 @@
 
 use crate::error::DistError;
 
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 
-/// One payload slot: absent (a dropped optional input), inline bytes, or a
-/// reference into the payload store.
+/// One payload slot: absent (a dropped optional input), inline bytes, a
+/// reference into the payload store, or a list split into its elements.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Slot {
     /// No value.
@@ -26,6 +26,10 @@ pub enum Slot {
     Inline(String, Vec<u8>),
     /// Codec tag, store key and size in bytes.
     Ref(String, String, u64),
+    /// A list output sent as one slot per element (an output the owner
+    /// expands without decoding it: `BatchMsg::split`). Its elements are
+    /// never lists themselves.
+    List(Vec<Slot>),
 }
 
 /// A reserved batch, as published to a Call's work queue.
@@ -41,6 +45,9 @@ pub struct BatchMsg {
     pub arity: u32,
     /// `arity` slots per Grain, in Grain order.
     pub slots: Vec<Slot>,
+    /// Per output of the Call: send it split into its elements
+    /// ([`Slot::List`]), because the owner expands it without reading it.
+    pub split: Vec<bool>,
 }
 
 /// A worker took (or still runs) a batch.
@@ -137,6 +144,10 @@ impl W {
                 self.str(key);
                 self.u64(*n);
             }
+            Slot::List(items) => {
+                self.u8(3);
+                self.slots(items);
+            }
         }
     }
     fn slots(&mut self, s: &[Slot]) {
@@ -210,6 +221,17 @@ impl<'a> R<'a> {
         String::from_utf8(b.to_vec()).map_err(|e| self.err(e.to_string()))
     }
     fn slot(&mut self) -> Result<Slot, DistError> {
+        if self.b.first() != Some(&3) {
+            return self.element();
+        }
+        self.u8()?;
+        let n = self.count()?;
+        let items = (0..n).map(|_| self.element()).collect::<Result<_, _>>()?;
+        Ok(Slot::List(items))
+    }
+    /// A slot that is not a list (lists do not nest: a frame cannot make
+    /// the decoder recurse).
+    fn element(&mut self) -> Result<Slot, DistError> {
         Ok(match self.u8()? {
             0 => Slot::None,
             1 => Slot::Inline(self.str()?, self.bytes()?.to_vec()),
@@ -274,6 +296,10 @@ impl BatchMsg {
         w.u32(self.call);
         w.u32(self.arity);
         w.slots(&self.slots);
+        w.u32(self.split.len() as u32);
+        for &s in &self.split {
+            w.u8(u8::from(s));
+        }
         w.0
     }
 
@@ -286,6 +312,12 @@ impl BatchMsg {
             call: r.u32()?,
             arity: r.u32()?,
             slots: r.slots()?,
+            split: {
+                let n = r.count()?;
+                (0..n)
+                    .map(|_| Ok(r.u8()? != 0))
+                    .collect::<Result<_, DistError>>()?
+            },
         };
         r.done()?;
         Ok(m)
@@ -409,8 +441,12 @@ mod tests {
                 Slot::Inline("u32".into(), vec![1, 2]),
                 Slot::None,
                 Slot::Ref("bytes".into(), "k1".into(), 99),
-                Slot::Inline("u32".into(), vec![]),
+                Slot::List(vec![
+                    Slot::Inline("u32".into(), vec![3]),
+                    Slot::Ref("u32".into(), "k2".into(), 4),
+                ]),
             ],
+            split: vec![true, false],
         };
         let e = b.encode();
         assert_eq!(BatchMsg::decode(&e).unwrap(), b);

@@ -1,33 +1,44 @@
-//! The lineage owner: the unchanged engine, with batches dispatched through
-//! JetStream instead of a local replica pool.
+//! The lineage owner: the runtime's run loop (`rayorch::spi::run`) with
+//! JetStream as its backend.
 //!
-//! One async loop owns the [`Engine`]. Each turn it admits roots (as far as
-//! the window allows), hands finished roots to the sink, publishes reserved
-//! batches while the Call has credits, then waits for one event: a control
-//! frame (claim, report, heartbeat), a worker hello, a source item, or the
-//! earliest lease deadline. State per dispatched batch is a [`Ticket`]; a
-//! ticket leaves the map exactly once (report committed, or lease expired),
-//! so the engine hears of each dispatch exactly once.
+//! The loop owns the engine, admission, delivery, the journal, duplicate
+//! keys, backpressure, stall detection, cancellation and the summary,
+//! exactly as in a local run. This backend ([`DistBackend`]) publishes
+//! reserved batches to each Call's work queue while the Call has credits,
+//! runs the Calls the owner keeps on the runtime's own replica pool
+//! (`ReplicaPool`, panics and timeouts handled as locally), and turns
+//! worker reports into the loop's reports. State per published batch is a
+//! [`Ticket`]; a ticket leaves the map exactly once (a report passes the
+//! fence, or the lease expires), so the engine hears of each dispatch
+//! exactly once.
+//!
+//! Payloads by reference: a value on a Port that only Calls on workers read
+//! is never decoded here ([`rayorch::spi::Forward`]): the owner keeps the
+//! worker's slot as an opaque value and forwards it in the next batch; a
+//! list that only feeds an `expand!` into Calls on workers arrives split
+//! into per-element slots. The owner decodes only what its own Calls and
+//! the outputs read (counted in [`WireBytes::decoded`]). Reports are
+//! decoded off the control loop, in tasks of their own.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_nats::jetstream::{self, consumer, object_store, stream};
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{Stream, StreamExt};
 use rayorch_runtime::sink::{Callback, Sink};
 use rayorch_runtime::spi::{
-    AttemptError, AttemptResult, Backpressure, BatchId, CallStats, Engine, EngineConfig, Journal,
-    JournalOptions, Value,
+    AttemptError, AttemptResult, Backend, BatchId, Dispatch, Engine, EngineConfig, Finished, Forward,
+    Journal, JournalOptions, LoopConfig, ReplicaPool, Report as LoopReport, Value, ValueList, forwarding,
 };
-use rayorch_runtime::{Cause, Outcome, Plan, RootOutcome, RunError};
+use rayorch_runtime::{CancelHandle, Cause, Observer, Outcome, Plan, RootOutcome, RunSummary};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::codec::Codecs;
 use crate::error::DistError;
-use crate::local::LocalPool;
 use crate::messages::{BatchMsg, Ctl, Hello, Report, Slot, WireOutcome};
-use crate::payload_store::{JetStreamObjects, Payloads, WireBytes};
+use crate::payload_store::{JetStreamObjects, Payloads, WireBytes, WireRef, stored_keys};
 use crate::{DistConfig, Storage};
 
 /// Live counters of an owner, readable while it runs.
@@ -39,7 +50,7 @@ pub struct OwnerStats {
     pub grains_published: AtomicU64,
     /// Claims and claim heartbeats received.
     pub claims: AtomicU64,
-    /// Batches whose report committed.
+    /// Batches whose report passed the fence (and went to the engine).
     pub batches_committed: AtomicU64,
     /// ... of which came from a JetStream redelivery (delivery count > 1).
     pub redelivered_commits: AtomicU64,
@@ -48,8 +59,6 @@ pub struct OwnerStats {
     pub stale_fenced: AtomicU64,
     /// Reports of batches already decided (committed, or expired and retried).
     pub stale_unknown: AtomicU64,
-    /// Reports the engine's commit gate refused.
-    pub engine_rejected: AtomicU64,
     /// Batches whose owner lease expired (handed back to the engine as failed
     /// attempts).
     pub lease_expired: AtomicU64,
@@ -59,55 +68,47 @@ pub struct OwnerStats {
     pub workers_registered: AtomicU64,
     /// Workers refused for a fingerprint mismatch.
     pub workers_refused: AtomicU64,
-    /// Times a Call's dispatch was held by backpressure.
-    pub held: AtomicU64,
     /// The most Grains queued in the owner per Call (plan order; the
     /// engine's upper bound), sampled every turn.
     pub queue_high_water: Mutex<Vec<u64>>,
-    /// Payload bytes on the wire.
+    /// Payload bytes on the wire, and those the owner decoded.
     pub bytes: Arc<WireBytes>,
-    /// Grains committed per (worker, Call).
-    pub per_worker: Mutex<BTreeMap<(String, String), u64>>,
 }
 
 impl OwnerStats {
-    /// All stale reports refused (fence + decided batches + engine gate).
+    /// All stale reports refused by the owner (fence + decided batches; the
+    /// engine's own gate counts in the run's `rejected_reports`).
     pub fn stale_refused(&self) -> u64 {
-        self.stale_fenced.load(Ordering::Relaxed)
-            + self.stale_unknown.load(Ordering::Relaxed)
-            + self.engine_rejected.load(Ordering::Relaxed)
+        self.stale_fenced.load(Ordering::Relaxed) + self.stale_unknown.load(Ordering::Relaxed)
     }
 }
 
-/// What an owner run did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerSummary {
-    /// Roots handed to the sink.
-    pub roots: u64,
-    /// Grains committed per (worker, Call).
-    pub per_worker: BTreeMap<(String, String), u64>,
-    /// The engine's counters per Call (plan order).
-    pub calls: Vec<CallStats>,
-    /// Roots of the source skipped because the journal holds them (a
-    /// resumed run).
-    pub journal_skipped: u64,
-}
-
-/// One dispatched batch, until it is decided.
+/// One published batch, until it is decided.
 struct Ticket {
     batch: BatchId,
     call: usize,
     grains: usize,
+    dispatched: Instant,
     deadline: Instant,
     /// The newest JetStream delivery a worker claimed (the fence).
     claimed: u64,
-    slots: Vec<Slot>,
+    /// Store objects this batch's message created (released once decided;
+    /// forwarded references belong to their values).
+    owned: Vec<Slot>,
 }
 
 /// A registered worker: when it was last heard of, and its slots per Call.
 struct Seen {
     at: Instant,
     calls: Vec<(u32, u32)>,
+}
+
+/// A report that passed the fence, decoded by its task.
+struct Decoded {
+    finished: Finished,
+    delivered: u64,
+    /// Store objects to release now (decoded outputs, the batch's own).
+    release: Vec<String>,
 }
 
 /// The lineage owner of one job.
@@ -119,6 +120,8 @@ pub struct Owner {
     journal: Option<JournalOptions>,
     /// Calls this process runs itself (`parse_calls` syntax).
     local: String,
+    control: CancelHandle,
+    observer: Option<Box<dyn Observer>>,
 }
 
 impl Owner {
@@ -141,13 +144,15 @@ impl Owner {
             stats,
             journal: None,
             local: String::new(),
+            control: CancelHandle::default(),
+            observer: None,
         }
     }
 
     /// Run these Calls in the owner process instead of on workers
-    /// (`name:slots,...` as a worker's `--calls`; empty: none): cheap maps
-    /// next to their data save a round trip through the broker each. They
-    /// are never published; workers serving them simply get none.
+    /// (`name:slots,...` as a worker's `--calls`; empty: none), on the
+    /// runtime's replica pool: cheap maps next to their data save a round
+    /// trip through the broker each. They are never published.
     #[must_use]
     pub fn local_calls(mut self, calls: &str) -> Owner {
         self.local = calls.to_string();
@@ -165,6 +170,20 @@ impl Owner {
         self
     }
 
+    /// Watch the run (batch events, per-Domain counts), as
+    /// [`Runner::observe`](rayorch_runtime::Runner::observe).
+    #[must_use]
+    pub fn observe(mut self, observer: impl Observer + 'static) -> Owner {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    /// A handle that stops the run from anywhere, as a local run's
+    /// (`stop_admitting` drains, `cancel` abandons the live roots).
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.control.clone()
+    }
+
     /// The live counters (shared: clone the `Arc` before `run`).
     pub fn stats(&self) -> Arc<OwnerStats> {
         self.stats.clone()
@@ -177,29 +196,25 @@ impl Owner {
         &mut self,
         source: S,
         sink: impl FnMut(&RootOutcome) + Send,
-    ) -> Result<OwnerSummary, DistError>
+    ) -> Result<RunSummary, DistError>
     where
-        S: Stream<Item = (u64, Value)> + Unpin,
+        S: Stream<Item = (u64, Value)>,
     {
         self.run_into(source, Callback(sink)).await
     }
 
     /// [`Owner::run`] into a [`Sink`] (files, journaled with
     /// [`Owner::journal`]); the sink is closed at the end.
-    pub async fn run_into<S>(&mut self, mut source: S, mut sink: impl Sink) -> Result<OwnerSummary, DistError>
+    pub async fn run_into<S>(&mut self, source: S, mut sink: impl Sink) -> Result<RunSummary, DistError>
     where
-        S: Stream<Item = (u64, Value)> + Unpin,
+        S: Stream<Item = (u64, Value)>,
     {
         self.cfg.check()?;
         let fingerprint = self.plan.fingerprint();
-        let (mut journal, done) = match &self.journal {
-            Some(opts) => {
-                let (j, done) = Journal::open(opts, &fingerprint, &mut sink)?;
-                (Some(j), done)
-            }
-            None => (None, Default::default()),
+        let journal = match &self.journal {
+            Some(opts) => Some(Journal::open(opts, &fingerprint, &mut sink)?),
+            None => None,
         };
-        let mut journal_skipped = 0u64;
         let cfg = self.cfg.clone();
         // Broker link state, from the client's events: (down now, last reconnect).
         let link: Arc<Mutex<(bool, Option<Instant>)>> = Arc::default();
@@ -222,379 +237,88 @@ impl Owner {
             .map_err(DistError::nats_any(format!("connect to {}", cfg.url)))?;
         let js = jetstream::new(client.clone());
         self.setup(&js).await?;
-        let mut ctl = client
+        let ctl = client
             .subscribe(cfg.ctl_subject())
             .await
             .map_err(DistError::nats_any("subscribe"))?;
-        let mut hello = client
+        let hello = client
             .subscribe(cfg.hello_subject())
             .await
             .map_err(DistError::nats_any("subscribe"))?;
-        let run_id = run_id();
-        let calls = self.plan.calls().len();
-        let mut engine = Engine::new(
-            &self.plan,
-            EngineConfig {
-                window: cfg.window,
-                window_children: cfg.window_children,
-                ..EngineConfig::default()
-            },
-        );
-        let mut tickets: HashMap<u64, Ticket> = HashMap::new();
-        let mut in_flight = vec![0usize; calls];
-        let mut workers: HashMap<String, Seen> = HashMap::new();
-        let mut next_ticket = 0u64;
-        let mut exhausted = false;
-        let mut roots = 0u64;
-        let stats = self.stats.clone();
-        let tick = cfg.ack_wait / 2;
-        let backpressure = cfg.backpressure.map(|k| Backpressure::new(&self.plan, k));
         let local_spec = if self.local.trim().is_empty() {
             Vec::new()
         } else {
             crate::worker::parse_calls(&self.plan, &self.local)?
         };
-        let mut local = LocalPool::new(calls, &local_spec);
-
-        let result = loop {
-            while !exhausted && engine.can_admit() {
-                match source.next().now_or_never() {
-                    Some(Some((k, _))) if done.contains(&k) => journal_skipped += 1,
-                    Some(Some((k, v))) => engine.admit(k, v)?,
-                    Some(None) => exhausted = true,
-                    None => break,
-                }
-            }
-            while let Some(o) = engine.pop_finished() {
-                roots += 1;
-                if let Some(j) = journal.as_mut() {
-                    j.record(&o)?;
-                }
-                sink.root(&o).map_err(|e| RunError::Sink(e.to_string()))?;
-            }
-            if let Some(j) = journal.as_mut() {
-                j.commit(&mut sink, false)?;
-            }
-            if let Some(e) = engine.aborted() {
-                break Err(DistError::Run(e.clone()));
-            }
-            if exhausted && engine.live_roots() == 0 && tickets.is_empty() && local.idle() {
-                break Ok(());
-            }
-            // Credits: live slots per Call (a worker is live while its
-            // heartbeats keep coming).
-            let now = Instant::now();
-            workers.retain(|_, s| now.duration_since(s.at) < cfg.lease);
-            let mut slots = vec![0usize; calls];
-            for s in workers.values() {
-                for &(c, n) in &s.calls {
-                    if let Some(x) = slots.get_mut(c as usize) {
-                        *x += n as usize;
-                    }
-                }
-            }
-            if let Ok(mut high) = stats.queue_high_water.lock() {
-                high.resize(calls, 0);
-                for (c, h) in high.iter_mut().enumerate() {
-                    *h = (*h).max(engine.queued_upper_bound(c) as u64);
-                }
-            }
-            for c in 0..calls {
-                let b = self.plan.calls()[c].config.batch_size;
-                // Held only while the consumer has batches out: their
-                // reports wake this loop, so it never stalls a run.
-                let held = |engine: &Engine, in_flight: &[usize], local: &LocalPool| {
-                    let working = |d: usize| in_flight[d] > 0 || local.busy(d);
-                    let h = backpressure
-                        .as_ref()
-                        .is_some_and(|bp| bp.held(&self.plan, engine, c, working));
-                    if h {
-                        stats.held.fetch_add(1, Ordering::Relaxed);
-                    }
-                    h
-                };
-                if local.serves(c) {
-                    while local.free(c) && !held(&engine, &in_flight, &local) {
-                        let Some(batch) = engine.reserve(c, b) else { break };
-                        local.start(&self.plan, batch);
-                    }
-                    continue;
-                }
-                while in_flight[c] < slots[c] * cfg.credits_per_slot {
-                    if held(&engine, &in_flight, &local) {
-                        break;
-                    }
-                    let Some(batch) = engine.reserve(c, b) else { break };
-                    next_ticket += 1;
-                    let t = next_ticket;
-                    let name = &self.plan.calls()[c].name;
-                    let mut wire = Vec::with_capacity(batch.inputs.len() * batch.inputs.arity());
-                    let mut budget = cfg.inline_total;
-                    for (i, v) in batch.inputs.iter().flatten().enumerate() {
-                        let key = || format!("{run_id}-{t}-in{i}");
-                        let slot = self
-                            .payloads
-                            .encode_slot(name, "inputs", v.as_ref(), key, &mut budget);
-                        wire.push(slot.await?);
-                    }
-                    let msg = BatchMsg {
-                        ticket: t,
-                        run: run_id,
-                        call: c as u32,
-                        arity: batch.inputs.arity() as u32,
-                        slots: wire,
-                    };
-                    let bytes = msg.encode();
-                    stats
-                        .bytes
-                        .messages
-                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                    publish_batch(&js, &cfg, c, format!("{run_id}-{t}"), bytes).await?;
-                    stats.batches_published.fetch_add(1, Ordering::Relaxed);
-                    stats
-                        .grains_published
-                        .fetch_add(batch.grains.len() as u64, Ordering::Relaxed);
-                    in_flight[c] += 1;
-                    tickets.insert(
-                        t,
-                        Ticket {
-                            batch: batch.id,
-                            call: c,
-                            grains: batch.grains.len(),
-                            deadline: Instant::now() + cfg.lease,
-                            claimed: 0,
-                            slots: msg.slots,
-                        },
-                    );
-                }
-            }
-            if tickets.is_empty()
-                && local.idle()
-                && (exhausted || !engine.can_admit())
-                && engine.live_roots() > 0
-            {
-                // Nothing in flight: either a Call waits for workers (they
-                // may join at any time) or nothing can ever run.
-                let waiting_for_workers =
-                    (0..calls).any(|c| slots[c] == 0 && !local.serves(c) && engine.may_have_ready(c));
-                if let Some(s) = engine.stall().filter(|_| !waiting_for_workers) {
-                    break Err(DistError::Run(rayorch_runtime::RunError::Stalled(s)));
-                }
-            }
-            // No lease expires while the broker link is down, nor within a
-            // full lease after it came back: meanwhile no worker could claim,
-            // heartbeat or report, so silence proves nothing.
-            let floor = link.lock().ok().and_then(|l| match *l {
-                (true, _) => Some(Instant::now() + cfg.lease),
-                (false, up) => up.map(|u| u + cfg.lease),
-            });
-            let due = move |t: &Ticket| floor.map_or(t.deadline, |f| t.deadline.max(f));
-            let commit_at = journal.as_ref().and_then(Journal::due);
-            let deadline = tickets.values().map(due).chain(commit_at).min();
-            let want_source = !exhausted && engine.can_admit();
-            tokio::select! {
-                m = ctl.next() => {
-                    let Some(m) = m else { break Err(DistError::Nats { what: "control subscription".into(), cause: "closed".into() }) };
-                    stats.bytes.messages.fetch_add(m.payload.len() as u64, Ordering::Relaxed);
-                    match Ctl::decode(&m.payload) {
-                        Ok(Ctl::Beat(h)) => {
-                            if h.fingerprint == fingerprint {
-                                workers.insert(h.worker, Seen { at: Instant::now(), calls: h.calls });
-                            }
-                        }
-                        // A claim of an earlier owner run's batch: that run is gone.
-                        Ok(Ctl::Claim(c)) if c.run != run_id => {}
-                        Ok(Ctl::Claim(c)) => {
-                            stats.claims.fetch_add(1, Ordering::Relaxed);
-                            if let Some(t) = tickets.get_mut(&c.ticket) {
-                                t.claimed = t.claimed.max(c.delivered);
-                                t.deadline = Instant::now() + cfg.lease;
-                            }
-                            if let Some(s) = workers.get_mut(&c.worker) {
-                                s.at = Instant::now();
-                            }
-                        }
-                        Ok(Ctl::Report(r)) => {
-                            self.report(&mut engine, &mut tickets, &mut in_flight, run_id, r).await;
-                        }
-                        // A frame of another build: refused, the run goes on.
-                        Err(_) => { stats.malformed.fetch_add(1, Ordering::Relaxed); }
-                    }
-                }
-                m = hello.next() => {
-                    let Some(m) = m else { continue };
-                    let Ok(h) = Hello::decode(&m.payload) else { continue };
-                    let counter = if h.fingerprint == fingerprint {
-                        workers.insert(h.worker, Seen { at: Instant::now(), calls: h.calls });
-                        &stats.workers_registered
-                    } else {
-                        &stats.workers_refused
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    if let Some(reply) = m.reply {
-                        let body = format!("{fingerprint} {run_id}");
-                        let _ = client.publish(reply, body.into()).await;
-                    }
-                }
-                mut d = local.next(), if !local.idle() => {
-                    local.finish(&mut d);
-                    match d.result {
-                        Ok(r) => {
-                            if !matches!(engine.report(d.batch, r), rayorch_runtime::spi::ReportOutcome::Rejected)
-                                && let Ok(mut m) = stats.per_worker.lock()
-                            {
-                                let name = self.plan.calls()[d.call].name.to_string();
-                                *m.entry(("owner".to_string(), name)).or_default() += d.grains as u64;
-                            }
-                        }
-                        Err(e) => break Err(e),
-                    }
-                }
-                item = source.next(), if want_source => match item {
-                    Some((k, _)) if done.contains(&k) => journal_skipped += 1,
-                    Some((k, v)) => engine.admit(k, v)?,
-                    None => exhausted = true,
-                },
-                _ = tokio::time::sleep_until(deadline.unwrap_or_else(|| Instant::now() + tick)) => {}
-            }
-            // Leases: a batch nobody claimed, heartbeat or reported in time
-            // goes back to the engine as a failed attempt (its recovery
-            // policy decides); any later report of it is refused.
-            let now = Instant::now();
-            let expired: Vec<u64> = tickets
-                .iter()
-                .filter(|(_, t)| due(t) <= now)
-                .map(|(&k, _)| k)
-                .collect();
-            for k in expired {
-                if let Some(t) = tickets.remove(&k) {
-                    in_flight[t.call] -= 1;
-                    stats.lease_expired.fetch_add(1, Ordering::Relaxed);
-                    let msg = format!(
-                        "no worker reported this batch of Call `{}` within the owner lease of {:?} (worker lost, or its report lost); check the workers' logs",
-                        self.plan.calls()[t.call].name,
-                        cfg.lease
-                    );
-                    engine.report(t.batch, Err(AttemptError::Failed(msg)));
-                }
-            }
+        let calls = self.plan.calls().len();
+        let mut local_slots = vec![0usize; calls];
+        for &(c, n) in &local_spec {
+            local_slots[c] += n as usize;
+        }
+        let local = ReplicaPool::new(
+            &self.plan,
+            |c| (local_slots[c] > 0).then_some(local_slots[c]),
+            Some("owner".into()),
+        );
+        let forward = Arc::new(forwarding(&self.plan, |c| local_slots[c] == 0));
+        let (release, released) = mpsc::unbounded_channel();
+        // Detached: a delete the broker never answers must not hold the run.
+        tokio::spawn(release_loop(self.payloads.clone(), released));
+        let (decoded_tx, decoded) = mpsc::unbounded_channel();
+        let run_id = run_id();
+        let mut backend = DistBackend {
+            plan: self.plan.clone(),
+            cfg: cfg.clone(),
+            client: client.clone(),
+            js: js.clone(),
+            ctl,
+            hello,
+            run_id,
+            fingerprint,
+            tickets: HashMap::new(),
+            in_flight: vec![0; calls],
+            decoding: 0,
+            slots: vec![0; calls],
+            workers: HashMap::new(),
+            next_ticket: 0,
+            stats: self.stats.clone(),
+            payloads: self.payloads.clone(),
+            local,
+            link,
+            forward,
+            decoded_tx,
+            decoded,
+            release,
         };
+        let config = LoopConfig {
+            engine: EngineConfig {
+                window: cfg.window,
+                window_children: cfg.window_children,
+                ..EngineConfig::default()
+            },
+            backpressure: cfg.backpressure,
+            journal,
+        };
+        let (result, observer) = rayorch_runtime::spi::run(
+            &self.plan,
+            config,
+            sink,
+            &mut backend,
+            &self.control,
+            self.observer.take(),
+            source,
+        )
+        .await;
+        self.observer = observer;
         let _ = client
             .publish(cfg.done_subject(), run_id.to_string().into())
             .await;
         let _ = client.flush().await;
+        drop(backend);
         if result.is_ok() {
-            if let Some(j) = journal.as_mut() {
-                j.commit(&mut sink, true)?;
-            }
-            self.teardown(&js).await;
+            teardown(&js, self.plan.calls().len(), &cfg).await;
         }
-        let closed = sink.close().map_err(|e| RunError::Sink(e.to_string()));
-        result?;
-        closed?;
-        let per_worker = stats.per_worker.lock().map(|m| m.clone()).unwrap_or_default();
-        let calls = (0..calls).map(|c| engine.call_stats(c).clone()).collect();
-        Ok(OwnerSummary {
-            roots,
-            per_worker,
-            calls,
-            journal_skipped,
-        })
-    }
-
-    /// Commit (or refuse) one report.
-    async fn report(
-        &self,
-        engine: &mut Engine,
-        tickets: &mut HashMap<u64, Ticket>,
-        in_flight: &mut [usize],
-        run_id: u64,
-        r: Report,
-    ) {
-        let stats = &self.stats;
-        let outputs: Vec<Slot> = match &r.result {
-            Ok(outs) => outs
-                .iter()
-                .flat_map(|o| match o {
-                    WireOutcome::Ok(s) => s.clone(),
-                    _ => Vec::new(),
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        let fresh = match tickets.get(&r.claim.ticket) {
-            _ if r.claim.run != run_id => {
-                stats.stale_unknown.fetch_add(1, Ordering::Relaxed);
-                false
-            }
-            None => {
-                stats.stale_unknown.fetch_add(1, Ordering::Relaxed);
-                false
-            }
-            Some(t) if r.claim.delivered < t.claimed => {
-                stats.stale_fenced.fetch_add(1, Ordering::Relaxed);
-                false
-            }
-            Some(_) => true,
-        };
-        if !fresh {
-            self.payloads.release(&outputs).await;
-            return;
-        }
-        let Some(t) = tickets.remove(&r.claim.ticket) else {
-            return;
-        };
-        in_flight[t.call] -= 1;
-        let result = self.decode_result(r.result).await;
-        self.payloads.release(&outputs).await;
-        self.payloads.release(&t.slots).await;
-        match engine.report(t.batch, result) {
-            rayorch_runtime::spi::ReportOutcome::Rejected => {
-                stats.engine_rejected.fetch_add(1, Ordering::Relaxed);
-            }
-            _ => {
-                stats.batches_committed.fetch_add(1, Ordering::Relaxed);
-                if r.claim.delivered > 1 {
-                    stats.redelivered_commits.fetch_add(1, Ordering::Relaxed);
-                }
-                if let Ok(mut m) = stats.per_worker.lock() {
-                    let name = self.plan.calls()[t.call].name.to_string();
-                    *m.entry((r.claim.worker, name)).or_default() += t.grains as u64;
-                }
-            }
-        }
-    }
-
-    async fn decode_result(&self, r: Result<Vec<WireOutcome>, (bool, String)>) -> AttemptResult {
-        let outs = match r {
-            Ok(o) => o,
-            Err((true, m)) => return Err(AttemptError::Contract(m)),
-            Err((false, m)) => return Err(AttemptError::Failed(m)),
-        };
-        let mut res = Vec::with_capacity(outs.len());
-        for o in outs {
-            res.push(match o {
-                WireOutcome::Ok(slots) => {
-                    let mut vals = Vec::with_capacity(slots.len());
-                    for s in &slots {
-                        match self.payloads.decode_slot(s).await {
-                            Ok(Some(v)) => vals.push(v),
-                            Ok(None) => {
-                                return Err(AttemptError::Contract(
-                                    "a report carried an empty output slot".into(),
-                                ));
-                            }
-                            // Decoding is deterministic: a retry would fail again.
-                            Err(e) => return Err(AttemptError::Contract(e.to_string())),
-                        }
-                    }
-                    Outcome::Ok(vals)
-                }
-                WireOutcome::Record(m) => Outcome::RecordFailure(Cause::new(m)),
-                WireOutcome::Group(m) => Outcome::GroupFailure(Cause::new(m)),
-            });
-        }
-        Ok(res)
+        result
     }
 
     /// Create the work queues and the payload bucket; refuse to start over a
@@ -654,13 +378,461 @@ impl Owner {
         self.payloads.store = Arc::new(JetStreamObjects(store));
         Ok(())
     }
+}
 
-    async fn teardown(&self, js: &jetstream::Context) {
-        for c in 0..self.plan.calls().len() {
-            let _ = js.delete_stream(self.cfg.stream(c)).await;
-        }
-        let _ = js.delete_object_store(self.cfg.bucket()).await;
+/// The run ended normally: its queues and payload bucket go.
+async fn teardown(js: &jetstream::Context, calls: usize, cfg: &DistConfig) {
+    for c in 0..calls {
+        let _ = js.delete_stream(cfg.stream(c)).await;
     }
+    let _ = js.delete_object_store(cfg.bucket()).await;
+}
+
+/// Deletes store objects nobody will read again, off the control loop.
+async fn release_loop(payloads: Payloads, mut keys: mpsc::UnboundedReceiver<String>) {
+    while let Some(key) = keys.recv().await {
+        payloads.release(&[Slot::Ref(String::new(), key, 0)]).await;
+    }
+}
+
+/// The run loop's backend over JetStream (see the module note).
+struct DistBackend {
+    plan: Plan,
+    cfg: DistConfig,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    ctl: async_nats::Subscriber,
+    hello: async_nats::Subscriber,
+    run_id: u64,
+    fingerprint: String,
+    tickets: HashMap<u64, Ticket>,
+    /// Published and undecided batches per Call (decoding ones included).
+    in_flight: Vec<usize>,
+    /// Reports past the fence whose decoding task has not answered yet.
+    decoding: usize,
+    /// Live worker slots per Call (from hellos and heartbeats).
+    slots: Vec<usize>,
+    workers: HashMap<String, Seen>,
+    next_ticket: u64,
+    stats: Arc<OwnerStats>,
+    payloads: Payloads,
+    /// The Calls the owner runs itself.
+    local: ReplicaPool,
+    link: Arc<Mutex<(bool, Option<Instant>)>>,
+    forward: Arc<Vec<Vec<Forward>>>,
+    decoded_tx: mpsc::UnboundedSender<Decoded>,
+    decoded: mpsc::UnboundedReceiver<Decoded>,
+    release: mpsc::UnboundedSender<String>,
+}
+
+impl DistBackend {
+    fn working(&self, c: usize) -> bool {
+        self.in_flight[c] > 0 || self.local.working(c)
+    }
+
+    /// Live slots per Call: a worker is live while its heartbeats keep coming.
+    fn count_slots(&mut self) {
+        let now = Instant::now();
+        let lease = self.cfg.lease;
+        self.workers.retain(|_, s| now.duration_since(s.at) < lease);
+        self.slots.iter_mut().for_each(|s| *s = 0);
+        for s in self.workers.values() {
+            for &(c, n) in &s.calls {
+                if let Some(x) = self.slots.get_mut(c as usize) {
+                    *x += n as usize;
+                }
+            }
+        }
+    }
+
+    /// Encode and publish one batch of a Call on workers.
+    async fn publish(&mut self, batch: rayorch_runtime::spi::Batch) -> Result<(), DistError> {
+        let c = batch.call;
+        self.next_ticket += 1;
+        let (t, run_id) = (self.next_ticket, self.run_id);
+        let name = self.plan.calls()[c].name.clone();
+        let mut wire = Vec::with_capacity(batch.inputs.len() * batch.inputs.arity());
+        let mut owned = Vec::new();
+        let mut budget = self.cfg.inline_total;
+        for (i, v) in batch.inputs.iter().flatten().enumerate() {
+            let key = || format!("{run_id}-{t}-in{i}");
+            let (slot, own) = match v.as_ref().and_then(|v| v.downcast_ref::<WireRef>()) {
+                Some(r) => self.payloads.forward(r, key, &mut budget).await?,
+                None => {
+                    let s = self
+                        .payloads
+                        .encode_slot(&name, "inputs", v.as_ref(), key, &mut budget)
+                        .await?;
+                    let own = matches!(s, Slot::Ref(..));
+                    (s, own)
+                }
+            };
+            if own {
+                owned.push(slot.clone());
+            }
+            wire.push(slot);
+        }
+        let msg = BatchMsg {
+            ticket: t,
+            run: run_id,
+            call: c as u32,
+            arity: batch.inputs.arity() as u32,
+            slots: wire,
+            split: self.forward[c].iter().map(|f| *f == Forward::Split).collect(),
+        };
+        let bytes = msg.encode();
+        self.stats
+            .bytes
+            .messages
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        publish_batch(&self.js, &self.cfg, c, format!("{run_id}-{t}"), bytes).await?;
+        self.stats.batches_published.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .grains_published
+            .fetch_add(batch.grains.len() as u64, Ordering::Relaxed);
+        self.in_flight[c] += 1;
+        let now = Instant::now();
+        self.tickets.insert(
+            t,
+            Ticket {
+                batch: batch.id,
+                call: c,
+                grains: batch.grains.len(),
+                dispatched: now,
+                deadline: now + self.cfg.lease,
+                claimed: 0,
+                owned,
+            },
+        );
+        Ok(())
+    }
+
+    /// One control frame.
+    fn on_ctl(&mut self, payload: &[u8]) {
+        self.stats
+            .bytes
+            .messages
+            .fetch_add(payload.len() as u64, Ordering::Relaxed);
+        match Ctl::decode(payload) {
+            Ok(Ctl::Beat(h)) => {
+                if h.fingerprint == self.fingerprint {
+                    self.workers.insert(
+                        h.worker,
+                        Seen {
+                            at: Instant::now(),
+                            calls: h.calls,
+                        },
+                    );
+                }
+            }
+            // A claim of an earlier owner run's batch: that run is gone.
+            Ok(Ctl::Claim(c)) if c.run != self.run_id => {}
+            Ok(Ctl::Claim(c)) => {
+                self.stats.claims.fetch_add(1, Ordering::Relaxed);
+                if let Some(t) = self.tickets.get_mut(&c.ticket) {
+                    t.claimed = t.claimed.max(c.delivered);
+                    t.deadline = Instant::now() + self.cfg.lease;
+                }
+                if let Some(s) = self.workers.get_mut(&c.worker) {
+                    s.at = Instant::now();
+                }
+            }
+            Ok(Ctl::Report(r)) => self.on_report(r),
+            // A frame of another build: refused, the run goes on.
+            Err(_) => {
+                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The fence: a report goes on iff its batch is undecided and its
+    /// delivery is the newest claimed; it is then decoded in a task.
+    fn on_report(&mut self, r: Report) {
+        let outputs: Vec<Slot> = match &r.result {
+            Ok(outs) => outs
+                .iter()
+                .flat_map(|o| match o {
+                    WireOutcome::Ok(s) => s.clone(),
+                    _ => Vec::new(),
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let stale = match self.tickets.get(&r.claim.ticket) {
+            _ if r.claim.run != self.run_id => Some(&self.stats.stale_unknown),
+            None => Some(&self.stats.stale_unknown),
+            Some(t) if r.claim.delivered < t.claimed => Some(&self.stats.stale_fenced),
+            Some(_) => None,
+        };
+        if let Some(counter) = stale {
+            counter.fetch_add(1, Ordering::Relaxed);
+            for key in stored_keys(&outputs) {
+                let _ = self.release.send(key);
+            }
+            return;
+        }
+        let Some(t) = self.tickets.remove(&r.claim.ticket) else {
+            return;
+        };
+        self.decoding += 1;
+        let (payloads, forward, release, tx) = (
+            self.payloads.clone(),
+            self.forward.clone(),
+            self.release.clone(),
+            self.decoded_tx.clone(),
+        );
+        tokio::spawn(async move {
+            let result = decode_result(&payloads, &forward[t.call], &release, r.result).await;
+            let mut keys = stored_keys(&t.owned);
+            // Decoded outputs are values now; references keep their objects.
+            keys.extend(result.1);
+            let _ = tx.send(Decoded {
+                finished: Finished {
+                    batch: t.batch,
+                    call: t.call,
+                    size: t.grains,
+                    replica: 0,
+                    dispatched: t.dispatched,
+                    result: result.0,
+                    replaced: false,
+                    worker: Some(r.claim.worker),
+                },
+                delivered: r.claim.delivered,
+                release: keys,
+            });
+        });
+    }
+
+    /// A worker said hello: registered if it runs this plan, and answered.
+    fn on_hello(&mut self, m: async_nats::Message) {
+        let Ok(h) = Hello::decode(&m.payload) else { return };
+        let counter = if h.fingerprint == self.fingerprint {
+            self.workers.insert(
+                h.worker,
+                Seen {
+                    at: Instant::now(),
+                    calls: h.calls,
+                },
+            );
+            &self.stats.workers_registered
+        } else {
+            &self.stats.workers_refused
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(reply) = m.reply {
+            let body = format!("{} {}", self.fingerprint, self.run_id);
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                let _ = client.publish(reply, body.into()).await;
+            });
+        }
+    }
+
+    /// A fence-passed report, decoded: to the loop, its objects released.
+    fn on_decoded(&mut self, d: Decoded, out: &mut Vec<LoopReport>) {
+        self.decoding -= 1;
+        self.in_flight[d.finished.call] -= 1;
+        self.stats.batches_committed.fetch_add(1, Ordering::Relaxed);
+        if d.delivered > 1 {
+            self.stats.redelivered_commits.fetch_add(1, Ordering::Relaxed);
+        }
+        for key in d.release {
+            let _ = self.release.send(key);
+        }
+        out.push(LoopReport::Done(d.finished));
+    }
+
+    /// When a ticket's lease runs out: no lease expires while the broker
+    /// link is down, nor within a full lease after it came back (meanwhile
+    /// no worker could claim, heartbeat or report, so silence proves
+    /// nothing).
+    fn due(&self) -> impl Fn(&Ticket) -> Instant + use<> {
+        let lease = self.cfg.lease;
+        let floor = self.link.lock().ok().and_then(|l| match *l {
+            (true, _) => Some(Instant::now() + lease),
+            (false, up) => up.map(|u| u + lease),
+        });
+        move |t: &Ticket| floor.map_or(t.deadline, |f| t.deadline.max(f))
+    }
+
+    /// Leases: a batch nobody claimed, heartbeat or reported in time goes
+    /// back to the engine as a failed attempt (its recovery policy decides);
+    /// any later report of it is refused.
+    fn expire(&mut self, out: &mut Vec<LoopReport>) {
+        let now = Instant::now();
+        let due = self.due();
+        let expired: Vec<u64> = self
+            .tickets
+            .iter()
+            .filter(|(_, t)| due(t) <= now)
+            .map(|(&k, _)| k)
+            .collect();
+        for k in expired {
+            let Some(t) = self.tickets.remove(&k) else {
+                continue;
+            };
+            self.in_flight[t.call] -= 1;
+            self.stats.lease_expired.fetch_add(1, Ordering::Relaxed);
+            for key in stored_keys(&t.owned) {
+                let _ = self.release.send(key);
+            }
+            let msg = format!(
+                "no worker reported this batch of Call `{}` within the owner lease of {:?} (worker lost, or its report lost); check the workers' logs",
+                self.plan.calls()[t.call].name,
+                self.cfg.lease
+            );
+            out.push(LoopReport::Done(Finished {
+                batch: t.batch,
+                call: t.call,
+                size: t.grains,
+                replica: 0,
+                dispatched: t.dispatched,
+                result: Err(AttemptError::Failed(msg)),
+                replaced: false,
+                worker: None,
+            }));
+        }
+    }
+}
+
+impl Backend for DistBackend {
+    type Error = DistError;
+
+    async fn start(&mut self, _: &Plan) -> Result<(), DistError> {
+        self.local.start();
+        Ok(())
+    }
+
+    async fn dispatch(&mut self, cx: &mut Dispatch<'_>) -> Result<(), DistError> {
+        self.count_slots();
+        if let Ok(mut high) = self.stats.queue_high_water.lock() {
+            let calls = self.plan.calls().len();
+            high.resize(calls, 0);
+            for (c, h) in high.iter_mut().enumerate() {
+                *h = (*h).max(cx.engine().queued_upper_bound(c) as u64);
+            }
+        }
+        // The owner's own Calls, held behind consumers on workers too.
+        let remote_busy: Vec<bool> = self.in_flight.iter().map(|&n| n > 0).collect();
+        self.local.dispatch_with(cx, |d| remote_busy[d]);
+        for c in 0..self.plan.calls().len() {
+            if self.local.serves(c) {
+                continue;
+            }
+            let b = self.plan.calls()[c].config.batch_size;
+            while self.in_flight[c] < self.slots[c] * self.cfg.credits_per_slot {
+                let working: Vec<bool> = (0..self.slots.len()).map(|d| self.working(d)).collect();
+                let Some((batch, _)) = cx.reserve(c, b, |d| working[d]) else {
+                    break;
+                };
+                self.publish(batch).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn in_flight(&self) -> bool {
+        !self.tickets.is_empty() || self.decoding > 0 || self.local.in_flight()
+    }
+
+    fn working(&self, c: usize) -> bool {
+        DistBackend::working(self, c)
+    }
+
+    fn pending(&self, engine: &Engine) -> bool {
+        // A Call with work and no worker yet: one may join at any time.
+        self.local.initialising()
+            || (0..self.slots.len())
+                .any(|c| self.slots[c] == 0 && !self.local.serves(c) && engine.may_have_ready(c))
+    }
+
+    async fn next(&mut self, out: &mut Vec<LoopReport>) -> Result<(), DistError> {
+        let due = self.due();
+        let tick = self.cfg.ack_wait / 2;
+        let deadline = self
+            .tickets
+            .values()
+            .map(due)
+            .min()
+            .unwrap_or_else(|| Instant::now() + tick);
+        let local_busy = self.local.in_flight() || self.local.initialising();
+        tokio::select! {
+            m = self.ctl.next() => match m {
+                Some(m) => self.on_ctl(&m.payload),
+                None => return Err(DistError::Nats { what: "control subscription".into(), cause: "closed".into() }),
+            },
+            m = self.hello.next() => {
+                if let Some(m) = m {
+                    self.on_hello(m);
+                }
+            }
+            d = self.decoded.recv() => {
+                if let Some(d) = d {
+                    self.on_decoded(d, out);
+                }
+            }
+            r = self.local.next(out), if local_busy => r?,
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+        self.expire(out);
+        Ok(())
+    }
+
+    async fn finish(&mut self, ok: bool) {
+        self.local.shutdown(ok);
+    }
+}
+
+/// A report's result as the engine takes it: outputs decoded, or kept as
+/// references (`forward`); also the store keys of the decoded ones (their
+/// objects can go).
+async fn decode_result(
+    payloads: &Payloads,
+    forward: &[Forward],
+    release: &mpsc::UnboundedSender<String>,
+    r: Result<Vec<WireOutcome>, (bool, String)>,
+) -> (AttemptResult, Vec<String>) {
+    let outs = match r {
+        Ok(o) => o,
+        Err((true, m)) => return (Err(AttemptError::Contract(m)), Vec::new()),
+        Err((false, m)) => return (Err(AttemptError::Failed(m)), Vec::new()),
+    };
+    let mut decoded_keys = Vec::new();
+    let mut res = Vec::with_capacity(outs.len());
+    for o in outs {
+        res.push(match o {
+            WireOutcome::Ok(slots) => {
+                let mut vals = Vec::with_capacity(slots.len());
+                for (i, s) in slots.into_iter().enumerate() {
+                    let how = forward.get(i).copied().unwrap_or(Forward::Decode);
+                    let v = match (how, s) {
+                        (_, Slot::None) => Err("a report carried an empty output slot".to_string()),
+                        (Forward::Reference, s) => Ok(WireRef::value(s, release)),
+                        (Forward::Split, Slot::List(items)) => Ok(Arc::new(ValueList(
+                            items.into_iter().map(|s| WireRef::value(s, release)).collect(),
+                        )) as Value),
+                        (_, s) => {
+                            decoded_keys.extend(stored_keys(std::slice::from_ref(&s)));
+                            match payloads.decode_slot(&s).await {
+                                Ok(Some(v)) => Ok(v),
+                                Ok(None) => Err("a report carried an empty output slot".to_string()),
+                                // Decoding is deterministic: a retry would fail again.
+                                Err(e) => Err(e.to_string()),
+                            }
+                        }
+                    };
+                    match v {
+                        Ok(v) => vals.push(v),
+                        Err(m) => return (Err(AttemptError::Contract(m)), decoded_keys),
+                    }
+                }
+                Outcome::Ok(vals)
+            }
+            WireOutcome::Record(m) => Outcome::RecordFailure(Cause::new(m)),
+            WireOutcome::Group(m) => Outcome::GroupFailure(Cause::new(m)),
+        });
+    }
+    (Ok(res), decoded_keys)
 }
 
 /// Publish one batch, retrying while the broker is unreachable (for

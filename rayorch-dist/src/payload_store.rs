@@ -81,6 +81,8 @@ pub struct WireBytes {
     pub fetched: AtomicU64,
     /// Whole message bytes published (frames included).
     pub messages: AtomicU64,
+    /// Payload bytes this process decoded into values (inline or fetched).
+    pub decoded: AtomicU64,
 }
 
 impl WireBytes {
@@ -179,7 +181,11 @@ impl Payloads {
         };
         match s {
             Slot::None => Ok(None),
-            Slot::Inline(tag, b) => self.codecs.decode(tag, b).map(Some).map_err(wire),
+            Slot::Inline(tag, b) => {
+                self.bytes.decoded.fetch_add(b.len() as u64, Ordering::Relaxed);
+                self.codecs.decode(tag, b).map(Some).map_err(wire)
+            }
+            Slot::List(_) => Err(wire("a list of slots where one value was expected".into())),
             Slot::Ref(tag, key, n) => {
                 let b = self.retrying(|| self.store.get(key.clone())).await?;
                 if b.len() as u64 != *n {
@@ -189,6 +195,7 @@ impl Payloads {
                     )));
                 }
                 self.bytes.fetched.fetch_add(*n, Ordering::Relaxed);
+                self.bytes.decoded.fetch_add(*n, Ordering::Relaxed);
                 self.codecs.decode(tag, &b).map(Some).map_err(wire)
             }
         }
@@ -196,10 +203,72 @@ impl Payloads {
 
     /// Forget the stored payloads among `slots` (after their batch is decided).
     pub(crate) async fn release(&self, slots: &[Slot]) {
-        for s in slots {
-            if let Slot::Ref(_, key, _) = s {
-                let _ = self.store.delete(key.clone()).await;
+        for key in stored_keys(slots) {
+            let _ = self.store.delete(key).await;
+        }
+    }
+
+    /// The slot that hands `r` on in a batch message: its own, or, when an
+    /// inline one does not fit the message's budget, the same bytes put in
+    /// the store under `key` (then `true`: the batch owns that object).
+    pub(crate) async fn forward(
+        &self,
+        r: &WireRef,
+        key: impl FnOnce() -> String,
+        budget: &mut usize,
+    ) -> Result<(Slot, bool), DistError> {
+        match &r.slot {
+            Slot::Inline(tag, b) if b.len() > *budget => {
+                let key = key();
+                self.retrying(|| self.store.put(key.clone(), b.clone())).await?;
+                self.bytes.stored.fetch_add(b.len() as u64, Ordering::Relaxed);
+                Ok((Slot::Ref(tag.clone(), key, b.len() as u64), true))
             }
+            Slot::Inline(_, b) => {
+                *budget -= b.len();
+                self.bytes.inline.fetch_add(b.len() as u64, Ordering::Relaxed);
+                Ok((r.slot.clone(), false))
+            }
+            s => Ok((s.clone(), false)),
+        }
+    }
+}
+
+/// The store keys among `slots` (list elements included).
+pub(crate) fn stored_keys(slots: &[Slot]) -> Vec<String> {
+    let mut keys = Vec::new();
+    for s in slots {
+        match s {
+            Slot::Ref(_, key, _) => keys.push(key.clone()),
+            Slot::List(items) => keys.extend(stored_keys(items)),
+            Slot::None | Slot::Inline(..) => {}
+        }
+    }
+    keys
+}
+
+/// A value the owner hands on without reading it (`rayorch::spi::Forward`):
+/// the slot a worker sent. Its stored object, if any, is released when the
+/// engine drops the last copy of the value (no Call can read it any more).
+pub(crate) struct WireRef {
+    pub(crate) slot: Slot,
+    release: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+}
+
+impl WireRef {
+    /// `slot` as a value; `release` hears its store key when it is dropped.
+    pub(crate) fn value(slot: Slot, release: &tokio::sync::mpsc::UnboundedSender<String>) -> Value {
+        Arc::new(WireRef {
+            slot,
+            release: Some(release.clone()),
+        })
+    }
+}
+
+impl Drop for WireRef {
+    fn drop(&mut self) {
+        if let (Some(tx), Slot::Ref(_, key, _)) = (&self.release, &self.slot) {
+            let _ = tx.send(key.clone());
         }
     }
 }

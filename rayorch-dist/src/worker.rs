@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use futures::StreamExt;
-use rayorch_runtime::spi::{AttemptError, AttemptResult, BatchInputs, ErasedCall, StageBox};
+use rayorch_runtime::spi::{
+    AttemptError, AttemptResult, BatchInputs, ErasedCall, StageBox, Value, run_attempt, split_output,
+};
 use rayorch_runtime::{Outcome, Plan, RunError};
 
 use crate::DistConfig;
@@ -31,8 +33,7 @@ use crate::codec::Codecs;
 use crate::error::DistError;
 #[cfg(feature = "fault-injection")]
 use crate::fault::{Fault, Injector};
-use crate::local::{run_on, spawn_stage};
-use crate::messages::{BatchMsg, Claim, Ctl, Hello, Report, WireOutcome};
+use crate::messages::{BatchMsg, Claim, Ctl, Hello, Report, Slot, WireOutcome};
 use crate::payload_store::{JetStreamObjects, Payloads, WireBytes};
 
 /// What a worker did.
@@ -91,6 +92,7 @@ pub fn parse_calls(plan: &Plan, calls: &str) -> Result<Vec<(usize, u32)>, DistEr
 }
 
 struct Shared {
+    plan: Plan,
     client: async_nats::Client,
     payloads: Payloads,
     cfg: DistConfig,
@@ -179,6 +181,7 @@ async fn run_worker(
         .await
         .map_err(DistError::nats_any("open the payload bucket"))?;
     let sh = Arc::new(Shared {
+        plan: plan.clone(),
         client: client.clone(),
         payloads: Payloads {
             codecs,
@@ -461,8 +464,10 @@ async fn run_one(
         .map_err(DistError::nats_any("publish a claim"))?;
     #[cfg(feature = "fault-injection")]
     let fault = sh.faults.after_claim(&sh.client).await;
-    // Progress acks and claim heartbeats while the batch runs.
-    let beat = {
+    // Progress acks and claim heartbeats while the batch runs; owned by
+    // this attempt: whatever ends it (a report, an error, the slot task
+    // dropped) stops them, so no lease outlives its batch.
+    let beat = AbortOnDrop({
         let (m, sh, ctl, frame) = (m.clone(), sh.clone(), ctl.clone(), claim_frame);
         tokio::spawn(async move {
             loop {
@@ -471,9 +476,9 @@ async fn run_one(
                 let _ = sh.client.publish(ctl.clone(), frame.clone().into()).await;
             }
         })
-    };
+    });
     let result = execute(sh, rt, replica, stage, &bm).await;
-    beat.abort();
+    drop(beat);
     let grains = (bm.slots.len() / (bm.arity.max(1) as usize)) as u64;
     sh.batches.fetch_add(1, Ordering::Relaxed);
     sh.grains.fetch_add(grains, Ordering::Relaxed);
@@ -541,12 +546,43 @@ async fn execute(
     let inputs = BatchInputs::from_slots(bm.arity as usize, values).ok_or_else(|| {
         AttemptError::Contract("a batch message's slot count is not a multiple of its arity".into())
     })?;
-    let Some(st) = stage.take() else {
-        return Err(AttemptError::Failed("the stage instance was lost".into()));
-    };
-    let (st, out) = run_on(rt, replica, st, inputs).await;
-    *stage = st;
-    out
+    // A panic is this attempt's failure (the instance is lost and the slot
+    // makes a fresh one): a poison record never takes the worker down.
+    run_attempt(rt, stage, replica, inputs).await
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Make one stage instance on the blocking pool.
+async fn spawn_stage(rt: &Arc<dyn ErasedCall>, call: &str) -> Result<StageBox, DistError> {
+    let r = rt.clone();
+    let made = tokio::task::spawn_blocking(move || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            r.spawn_stage().map_err(|e| e.to_string())
+        }))
+        .unwrap_or_else(|p| {
+            Err(format!(
+                "the factory panicked: {}",
+                rayorch_runtime::spi::panic_text(&p)
+            ))
+        })
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the stage factory panicked: {e}")));
+    made.map_err(|cause| {
+        DistError::Run(RunError::ReplicaFactory {
+            call: call.to_string(),
+            stage: rt.stage_name(),
+            cause,
+        })
+    })
 }
 
 async fn encode_result(
@@ -559,20 +595,33 @@ async fn encode_result(
     let outs = result.map_err(|e| (!e.retryable(), e.message().to_string()))?;
     let mut wire = Vec::with_capacity(outs.len());
     let mut budget = sh.cfg.inline_total;
+    // A value we cannot encode or that is too large fails the same way on
+    // every retry: a contract error, not retried.
+    let encode = async |v: &Value, key: String, budget: &mut usize| {
+        sh.payloads
+            .encode_slot(call, "outputs", Some(v), || key, budget)
+            .await
+            .map_err(|e| (true, e.to_string()))
+    };
     for (i, o) in outs.into_iter().enumerate() {
         wire.push(match o {
             Outcome::Ok(vals) => {
                 let mut slots = Vec::with_capacity(vals.len());
-                for (j, v) in vals.iter().enumerate() {
-                    let key = || format!("{}-{}-d{delivered}-out{i}-{j}", bm.run, bm.ticket);
-                    // A value we cannot encode or that is too large fails the
-                    // same way on every retry: a contract error, not retried.
-                    let s = sh
-                        .payloads
-                        .encode_slot(call, "outputs", Some(v), key, &mut budget)
-                        .await
-                        .map_err(|e| (true, e.to_string()))?;
-                    slots.push(s);
+                for (j, v) in vals.into_iter().enumerate() {
+                    let key = format!("{}-{}-d{delivered}-out{i}-{j}", bm.run, bm.ticket);
+                    // An output the owner expands without reading it goes
+                    // split, one slot per element.
+                    if bm.split.get(j).copied().unwrap_or(false)
+                        && let Some(items) = split_output(&sh.plan, bm.call as usize, j, v.clone())
+                    {
+                        let mut list = Vec::with_capacity(items.len());
+                        for (k, x) in items.iter().enumerate() {
+                            list.push(encode(x, format!("{key}-{k}"), &mut budget).await?);
+                        }
+                        slots.push(Slot::List(list));
+                    } else {
+                        slots.push(encode(&v, key, &mut budget).await?);
+                    }
                 }
                 WireOutcome::Ok(slots)
             }

@@ -116,7 +116,7 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
     assert_eq!(failed(&dist), [1], "the corrupt sample fails the same way");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dist.join("summary.json")).unwrap()).unwrap();
-    let ran: Vec<&str> = summary["per_worker"]
+    let ran: Vec<&str> = summary["workers"]
         .as_array()
         .unwrap()
         .iter()

@@ -16,9 +16,10 @@
 use std::path::Path;
 
 use rayorch::Plan;
+use rayorch::RunSummary;
 use rayorch::sink::Sink;
 use rayorch::spi::{JournalOptions, Value};
-use rayorch_dist::{Codecs, DistConfig, Owner, OwnerSummary, WorkerSummary};
+use rayorch_dist::{Codecs, DistConfig, Owner, WorkerSummary};
 
 /// A process's part in a distributed run.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,20 +141,27 @@ pub fn run_worker(
     Ok(rt.block_on(rayorch_dist::worker(plan, codecs, cfg, calls))?)
 }
 
-/// Run `roots` through the workers into `sink`, journaled, the owner
-/// running `owner_calls` itself.
-pub fn run_owner(
+/// The owner of a distributed run of `plan`, journaled, running
+/// `owner_calls` itself (add `.observe(...)`, take its `cancel_handle()`).
+pub fn owner(
     plan: &Plan,
     codecs: Codecs,
     cfg: DistConfig,
     journal: JournalOptions,
     owner_calls: &str,
+) -> Owner {
+    Owner::new(plan, codecs, cfg)
+        .journal(journal)
+        .local_calls(owner_calls)
+}
+
+/// Run `roots` through the workers into `sink` (closed at the end) on a
+/// runtime of its own.
+pub fn run_owner(
+    owner: &mut Owner,
     roots: Vec<(u64, Value)>,
     sink: impl Sink,
-) -> Result<OwnerSummary, rayorch::BoxError> {
-    let mut owner = Owner::new(plan, codecs, cfg)
-        .journal(journal)
-        .local_calls(owner_calls);
+) -> Result<RunSummary, rayorch::BoxError> {
     let rt = tokio::runtime::Runtime::new()?;
     Ok(rt.block_on(owner.run_into(futures::stream::iter(roots), sink))?)
 }

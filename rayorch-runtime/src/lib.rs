@@ -80,5 +80,6 @@ pub mod spi {
         panic_text,
     };
     pub use crate::plan::CallSpec;
+    pub use crate::plan::forward::{Forward, ValueList, forwarding, split_output};
     pub use crate::value::Value;
 }

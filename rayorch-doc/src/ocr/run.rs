@@ -122,57 +122,57 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
         args.resume,
     )?;
 
-    if let Some(url) = owner {
-        stop::install(|| {
-            eprintln!("\nCtrl-C: the owner stops; continue the run with --resume");
-            std::process::exit(130)
-        })?;
-        progress.println(format!(
-            "doc_ocr owner: {} documents, job `{}` at {url}, window {}, outputs in {}",
-            files.len(),
-            args.dist.job_name("doc_ocr"),
-            args.window,
-            args.out.display()
-        ));
-        let s = role::run_owner(
-            &plan,
-            dist::codecs(),
-            dist::config(args, url),
-            JournalOptions::new(&journal, source),
-            args.dist.owner_calls(OWNER_CALLS),
-            dist::sources(&files),
-            &mut outputs,
-        )?;
-        progress.finish();
-        return owner_report(args, &outputs, &s);
-    }
-
     let spans = SpanLog::default();
-    let runner = Runner::new(&plan)
-        .window(args.window)
-        .window_children(args.window_pages)
-        .backpressure(args.backpressure)
-        .observe((progress.observer(), spans.clone()))
-        .journal(&journal)
-        .journal_source(source);
-    let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
+    let observer = (progress.observer(), spans.clone());
     let k = cfg.knobs;
-    progress.println(format!(
-        "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, replicas render {} detect {} recognize {} embed {}, outputs in {}",
-        files.len(),
-        args.window,
-        k.threads,
-        k.render_replicas,
-        k.detect_replicas,
-        k.recognize_replicas,
-        k.embed_replicas,
-        args.out.display()
-    ));
-    let roots = files
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (i as u64, PdfFile::from_path(p)));
-    let summary = runner.run(roots, &mut outputs)?;
+    let (summary, interrupts, owner_stats) = match owner {
+        None => {
+            let runner = Runner::new(&plan)
+                .window(args.window)
+                .window_children(args.window_pages)
+                .backpressure(args.backpressure)
+                .observe(observer)
+                .journal(&journal)
+                .journal_source(source);
+            let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
+            progress.println(format!(
+                "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, replicas render {} detect {} recognize {} embed {}, outputs in {}",
+                files.len(),
+                args.window,
+                k.threads,
+                k.render_replicas,
+                k.detect_replicas,
+                k.recognize_replicas,
+                k.embed_replicas,
+                args.out.display()
+            ));
+            let roots = files
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (i as u64, PdfFile::from_path(p)));
+            (runner.run(roots, &mut outputs)?, interrupts, None)
+        }
+        Some(url) => {
+            let mut owner = role::owner(
+                &plan,
+                dist::codecs(),
+                dist::config(args, url),
+                JournalOptions::new(&journal, source),
+                args.dist.owner_calls(OWNER_CALLS),
+            )
+            .observe(observer);
+            let interrupts = stop::on_ctrl_c(owner.cancel_handle(), "documents")?;
+            progress.println(format!(
+                "doc_ocr owner: {} documents, job `{}` at {url}, window {}, outputs in {}",
+                files.len(),
+                args.dist.job_name("doc_ocr"),
+                args.window,
+                args.out.display()
+            ));
+            let summary = role::run_owner(&mut owner, dist::sources(&files), &mut outputs)?;
+            (summary, interrupts, Some(owner.stats()))
+        }
+    };
     progress.finish();
 
     let interrupted = interrupts.pressed();
@@ -210,6 +210,10 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
         "backpressure": args.backpressure,
         "scores": outputs.scores,
     });
+    if let Some(stats) = &owner_stats {
+        json["job"]["distributed"] = serde_json::json!(args.dist.job_name("doc_ocr"));
+        json["owner_bytes"] = owner_bytes(stats);
+    }
     rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
     let title = format!(
         "doc_ocr: {} documents, {} pages in {:.1} s",
@@ -237,6 +241,9 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
         first_text.unwrap_or(f64::NAN)
     );
     print!("{}", summary.calls_table());
+    if let Some(stats) = &owner_stats {
+        print_workers(&summary, stats);
+    }
     outputs.print_scores();
     println!("outputs in {}", args.out.display());
     println!("{}", exactly_once(&args.out)?);
@@ -258,38 +265,29 @@ fn not_started(files: &[PathBuf], seen: &[u64], done: &HashSet<u64>) -> Vec<Stri
         .collect()
 }
 
-/// The owner's end of a distributed run: what was written, which worker ran
-/// how many grains of each Call, the scores, and the exactly-once check.
-fn owner_report(args: &Args, outputs: &Outputs, s: &rayorch_dist::OwnerSummary) -> Result<u8, Error> {
-    let per_worker: Vec<serde_json::Value> = s
-        .per_worker
-        .iter()
-        .map(|((w, c), n)| serde_json::json!({"worker": w, "call": c, "grains": n}))
-        .collect();
-    let json = serde_json::json!({
-        "job": {
-            "distributed": args.dist.job_name("doc_ocr"),
-            "documents_written": outputs.written,
-            "documents_failed": outputs.failed,
-            "pages_written": outputs.pages,
-            "resumed_documents": s.journal_skipped,
-            "scores": outputs.scores,
-        },
-        "per_worker": per_worker,
-    });
-    rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
-    println!(
-        "\n{} written, {} failed, {} pages ({} resumed from the journal)",
-        outputs.written, outputs.failed, outputs.pages, s.journal_skipped
-    );
+/// What crossed the broker for the owner, and what it had to decode.
+fn owner_bytes(stats: &rayorch_dist::OwnerStats) -> serde_json::Value {
+    let [inline, stored, fetched, messages] = stats.bytes.snapshot();
+    serde_json::json!({
+        "decoded": stats.bytes.decoded.load(std::sync::atomic::Ordering::Relaxed),
+        "inline_sent": inline,
+        "stored": stored,
+        "fetched": fetched,
+        "messages": messages,
+    })
+}
+
+/// A distributed run: which worker ran how many Grains of each Call, and
+/// the payload bytes the owner decoded.
+fn print_workers(summary: &rayorch::RunSummary, stats: &rayorch_dist::OwnerStats) {
     println!("{:<24} {:<10} {:>8}", "worker", "call", "grains");
-    for ((w, c), n) in &s.per_worker {
-        println!("{w:<24} {c:<10} {n:>8}");
+    for w in &summary.workers {
+        println!("{:<24} {:<10} {:>8}", w.worker, w.call, w.grains);
     }
-    outputs.print_scores();
-    println!("outputs in {}", args.out.display());
-    println!("{}", exactly_once(&args.out)?);
-    Ok(outputs.exit_code(false))
+    println!(
+        "the owner decoded {} payload bytes",
+        stats.bytes.decoded.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 /// Check that the outputs hold each document once, the same ones in

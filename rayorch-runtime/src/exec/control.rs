@@ -72,6 +72,14 @@ impl ControlState {
 #[derive(Clone)]
 pub struct CancelHandle(pub(crate) Arc<ControlState>);
 
+impl Default for CancelHandle {
+    /// A handle of its own, for an executor that is not a `Runner` (pass it
+    /// to the run loop).
+    fn default() -> CancelHandle {
+        CancelHandle(Arc::default())
+    }
+}
+
 impl CancelHandle {
     /// Admit no new roots; those in flight finish normally, then `run`
     /// returns (the source is not polled again).

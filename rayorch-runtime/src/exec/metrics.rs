@@ -140,6 +140,14 @@ pub struct WorkerGrains {
 }
 
 impl RunSummary {
+    /// Distributed runs: Grains committed per (worker, Call name).
+    pub fn per_worker(&self) -> std::collections::BTreeMap<(String, String), u64> {
+        self.workers
+            .iter()
+            .map(|w| ((w.worker.clone(), w.call.clone()), w.grains))
+            .collect()
+    }
+
     /// The figures of the Call named `name`.
     pub fn call(&self, name: &str) -> Option<&CallMetrics> {
         self.calls.iter().find(|c| c.name == name)

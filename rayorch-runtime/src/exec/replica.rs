@@ -68,7 +68,7 @@ struct Slot {
     /// Attempts of this incarnation in flight.
     busy: usize,
     jobs: Option<std_mpsc::Sender<Job>>,
-    stage: Option<Arc<StageBox>>,
+    stage: Option<StageBox>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -222,7 +222,7 @@ impl Replicas {
         }
         let stage = result.map_err(|cause| (maker, cause))?;
         s.state = SlotState::Ready;
-        s.stage = stage.map(Arc::new);
+        s.stage = stage;
         Ok(())
     }
 
@@ -250,8 +250,9 @@ impl Replicas {
         self.finish(plan, batch, true)
     }
 
-    /// Hand ready batches to every free replica.
-    pub(crate) fn dispatch(&mut self, cx: &mut Dispatch<'_>) {
+    /// Hand ready batches to every free replica; `also_working(d)`: Call `d`
+    /// is at work elsewhere (for backpressure).
+    pub(crate) fn dispatch(&mut self, cx: &mut Dispatch<'_>, also_working: &dyn Fn(usize) -> bool) {
         let plan = cx.plan().clone();
         for p in 0..self.pools.len() {
             for s in 0..self.pools[p].slots.len() {
@@ -261,7 +262,7 @@ impl Replicas {
                     if slot.state != SlotState::Ready || slot.busy >= pool.capacity {
                         break;
                     }
-                    let Some(batch) = self.reserve_for_pool(cx, p) else {
+                    let Some(batch) = self.reserve_for_pool(cx, p, also_working) else {
                         break;
                     };
                     self.send(&plan, p, s, batch);
@@ -271,9 +272,16 @@ impl Replicas {
     }
 
     /// The next batch of one of the pool's Calls, taking turns.
-    fn reserve_for_pool(&mut self, cx: &mut Dispatch<'_>, p: usize) -> Option<Batch> {
+    fn reserve_for_pool(
+        &mut self,
+        cx: &mut Dispatch<'_>,
+        p: usize,
+        also_working: &dyn Fn(usize) -> bool,
+    ) -> Option<Batch> {
         let n = self.pools[p].calls.len();
-        let working: Vec<bool> = (0..self.pool_of.len()).map(|d| self.working(d)).collect();
+        let working: Vec<bool> = (0..self.pool_of.len())
+            .map(|d| self.working(d) || also_working(d))
+            .collect();
         for i in 0..n {
             let k = (self.pools[p].next_call + i) % n;
             let c = self.pools[p].calls[k];
@@ -322,14 +330,14 @@ impl Replicas {
                 }
             }
             Execution::Async => {
-                let stage = slot.stage.clone().expect("a ready async slot holds its stage");
+                let stage = slot.stage.as_ref().expect("a ready async slot holds its stage");
                 let events = self.events.clone();
                 // The synchronous part of the stage's `run` executes here,
                 // its future in a task; a panic in either is this attempt's
                 // failure, never the driver's. (The instance is `Send` but
                 // not `Sync`, so the call cannot move into the task.)
                 let fut = catch_unwind(AssertUnwindSafe(|| {
-                    self.runtimes[call].run_async(&stage, s, batch.inputs)
+                    self.runtimes[call].run_async(stage, s, batch.inputs)
                 }));
                 let task = tokio::spawn(async move {
                     let run = match fut {
@@ -599,7 +607,14 @@ impl ReplicaPool {
 
     /// Hand ready batches of its Calls to every free replica.
     pub fn dispatch(&mut self, cx: &mut Dispatch<'_>) {
-        self.replicas.dispatch(cx);
+        self.replicas.dispatch(cx, &|_| false);
+    }
+
+    /// As [`ReplicaPool::dispatch`], where `also_working(d)` says Call `d`
+    /// is at work outside this pool (backpressure holds a producer here
+    /// behind a consumer elsewhere).
+    pub fn dispatch_with(&mut self, cx: &mut Dispatch<'_>, also_working: impl Fn(usize) -> bool) {
+        self.replicas.dispatch(cx, &also_working);
     }
 
     /// Attempts running.

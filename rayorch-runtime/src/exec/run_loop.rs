@@ -216,6 +216,10 @@ pub struct LoopConfig {
 }
 
 /// What a run leaves besides its summary (the simulator reads it).
+#[cfg_attr(
+    not(feature = "sim"),
+    expect(dead_code, reason = "the engine's counters are read by the simulator only")
+)]
 pub(crate) struct Ended {
     pub(crate) summary: RunSummary,
     pub(crate) stats: EngineStats,

@@ -14,6 +14,7 @@ pub(crate) mod call;
 pub mod check;
 pub mod domain;
 pub(crate) mod fingerprint;
+pub(crate) mod forward;
 pub(crate) mod pipeline;
 pub(crate) mod port;
 

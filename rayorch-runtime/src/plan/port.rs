@@ -219,6 +219,10 @@ where
     I: IntoIterator + Data,
     I::Item: Data,
 {
+    // A list an executor received already split (distributed refs).
+    if let Some(items) = crate::plan::forward::pre_split(&v) {
+        return Some(items);
+    }
     let list: I = take_value::<I>(v)?;
     Some(list.into_iter().map(|x| Arc::new(x) as Value).collect())
 }
@@ -231,6 +235,9 @@ where
     I: IntoIterator + Data,
     I::Item: Data,
 {
+    if let Some(l) = v.downcast_ref::<crate::plan::forward::ValueList>() {
+        return Some(l.0.len());
+    }
     if let Some(l) = v.downcast_ref::<Vec<I::Item>>() {
         return Some(l.len());
     }
