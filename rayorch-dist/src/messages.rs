@@ -12,6 +12,8 @@
 //! | [`Report`] | worker → owner | `rayorch.<job>.ctl` |
 //! | [`Hello`] / reply | worker → owner (request) | `rayorch.<job>.hello` |
 
+use rayorch_runtime::spi::AttemptError;
+
 use crate::error::DistError;
 
 const VERSION: u8 = 3;
@@ -30,6 +32,42 @@ pub enum Slot {
     /// expands without decoding it: `BatchMsg::split`). Its elements are
     /// never lists themselves.
     List(Vec<Slot>),
+}
+
+/// Why a whole attempt failed, as a report carries it (the owner's engine
+/// classifies the record's failure by it: error, panic, timeout, contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireFailure {
+    /// `Err` for the batch, a lost stage: retryable.
+    Failed,
+    /// The stage broke its contract: not retried.
+    Contract,
+    /// The stage panicked: retryable.
+    Panicked,
+    /// The attempt timed out: retryable.
+    TimedOut,
+}
+
+impl WireFailure {
+    /// How `e` travels.
+    pub fn of(e: &AttemptError) -> WireFailure {
+        match e {
+            AttemptError::Contract(_) => WireFailure::Contract,
+            AttemptError::Panicked(_) => WireFailure::Panicked,
+            AttemptError::TimedOut(_) => WireFailure::TimedOut,
+            _ => WireFailure::Failed,
+        }
+    }
+
+    /// The attempt error this stands for, with its message.
+    pub fn error(self, message: String) -> AttemptError {
+        match self {
+            WireFailure::Failed => AttemptError::Failed(message),
+            WireFailure::Contract => AttemptError::Contract(message),
+            WireFailure::Panicked => AttemptError::Panicked(message),
+            WireFailure::TimedOut => AttemptError::TimedOut(message),
+        }
+    }
 }
 
 /// A reserved batch, as published to a Call's work queue.
@@ -81,7 +119,7 @@ pub struct Report {
     /// The claim it answers.
     pub claim: Claim,
     /// Per Grain outcomes, or the attempt error (`(contract?, text)`).
-    pub result: Result<Vec<WireOutcome>, (bool, String)>,
+    pub result: Result<Vec<WireOutcome>, (WireFailure, String)>,
 }
 
 /// A worker's registration: sent as a request, answered with the owner's
@@ -375,8 +413,13 @@ impl Ctl {
                             }
                         }
                     }
-                    Err((contract, m)) => {
-                        w.u8(if *contract { 2 } else { 1 });
+                    Err((kind, m)) => {
+                        w.u8(match kind {
+                            WireFailure::Failed => 1,
+                            WireFailure::Contract => 2,
+                            WireFailure::Panicked => 3,
+                            WireFailure::TimedOut => 4,
+                        });
                         w.str(m);
                     }
                 }
@@ -412,7 +455,10 @@ impl Ctl {
                         }
                         Ok(outs)
                     }
-                    k @ (1 | 2) => Err((k == 2, r.str()?)),
+                    1 => Err((WireFailure::Failed, r.str()?)),
+                    2 => Err((WireFailure::Contract, r.str()?)),
+                    3 => Err((WireFailure::Panicked, r.str()?)),
+                    4 => Err((WireFailure::TimedOut, r.str()?)),
                     t => return Err(r.err(format!("unknown result tag {t}"))),
                 };
                 r.done()?;
@@ -471,7 +517,7 @@ mod tests {
             }),
             Ctl::Report(Report {
                 claim: claim.clone(),
-                result: Err((true, "contract".into())),
+                result: Err((WireFailure::Contract, "contract".into())),
             }),
             Ctl::Beat(Hello {
                 worker: "w".into(),

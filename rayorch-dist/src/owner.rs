@@ -37,7 +37,7 @@ use tokio::time::Instant;
 
 use crate::codec::Codecs;
 use crate::error::DistError;
-use crate::messages::{BatchMsg, Ctl, Hello, Report, Slot, WireOutcome};
+use crate::messages::{BatchMsg, Ctl, Hello, Report, Slot, WireFailure, WireOutcome};
 use crate::payload_store::{JetStreamObjects, Payloads, WireBytes, WireRef, stored_keys};
 use crate::{DistConfig, Storage};
 
@@ -687,7 +687,7 @@ impl DistBackend {
                 size: t.grains,
                 replica: 0,
                 dispatched: t.dispatched,
-                result: Err(AttemptError::Failed(msg)),
+                result: Err(AttemptError::TimedOut(msg)),
                 replaced: false,
                 worker: None,
             }));
@@ -790,12 +790,11 @@ async fn decode_result(
     payloads: &Payloads,
     forward: &[Forward],
     release: &mpsc::UnboundedSender<String>,
-    r: Result<Vec<WireOutcome>, (bool, String)>,
+    r: Result<Vec<WireOutcome>, (WireFailure, String)>,
 ) -> (AttemptResult, Vec<String>) {
     let outs = match r {
         Ok(o) => o,
-        Err((true, m)) => return (Err(AttemptError::Contract(m)), Vec::new()),
-        Err((false, m)) => return (Err(AttemptError::Failed(m)), Vec::new()),
+        Err((kind, m)) => return (Err(kind.error(m)), Vec::new()),
     };
     let mut decoded_keys = Vec::new();
     let mut res = Vec::with_capacity(outs.len());

@@ -33,7 +33,7 @@ use crate::codec::Codecs;
 use crate::error::DistError;
 #[cfg(feature = "fault-injection")]
 use crate::fault::{Fault, Injector};
-use crate::messages::{BatchMsg, Claim, Ctl, Hello, Report, Slot, WireOutcome};
+use crate::messages::{BatchMsg, Claim, Ctl, Hello, Report, Slot, WireFailure, WireOutcome};
 use crate::payload_store::{JetStreamObjects, Payloads, WireBytes};
 
 /// What a worker did.
@@ -591,8 +591,8 @@ async fn encode_result(
     bm: &BatchMsg,
     delivered: u64,
     result: AttemptResult,
-) -> Result<Vec<WireOutcome>, (bool, String)> {
-    let outs = result.map_err(|e| (!e.retryable(), e.message().to_string()))?;
+) -> Result<Vec<WireOutcome>, (WireFailure, String)> {
+    let outs = result.map_err(|e| (WireFailure::of(&e), e.message().to_string()))?;
     let mut wire = Vec::with_capacity(outs.len());
     let mut budget = sh.cfg.inline_total;
     // A value we cannot encode or that is too large fails the same way on
@@ -601,7 +601,7 @@ async fn encode_result(
         sh.payloads
             .encode_slot(call, "outputs", Some(v), || key, budget)
             .await
-            .map_err(|e| (true, e.to_string()))
+            .map_err(|e| (WireFailure::Contract, e.to_string()))
     };
     for (i, o) in outs.into_iter().enumerate() {
         wire.push(match o {

@@ -29,7 +29,7 @@ pub use plan::domain;
 pub use engine::{EntityPath, RootOutcome};
 pub use error::{PlanError, PlanErrors, RunError};
 pub use exec::control::{BatchDispatched, BatchFinished, CancelHandle, Observer};
-pub use exec::metrics::{CallMetrics, DomainCounts, RunSummary};
+pub use exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary};
 pub use exec::runner::Runner;
 pub use exec::stage::{Async, AsyncStage, BatchFn, BoxError, BoxFuture, Stage, StageContext, StageResult};
 pub use plan::call::{Call, CallConfig, FnCall, Recovery, Reservation};
@@ -40,7 +40,7 @@ pub use plan::port::{
     reduce_members,
 };
 pub use plan::{Output, Plan, PlanBuilder};
-pub use value::{Cause, Data, Item, ItemKind, Outcome};
+pub use value::{Cause, Data, FailureKind, Item, ItemKind, Origin, Outcome};
 
 // Type-level plumbing the operators' signatures name; users never write it.
 #[doc(hidden)]

@@ -57,43 +57,138 @@ pub trait Data: Clone + Send + Sync + 'static {}
 
 impl<T: Clone + Send + Sync + 'static> Data for T {}
 
-/// Why an Item is not present: the text a stage gave plus where it happened.
+/// What kind of failure a [`Cause`] records: the engine classifies every
+/// failure it seals, and a Suppressed Item carries the cause (so the kind
+/// and origin) of the failure that suppressed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// A stage's `RecordFailure`: this record is bad.
+    Record,
+    /// A stage's `GroupFailure`: this record dooms its queued siblings.
+    Group,
+    /// Physical: the attempt failed (`Err` for the batch, a crash) and the
+    /// Call's recovery left no retry for this record.
+    Error,
+    /// Physical: the stage panicked and no retry was left.
+    Panic,
+    /// Physical: the attempt (or its worker's lease) ran out of time and no
+    /// retry was left.
+    Timeout,
+    /// The stage broke its contract (a wrong number of outcomes, an output
+    /// it cannot send): a bug in the stage, never retried.
+    Contract,
+    /// The run was cancelled before the root finished.
+    Cancelled,
+    /// The source gave an unusable root (a key given twice).
+    Source,
+}
+
+impl FailureKind {
+    /// The kind's name as failure lines write it (`record`, `panic`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Record => "record",
+            FailureKind::Group => "group",
+            FailureKind::Error => "error",
+            FailureKind::Panic => "panic",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Contract => "contract",
+            FailureKind::Cancelled => "cancelled",
+            FailureKind::Source => "source",
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a failure arose: the Call and the Entity, the Entity as its path
+/// from the root with each Domain named (`Pdf 7 / Page 3 / Line 12`: root
+/// key 7, page ordinal 3, line ordinal 12).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The Call (or structural operation) that failed.
+    pub call: Arc<str>,
+    /// The Entity, as a Domain-named path from the root.
+    pub entity: String,
+}
+
+/// Why an Item is not present: the text a stage gave, what kind of failure
+/// it was and where it happened (its provenance).
 ///
 /// Cheap to clone; a Suppressed Item carries the cause of the input that
-/// decided it, so a root's cause always leads back to the original failure.
+/// decided it, so a root's cause always leads back to the original failure:
+/// its [`kind`](Cause::kind) and [`origin`](Cause::origin) are that
+/// failure's. In a `reduce!(x, keep_failed)` list, a child that was
+/// suppressed (not failed itself) holds a cause whose
+/// [`is_suppression`](Cause::is_suppression) is true.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Cause(Arc<CauseInner>);
 
-#[derive(PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct CauseInner {
     message: String,
     context: Option<String>,
+    kind: Option<FailureKind>,
+    origin: Option<Origin>,
+    suppression: bool,
 }
 
 impl Cause {
-    /// A cause with only a message.
+    /// A cause with only a message (the engine adds its kind and origin
+    /// when it seals the failure).
     pub fn new(message: impl Into<String>) -> Cause {
         Cause(Arc::new(CauseInner {
             message: message.into(),
             context: None,
+            kind: None,
+            origin: None,
+            suppression: false,
         }))
     }
 
-    /// A cause located at a Call and an Entity.
+    /// A cause located by a free-form context.
     pub fn at(message: impl Into<String>, context: impl Into<String>) -> Cause {
-        Cause(Arc::new(CauseInner {
-            message: message.into(),
-            context: Some(context.into()),
-        }))
+        let mut inner = (*Cause::new(message).0).clone();
+        inner.context = Some(context.into());
+        Cause(Arc::new(inner))
     }
 
-    /// Attach a location unless one is already set.
-    pub(crate) fn located(self, context: impl FnOnce() -> String) -> Cause {
-        if self.0.context.is_some() {
-            self
-        } else {
-            Cause::at(self.0.message.clone(), context())
+    /// Give the cause its kind and origin unless it has them (a cause that
+    /// already went through the engine keeps its own).
+    pub(crate) fn classified(self, kind: FailureKind, origin: impl FnOnce() -> Origin) -> Cause {
+        if self.0.kind.is_some() && self.0.origin.is_some() {
+            return self;
         }
+        let mut inner = (*self.0).clone();
+        inner.kind.get_or_insert(kind);
+        if inner.origin.is_none() {
+            let o = origin();
+            inner
+                .context
+                .get_or_insert_with(|| format!("Call `{}` on {}", o.call, o.entity));
+            inner.origin = Some(o);
+        }
+        Cause(Arc::new(inner))
+    }
+
+    /// A failure of the run itself (no Call, no Entity below the root).
+    pub(crate) fn of_kind(message: impl Into<String>, kind: FailureKind) -> Cause {
+        let mut inner = (*Cause::new(message).0).clone();
+        inner.kind = Some(kind);
+        Cause(Arc::new(inner))
+    }
+
+    /// This cause as a sibling's that it suppressed (for `keep_failed`).
+    pub(crate) fn suppression(&self) -> Cause {
+        let mut inner = (*self.0).clone();
+        inner.suppression = true;
+        Cause(Arc::new(inner))
     }
 
     /// The text the stage (or the engine) gave.
@@ -101,9 +196,26 @@ impl Cause {
         &self.0.message
     }
 
-    /// Where it happened (`Call \`ocr\` on Doc#1/Page#1`), when known.
+    /// Where it happened (`Call \`ocr\` on Doc 1 / Page 1`), when known.
     pub fn context(&self) -> Option<&str> {
         self.0.context.as_deref()
+    }
+
+    /// What kind of failure it was (`None` for a cause the engine has not
+    /// sealed, e.g. one a stage just made).
+    pub fn kind(&self) -> Option<FailureKind> {
+        self.0.kind
+    }
+
+    /// The Call and Entity it arose at, when known.
+    pub fn origin(&self) -> Option<&Origin> {
+        self.0.origin.as_ref()
+    }
+
+    /// In a `keep_failed` list: the child was suppressed by this failure
+    /// (a sibling's or an input's), it did not fail itself.
+    pub fn is_suppression(&self) -> bool {
+        self.0.suppression
     }
 }
 
@@ -180,7 +292,7 @@ impl<T> Item<T> {
 }
 
 /// The terminal kind of an Item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ItemKind {
     /// See [`Item::Present`].
     Present,

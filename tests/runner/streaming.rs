@@ -223,7 +223,21 @@ fn jsonl_and_failures_sinks_write_each_root_once() {
     assert_eq!(failures[0].key, 1);
     assert_eq!(failures[0].outcome, "suppressed");
     assert_eq!(failures[0].cause, "page 13 is unreadable");
-    assert_eq!(failures[0].at.as_deref(), Some("Call `ocr` on Page 1/13"));
+    assert_eq!(failures[0].at.as_deref(), Some("Call `ocr` on Doc 1 / Page 13"));
+    // The suppressed root says which failure suppressed it: its kind and origin.
+    assert_eq!(failures[0].kind.as_deref(), Some("record"));
+    assert_eq!(failures[0].call.as_deref(), Some("ocr"));
+    assert_eq!(failures[0].entity.as_deref(), Some("Doc 1 / Page 13"));
+    let by_kind: Vec<(&str, &str, &str, u64)> = summary
+        .failures
+        .iter()
+        .map(|f| (f.domain.as_str(), f.level.as_str(), f.kind.as_str(), f.count))
+        .collect();
+    assert_eq!(
+        by_kind,
+        [("Doc", "root suppressed", "record", 1), ("Page", "grain failed", "record", 1)],
+        "the summary counts failures by Domain and kind"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

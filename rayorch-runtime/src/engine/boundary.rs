@@ -198,6 +198,8 @@ pub struct EngineStats {
     /// Invalid Grain transitions caught (always a bug; must stay 0). The
     /// first one ends the run with [`crate::RunError::InvalidTransition`].
     pub invalid_transitions: u64,
+    /// Grains sealed Failed, by (Domain index, kind of failure).
+    pub failed_grains: std::collections::BTreeMap<(usize, crate::value::FailureKind), u64>,
 }
 
 /// What happened to a report.

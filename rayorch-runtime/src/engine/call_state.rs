@@ -243,6 +243,15 @@ impl Core {
             return;
         }
         self.release_inputs(plan, c, e);
+        if let Item::Failed(cause) = &item
+            && let Some(kind) = cause.kind()
+        {
+            *self
+                .stats
+                .failed_grains
+                .entry((plan.calls[c].domain, kind))
+                .or_default() += 1;
+        }
         for &out in &plan.calls[c].outputs {
             self.lineage.set(out, e, item.clone());
         }

@@ -23,7 +23,7 @@ use crate::error::RunError;
 use crate::exec::stage::{AttemptError, AttemptResult, ErasedOutcome};
 use crate::plan::PlanInner;
 use crate::plan::call::Recovery;
-use crate::value::{Cause, Item, Outcome, Value};
+use crate::value::{Cause, FailureKind, Item, Outcome, Value};
 
 impl Core {
     pub(crate) fn report(&mut self, plan: &PlanInner, id: BatchId, result: AttemptResult) -> ReportOutcome {
@@ -73,9 +73,9 @@ impl Core {
                 self.contract_error(plan, c, &live, &msg);
                 ReportOutcome::Accepted { committed: 0, stale }
             }
-            Err(AttemptError::Failed(msg)) => {
+            Err(err) => {
                 self.calls.stats[c].attempt_failures += 1;
-                let requeued = self.recover(plan, c, &live, rec.grains.len(), &msg);
+                let requeued = self.recover(plan, c, &live, rec.grains.len(), &err);
                 ReportOutcome::Retried { requeued }
             }
         }
@@ -106,7 +106,9 @@ impl Core {
             if let (true, false, Outcome::GroupFailure(cause)) = (valid[i], barred_before[i], o) {
                 barriers = true;
                 let e = grains[i].entity;
-                let cause = cause.clone().located(|| self.lineage.context(plan, c, e));
+                let cause = cause
+                    .clone()
+                    .classified(FailureKind::Group, || self.lineage.origin(plan, c, e));
                 self.install_barrier(plan, c, e, cause.clone());
                 self.calls.stats[c].group_failures += 1;
                 self.seal(plan, c, e, Transition::Commit, Item::Failed(cause));
@@ -132,7 +134,8 @@ impl Core {
                         .then(|| aligned_mismatch(plan, c, &values))
                         .flatten()
                     {
-                        let cause = Cause::at(cause, self.lineage.context(plan, c, e));
+                        let cause = Cause::new(cause)
+                            .classified(FailureKind::Record, || self.lineage.origin(plan, c, e));
                         self.calls.stats[c].record_failures += 1;
                         self.seal(plan, c, e, Transition::Commit, Item::Failed(cause));
                         continue;
@@ -147,7 +150,7 @@ impl Core {
                     }
                 }
                 Outcome::RecordFailure(cause) => {
-                    let cause = cause.located(|| self.lineage.context(plan, c, e));
+                    let cause = cause.classified(FailureKind::Record, || self.lineage.origin(plan, c, e));
                     self.calls.stats[c].record_failures += 1;
                     self.seal(plan, c, e, Transition::Commit, Item::Failed(cause));
                 }
@@ -180,7 +183,7 @@ impl Core {
     fn contract_error(&mut self, plan: &PlanInner, c: usize, live: &[u32], msg: &str) {
         for &e in live {
             self.calls.stats[c].contract_errors += 1;
-            let cause = Cause::at(msg, self.lineage.context(plan, c, e));
+            let cause = Cause::new(msg).classified(FailureKind::Contract, || self.lineage.origin(plan, c, e));
             self.seal(plan, c, e, Transition::Commit, Item::Failed(cause));
         }
     }
@@ -189,7 +192,15 @@ impl Core {
     /// `batch` is the size of the physical batch that failed, stale Grains
     /// included: a Grain is isolated as the poison only when it failed alone,
     /// not when its batch-mates went stale and left it the only live one.
-    fn recover(&mut self, plan: &PlanInner, c: usize, live: &[u32], batch: usize, msg: &str) -> usize {
+    fn recover(
+        &mut self,
+        plan: &PlanInner,
+        c: usize,
+        live: &[u32],
+        batch: usize,
+        err: &AttemptError,
+    ) -> usize {
+        let msg = err.message();
         if live.is_empty() {
             return 0;
         }
@@ -235,7 +246,7 @@ impl Core {
             return 0;
         }
         for e in spent {
-            self.exhaust(plan, c, e, msg);
+            self.exhaust(plan, c, e, err);
         }
         match recovery {
             Recovery::RetryBatch(_) => self.requeue(plan, c, &retry, true),
@@ -274,9 +285,9 @@ impl Core {
         n
     }
 
-    fn exhaust(&mut self, plan: &PlanInner, c: usize, e: u32, msg: &str) {
+    fn exhaust(&mut self, plan: &PlanInner, c: usize, e: u32, err: &AttemptError) {
         self.calls.stats[c].exhausted += 1;
-        let cause = Cause::at(msg, self.lineage.context(plan, c, e));
+        let cause = Cause::new(err.message()).classified(err.kind(), || self.lineage.origin(plan, c, e));
         self.seal(plan, c, e, Transition::Commit, Item::Failed(cause));
     }
 }

@@ -22,7 +22,7 @@ use crate::engine::propagate::ChildSlot;
 use crate::engine::propagation_rules::{self, ExpandDecision, ExpansionState, State};
 use crate::plan::PlanInner;
 use crate::plan::build::NodeKind;
-use crate::value::{Cause, Item, Value};
+use crate::value::{Cause, FailureKind, Item, Origin, Value};
 
 pub(crate) struct ExpandState {
     /// Per child Domain, per Entity slot of the parent Domain.
@@ -131,17 +131,13 @@ impl Core {
                 // Lists from different Grains (one Grain's own lists are
                 // checked before it commits, see `commit`).
                 let parent_dom = plan.domains[child].parent.unwrap_or(plan.root);
-                let cause = Cause::at(
-                    format!(
-                        "cardinality mismatch: aligned lists have lengths {lens:?}; every list of an aligned expansion must have the same length"
-                    ),
-                    format!(
-                        "{} of {} {}",
-                        n.label,
-                        plan.domains[parent_dom].info.name,
-                        self.lineage.path(plan, parent_dom, p)
-                    ),
-                );
+                let cause = Cause::new(format!(
+                    "cardinality mismatch: aligned lists have lengths {lens:?}; every list of an aligned expansion must have the same length"
+                ))
+                .classified(FailureKind::Record, || Origin {
+                    call: n.label.as_str().into(),
+                    entity: self.lineage.named_path(plan, parent_dom, p),
+                });
                 self.close_expansion(plan, child, p, ExpansionState::Failed, Some(cause));
             }
         }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use crate::engine::boundary::EntityPath;
 use crate::engine::lineage::{Entities, Publish, Slot, publish_item};
 use crate::plan::PlanInner;
-use crate::value::{Cause, Item, Value};
+use crate::value::{Cause, Item, Origin, Value};
 
 /// A published Item waiting to be propagated to its consumers.
 #[derive(Clone, Copy, Debug)]
@@ -129,15 +129,29 @@ impl LineageState {
         }
     }
 
-    /// "Call `c` on Domain path", the location a Grain's causes carry.
-    pub(crate) fn context(&self, plan: &PlanInner, c: usize, e: u32) -> String {
+    /// (dom, e) as a Domain-named path from the root: `Pdf 7 / Page 3 /
+    /// Line 12` (root key, then each ordinal under its Domain's name).
+    pub(crate) fn named_path(&self, plan: &PlanInner, dom: usize, e: u32) -> String {
+        let path = self.path(plan, dom, e);
+        let mut chain = vec![dom];
+        while let Some(p) = plan.domains[*chain.last().unwrap_or(&dom)].parent {
+            chain.push(p);
+        }
+        chain.reverse();
+        let mut out = format!("{} {}", plan.domains[chain[0]].info.name, path.root);
+        for (d, o) in chain[1..].iter().zip(&path.ordinals) {
+            out.push_str(&format!(" / {} {o}", plan.domains[*d].info.name));
+        }
+        out
+    }
+
+    /// Where a Grain of Call `c` on Entity `e` is: what its causes carry.
+    pub(crate) fn origin(&self, plan: &PlanInner, c: usize, e: u32) -> Origin {
         let call = &plan.calls[c];
-        format!(
-            "Call `{}` on {} {}",
-            call.name,
-            plan.domains[call.domain].info.name,
-            self.path(plan, call.domain, e)
-        )
+        Origin {
+            call: call.name.clone(),
+            entity: self.named_path(plan, call.domain, e),
+        }
     }
 
     /// The ancestor of (dom, e) in Domain `target`.

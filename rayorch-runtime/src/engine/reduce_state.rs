@@ -168,7 +168,7 @@ impl Core {
                             .lineage
                             .take_if_sole(plan, inputs[0], ch)
                             .ok_or_else(|| gather_failed(&n.label)),
-                        false => Err(child_cause(&self.lineage, inputs, *members, ch)),
+                        false => Err(child_failure(&self.lineage, inputs, *members, ch)),
                     });
                 }
                 let item = gather(col).map_or_else(|| Item::Failed(gather_failed(&n.label)), Item::Present);
@@ -208,6 +208,25 @@ fn child_cause(lineage: &LineageState, inputs: &[u32], members: Option<u32>, ch:
         .chain(members.iter())
         .find_map(|&port| lineage.item(port, ch).as_ref().and_then(Item::cause).cloned())
         .unwrap_or_else(|| Cause::new("internal: missing cause"))
+}
+
+/// A `keep_failed` Reduce's entry for a child that is not present: its
+/// failure's cause, marked as a suppression when the child was suppressed
+/// rather than failed itself.
+fn child_failure(lineage: &LineageState, inputs: &[u32], members: Option<u32>, ch: u32) -> Cause {
+    let suppressed = inputs
+        .iter()
+        .chain(members.iter())
+        .find_map(|&port| {
+            lineage
+                .item(port, ch)
+                .as_ref()
+                .filter(|i| i.cause().is_some())
+                .map(|i| matches!(i, Item::Suppressed(_)))
+        })
+        .unwrap_or(false);
+    let cause = child_cause(lineage, inputs, members, ch);
+    if suppressed { cause.suppression() } else { cause }
 }
 
 fn gather_failed(label: &str) -> Cause {

@@ -122,10 +122,29 @@ pub struct RunSummary {
     pub calls: Vec<CallMetrics>,
     /// Per-Domain counts, parents before children.
     pub domains: Vec<DomainCounts>,
+    /// Failures by Domain and kind (record, group, error, panic, timeout,
+    /// contract, cancelled, source): the roots failed or suppressed, and
+    /// every Grain sealed Failed.
+    pub failures: Vec<FailureCount>,
     /// Distributed runs: Grains committed per worker and Call (empty for a
     /// run in one process).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerGrains>,
+}
+
+/// How many failures of one kind one Domain saw, at one level.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct FailureCount {
+    /// The Domain.
+    pub domain: String,
+    /// `root failed`, `root suppressed` (a root's outcome, by the kind of
+    /// the failure that decided it) or `grain failed` (a Grain sealed Failed).
+    pub level: String,
+    /// The kind of failure (`record`, `group`, `error`, `panic`, `timeout`,
+    /// `contract`, `cancelled`, `source`).
+    pub kind: String,
+    /// How many.
+    pub count: u64,
 }
 
 /// Grains one worker process committed for one Call (distributed runs).

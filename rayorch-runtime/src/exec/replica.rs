@@ -442,7 +442,7 @@ impl Replicas {
 }
 
 fn panicked(p: &Box<dyn std::any::Any + Send>) -> AttemptError {
-    AttemptError::Failed(format!("stage panicked: {}", panic_text(p)))
+    AttemptError::Panicked(format!("stage panicked: {}", panic_text(p)))
 }
 
 fn replica_thread(
@@ -735,7 +735,7 @@ pub async fn run_attempt(
                     out
                 }
                 Ok((_, Err(p))) => Err(panicked(&p)),
-                Err(e) => Err(AttemptError::Failed(format!("stage panicked: {e}"))),
+                Err(e) => Err(AttemptError::Panicked(format!("stage panicked: {e}"))),
             }
         }
         Execution::Async => {

@@ -54,11 +54,11 @@ use crate::error::RunError;
 use crate::exec::backpressure::Backpressure;
 use crate::exec::control::{BatchDispatched, BatchFinished, CancelHandle, ControlState, Observer, Watch};
 use crate::exec::journal::Journal;
-use crate::exec::metrics::{CallMetrics, DomainCounts, RunSummary, WorkerGrains, secs};
+use crate::exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary, WorkerGrains, secs};
 use crate::exec::sink::Sink;
 use crate::exec::stage::{AttemptError, AttemptResult, panic_text};
 use crate::plan::Plan;
-use crate::value::{Cause, Item, ItemKind, Outcome, Value};
+use crate::value::{Cause, FailureKind, Item, ItemKind, Outcome, Value};
 
 /// Where and when batches run: the one thing that differs between
 /// executors (see the module note for what a backend may and may not do).
@@ -266,6 +266,8 @@ struct RunLoop<'p, S: Sink, B: Backend> {
     journal_skipped: u64,
     /// Grains committed per (worker, Call) (distributed runs).
     per_worker: BTreeMap<(String, usize), u64>,
+    /// Roots handed out failed or suppressed, by the kind of the failure.
+    root_failures: BTreeMap<(ItemKind, Option<FailureKind>), u64>,
 }
 
 /// Run `plan` over `source` on `backend`, each finished root into `sink`
@@ -337,6 +339,7 @@ where
         journal_done,
         journal_skipped: 0,
         per_worker: BTreeMap::new(),
+        root_failures: BTreeMap::new(),
     };
     let result = l.run(Box::pin(source)).await;
     let ok = result.is_ok() && !l.cancelled;
@@ -477,9 +480,12 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         }
         if !self.keys.insert(key) {
             self.duplicates += 1;
-            let cause = Cause::new(format!(
-                "root key {key} was already given to this run; this root was not run: give each root a unique key"
-            ));
+            let cause = Cause::of_kind(
+                format!(
+                    "root key {key} was already given to this run; this root was not run: give each root a unique key"
+                ),
+                FailureKind::Source,
+            );
             return self.hand_out(&self.failed_outcome(key, cause), false);
         }
         self.engine.admit(key, v)?;
@@ -502,8 +508,17 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         }
         let at = self.start.elapsed();
         self.first_root.get_or_insert(at);
-        if o.kind() == ItemKind::Present {
-            self.first_present.get_or_insert(at);
+        match o.kind() {
+            ItemKind::Present => {
+                self.first_present.get_or_insert(at);
+            }
+            ItemKind::Dropped => {}
+            kind => {
+                *self
+                    .root_failures
+                    .entry((kind, o.cause().and_then(Cause::kind)))
+                    .or_default() += 1
+            }
         }
         // The sink is user code on the loop: a panic there is a typed sink
         // error (the run still shuts its backend down and closes).
@@ -528,8 +543,9 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         keys.sort_unstable();
         for key in keys {
             self.abandoned += 1;
-            let cause = Cause::new(
+            let cause = Cause::of_kind(
                 "the run was cancelled before this root finished; run it again to get its outputs",
+                FailureKind::Cancelled,
             );
             self.hand_out(&self.failed_outcome(key, cause), false)?;
         }
@@ -631,6 +647,40 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             .collect()
     }
 
+    /// Failures by Domain and kind: the roots failed or suppressed (root
+    /// Domain), then the Grains sealed Failed below and at the root.
+    fn failure_counts(&self) -> Vec<FailureCount> {
+        let plan = &self.plan.inner;
+        let root = plan.domains[plan.root].info.name;
+        let kind_name = |k: Option<FailureKind>| k.map_or("unknown", FailureKind::as_str).to_string();
+        let roots = self
+            .root_failures
+            .iter()
+            .map(|(&(outcome, kind), &count)| FailureCount {
+                domain: root.to_string(),
+                level: if outcome == ItemKind::Failed {
+                    "root failed"
+                } else {
+                    "root suppressed"
+                }
+                .to_string(),
+                kind: kind_name(kind),
+                count,
+            });
+        let grains = self
+            .engine
+            .stats()
+            .failed_grains
+            .iter()
+            .map(|(&(d, kind), &count)| FailureCount {
+                domain: plan.domains[d].info.name.to_string(),
+                level: "grain failed".to_string(),
+                kind: kind.as_str().to_string(),
+                count,
+            });
+        roots.chain(grains).collect()
+    }
+
     fn summary(&self) -> RunSummary {
         let st = self.engine.stats();
         let calls = self
@@ -689,6 +739,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             journal_commits: self.journal.as_ref().map_or(0, |j| j.commits),
             calls,
             domains: self.domain_counts(),
+            failures: self.failure_counts(),
             workers: self
                 .per_worker
                 .iter()
@@ -704,5 +755,5 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
 
 /// An attempt's failure for a replica that never reported in time.
 pub(crate) fn timed_out(t: Option<Duration>) -> AttemptError {
-    AttemptError::Failed(format!("attempt timed out after {:?}", t.unwrap_or_default()))
+    AttemptError::TimedOut(format!("attempt timed out after {:?}", t.unwrap_or_default()))
 }

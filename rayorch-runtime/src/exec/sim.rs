@@ -355,7 +355,7 @@ impl SimBackend {
             // The stage panicked (a blocking one, or an async one before
             // returning its future): its instance is replaced.
             self.stages[c][r] = None;
-            Pending::Ready(Err(AttemptError::Failed(format!(
+            Pending::Ready(Err(AttemptError::Panicked(format!(
                 "stage panicked: {}",
                 panic_text(&p)
             ))))
@@ -460,10 +460,10 @@ impl Backend for SimBackend {
                 Err(e) => {
                     let (c, r) = (self.flight[i].call, self.flight[i].replica);
                     self.stages[c][r] = None;
-                    Err(AttemptError::Failed(match e.try_into_panic() {
-                        Ok(p) => format!("stage panicked: {}", panic_text(&p)),
-                        Err(e) => format!("attempt cancelled: {e}"),
-                    }))
+                    Err(match e.try_into_panic() {
+                        Ok(p) => AttemptError::Panicked(format!("stage panicked: {}", panic_text(&p))),
+                        Err(e) => AttemptError::Failed(format!("attempt cancelled: {e}")),
+                    })
                 }
             };
             self.flight[i].result = Pending::Ready(result);
@@ -491,7 +491,7 @@ impl Backend for SimBackend {
             })
         };
         if result.is_ok() && self.retrying[f.call] && self.rng.chance(self.cfg.timeout_rate) {
-            out.push(done(Err(AttemptError::Failed("simulated timeout".into()))));
+            out.push(done(Err(AttemptError::TimedOut("simulated timeout".into()))));
             self.late.push((f.id, result));
         } else {
             let dup = self.rng.chance(self.cfg.duplicate_rate).then(|| result.clone());
@@ -524,7 +524,7 @@ async fn with_timeout(fut: BoxFuture<AttemptResult>, limit: Option<std::time::Du
     match limit {
         Some(t) => tokio::time::timeout(t, fut)
             .await
-            .unwrap_or_else(|_| Err(AttemptError::Failed(format!("attempt timed out after {t:?}")))),
+            .unwrap_or_else(|_| Err(AttemptError::TimedOut(format!("attempt timed out after {t:?}")))),
         None => fut.await,
     }
 }

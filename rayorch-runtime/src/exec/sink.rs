@@ -381,7 +381,22 @@ impl FailuresSink {
     }
 }
 
-/// One failure line, as [`FailuresSink`] and the jobs write it.
+/// One failure line, as [`FailuresSink`] and the jobs write it: one JSON
+/// object per root that is not present.
+///
+/// | field | type | what |
+/// | --- | --- | --- |
+/// | `key` | u64 | the root's key |
+/// | `name` | string, optional | the root's name (a job's file path or URL) |
+/// | `outcome` | `dropped`, `failed` or `suppressed` | the root's Item kind (a job may say `failed` for a suppressed root: its cause names what failed) |
+/// | `kind` | string, optional | the kind of the failure that decided it: `record`, `group`, `error`, `panic`, `timeout`, `contract`, `cancelled`, `source` ([`FailureKind`](crate::FailureKind)) |
+/// | `cause` | string | that failure's message (empty for dropped roots) |
+/// | `at` | string, optional | where it arose, in words (`Call \`ocr\` on Pdf 7 / Page 3`) |
+/// | `call` | string, optional | the Call (or operation) it arose at |
+/// | `entity` | string, optional | the Entity, a Domain-named path from the root (`Pdf 7 / Page 3 / Line 12`) |
+///
+/// For a suppressed root, `kind`, `cause`, `call` and `entity` are those of
+/// the failure that suppressed it.
 #[derive(Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct FailureLine {
     /// The root's key.
@@ -391,10 +406,19 @@ pub struct FailureLine {
     pub name: Option<String>,
     /// `dropped`, `failed` or `suppressed`.
     pub outcome: String,
+    /// The kind of the failure that decided the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     /// The cause's message (empty for dropped roots).
     pub cause: String,
-    /// Where the cause arose: the Call and Entity path.
+    /// Where the cause arose: the Call and Entity path, in words.
     pub at: Option<String>,
+    /// The Call the failure arose at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// The Entity it arose at, a Domain-named path from the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
 }
 
 impl FailureLine {
@@ -402,15 +426,17 @@ impl FailureLine {
     /// named `name`.
     pub fn of(outcome: &RootOutcome, name: Option<String>) -> Option<FailureLine> {
         let kind = outcome.kind();
+        let cause = outcome.cause();
+        let origin = cause.and_then(|c| c.origin());
         (kind != crate::ItemKind::Present).then(|| FailureLine {
             key: outcome.key,
             name,
             outcome: format!("{kind:?}").to_lowercase(),
-            cause: outcome
-                .cause()
-                .map(|c| c.message().to_string())
-                .unwrap_or_default(),
-            at: outcome.cause().and_then(|c| c.context().map(String::from)),
+            kind: cause.and_then(|c| c.kind()).map(|k| k.as_str().to_string()),
+            cause: cause.map(|c| c.message().to_string()).unwrap_or_default(),
+            at: cause.and_then(|c| c.context().map(String::from)),
+            call: origin.map(|o| o.call.to_string()),
+            entity: origin.map(|o| o.entity.clone()),
         })
     }
 }

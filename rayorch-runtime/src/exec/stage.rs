@@ -202,8 +202,14 @@ pub type ErasedOutcome = Outcome<Vec<Value>>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AttemptError {
-    /// The stage returned `Err`, panicked, crashed or timed out: retryable.
+    /// The stage returned `Err`, or its replica crashed: retryable.
     Failed(String),
+    /// The stage panicked (in a blocking `run`, in an async one's future or
+    /// before it): retryable, and the replica is replaced.
+    Panicked(String),
+    /// The attempt ran past the Call's timeout (or a worker's lease):
+    /// retryable, and the replica is replaced.
+    TimedOut(String),
     /// The stage broke its contract (e.g. wrong outcome count): not retried.
     Contract(String),
 }
@@ -212,13 +218,27 @@ impl AttemptError {
     /// Whether the Call's recovery policy may retry the attempt (a contract
     /// error never is).
     pub fn retryable(&self) -> bool {
-        matches!(self, AttemptError::Failed(_))
+        !matches!(self, AttemptError::Contract(_))
     }
 
     /// What went wrong, as the failure's cause will say it.
     pub fn message(&self) -> &str {
         match self {
-            AttemptError::Failed(m) | AttemptError::Contract(m) => m,
+            AttemptError::Failed(m)
+            | AttemptError::Panicked(m)
+            | AttemptError::TimedOut(m)
+            | AttemptError::Contract(m) => m,
+        }
+    }
+
+    /// The kind of failure a record ends with when this was its last attempt.
+    pub fn kind(&self) -> crate::value::FailureKind {
+        use crate::value::FailureKind;
+        match self {
+            AttemptError::Failed(_) => FailureKind::Error,
+            AttemptError::Panicked(_) => FailureKind::Panic,
+            AttemptError::TimedOut(_) => FailureKind::Timeout,
+            AttemptError::Contract(_) => FailureKind::Contract,
         }
     }
 }
