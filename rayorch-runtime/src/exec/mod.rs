@@ -1,4 +1,5 @@
-//! Executors and everything around a run: the [`Stage`](stage::Stage) contract,
+//! Executors and everything around a run: the [`Stage`](stage::Stage) contract
+//! (and per-record async stages, `records`),
 //! the threaded [`Runner`](runner::Runner) (its driver, replicas and run
 //! control), the seeded `sim` executor (feature `sim`), sinks and metrics.
 
@@ -7,6 +8,7 @@ pub(crate) mod control;
 mod driver;
 pub mod journal;
 pub(crate) mod metrics;
+pub(crate) mod records;
 mod replica;
 pub(crate) mod runner;
 #[cfg(feature = "sim")]
