@@ -96,7 +96,10 @@ impl Default for CallConfig {
 /// let double = Call::map("double", |x: u32| x * 2).batch_size(64).replicas(2);
 /// assert_eq!(double.config().batch_size, 64);
 /// ```
-pub struct Call<S: StageKind> {
+// No `S: StageKind` bound here: the impls carry it, so a stage that misses
+// its trait is one error at the constructor (its `on_unimplemented` note),
+// not also one for the type `Call<S>` itself.
+pub struct Call<S> {
     name: Arc<str>,
     config: CallConfig,
     factory: Factory<S>,
