@@ -14,6 +14,8 @@
 //!   within the record's budget ([`RecordPolicy`]) after a backoff; a record
 //!   that spends it ends `RecordFailure`, its cause listing every attempt.
 //!   So the Call's recovery never re-sends a record because a mate failed.
+//!   A record's panic is caught here, so it never replaces the replica
+//!   (the instance is only reached through `Arc<S>`) on any executor.
 //! - `Ok(Outcome::RecordFailure | GroupFailure)` from the stage is final.
 //! - A record's outcome depends on its own attempts only (batch invariance):
 //!   the backoff is deterministic (no jitter) and nothing is shared between
