@@ -70,12 +70,13 @@ pub use rayorch_macros::{Domain, pipeline};
 #[cfg(feature = "sim")]
 pub use rayorch_runtime::sim;
 pub use rayorch_runtime::{
-    Async, AsyncStage, BatchDispatched, BatchFinished, BatchFn, BoxError, BoxFuture, Call, CallConfig,
-    CallMetrics, CancelHandle, Cause, ChildOf, Data, Domain, DomainCounts, EntityPath, FailureCount,
-    FailureKind, FnCall, Item, ItemKind, Observer, Optional, Origin, Outcome, Output, Pipeline, Plan,
-    PlanBuilder, PlanError, PlanErrors, Port, Recovery, Reservation, RootDomain, RootOutcome, RunError,
-    RunSummary, Runner, Stage, StageContext, StageResult, broadcast, domain, expand, expand_aligned, filter,
-    journal, reduce, reduce_aligned, reduce_keep_failed, reduce_members, sink, spi,
+    Async, AsyncRecordStage, AsyncStage, BatchDispatched, BatchFinished, BatchFn, BoxError, BoxFuture, Call,
+    CallConfig, CallMetrics, CancelHandle, Cause, ChildOf, Data, Domain, DomainCounts, EntityPath,
+    FailureCount, FailureKind, FnCall, Item, ItemKind, Observer, Optional, Origin, Outcome, Output, Pipeline,
+    Plan, PlanBuilder, PlanError, PlanErrors, Port, RecordCall, RecordPolicy, RecordResult, Records,
+    Recovery, Reservation, RootDomain, RootOutcome, RunError, RunSummary, Runner, Stage, StageContext,
+    StageResult, broadcast, domain, expand, expand_aligned, filter, journal, reduce, reduce_aligned,
+    reduce_keep_failed, reduce_members, sink, spi,
 };
 
 // Type-level plumbing the operators' signatures name; users never write it.
@@ -105,9 +106,9 @@ pub mod prelude {
     pub use rayorch_runtime::sink::Callback;
     #[doc(no_inline)]
     pub use rayorch_runtime::{
-        Async, AsyncStage, Call, Cause, Domain, FnCall, Item, Outcome, Pipeline, Plan, Port, Recovery,
-        Reservation, RootOutcome, Runner, Stage, StageContext, StageResult, domain, reduce_keep_failed,
-        reduce_members,
+        Async, AsyncRecordStage, AsyncStage, Call, Cause, Domain, FnCall, Item, Outcome, Pipeline, Plan,
+        Port, RecordCall, RecordResult, Recovery, Reservation, RootOutcome, Runner, Stage, StageContext,
+        StageResult, domain, reduce_keep_failed, reduce_members,
     };
 }
 

@@ -30,9 +30,10 @@ pub use engine::{EntityPath, RootOutcome};
 pub use error::{PlanError, PlanErrors, RunError};
 pub use exec::control::{BatchDispatched, BatchFinished, CancelHandle, Observer};
 pub use exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary};
+pub use exec::records::{AsyncRecordStage, RecordPolicy, RecordResult, Records};
 pub use exec::runner::Runner;
 pub use exec::stage::{Async, AsyncStage, BatchFn, BoxError, BoxFuture, Stage, StageContext, StageResult};
-pub use plan::call::{Call, CallConfig, FnCall, Recovery, Reservation};
+pub use plan::call::{Call, CallConfig, FnCall, RecordCall, Recovery, Reservation};
 pub use plan::domain::{ChildOf, Domain, RootDomain};
 pub use plan::pipeline::Pipeline;
 pub use plan::port::{

@@ -235,7 +235,10 @@ fn jsonl_and_failures_sinks_write_each_root_once() {
         .collect();
     assert_eq!(
         by_kind,
-        [("Doc", "root suppressed", "record", 1), ("Page", "grain failed", "record", 1)],
+        [
+            ("Doc", "root suppressed", "record", 1),
+            ("Page", "grain failed", "record", 1)
+        ],
         "the summary counts failures by Domain and kind"
     );
     std::fs::remove_dir_all(&dir).unwrap();

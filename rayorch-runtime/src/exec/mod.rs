@@ -1,13 +1,15 @@
 //! Executors and everything around a run: the [`Stage`](stage::Stage)
-//! contract, the one run loop every executor drives (`run_loop`) and its
-//! backends — the threaded [`Runner`](runner::Runner)'s replica pools, the
-//! seeded `sim` executor (feature `sim`); the distributed one lives in
-//! `rayorch-dist` — plus run control, sinks, the journal and metrics.
+//! contract (and per-record async stages, `records`), the one run loop
+//! every executor drives (`run_loop`) and its backends — the threaded
+//! [`Runner`](runner::Runner)'s replica pools, the seeded `sim` executor
+//! (feature `sim`); the distributed one lives in `rayorch-dist` — plus run
+//! control, sinks, the journal and metrics.
 
 pub(crate) mod backpressure;
 pub(crate) mod control;
 pub mod journal;
 pub(crate) mod metrics;
+pub(crate) mod records;
 pub(crate) mod replica;
 pub(crate) mod run_loop;
 pub(crate) mod runner;

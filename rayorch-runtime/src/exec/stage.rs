@@ -1,13 +1,16 @@
 //! Stages: the user code a Call runs, and its type-erased form.
 //!
-//! Two kinds of stage:
+//! Three kinds of stage:
 //! - [`Stage`]: blocking batch code (candle, ONNX Runtime, a parser). Each
 //!   replica owns one instance, made by the Call's factory (the paper's
 //!   `__init__`: load the model there), and runs on its own OS thread.
 //! - [`AsyncStage`]: I/O (uploads, HTTP model servers). One shared instance per
 //!   replica, up to `concurrency` batches in flight on the async runtime.
+//! - [`AsyncRecordStage`](crate::AsyncRecordStage): I/O one record at a time,
+//!   each record with its own deadline and retries; an `AsyncStage` through
+//!   its adapter (`exec/records.rs`), so executors see an async stage.
 //!
-//! Either returns one [`Outcome`] per input, in input order. An `Err` for the
+//! Each returns one [`Outcome`] per input, in input order. An `Err` for the
 //! whole batch, or a panic, is a *physical attempt failure* handled by the
 //! Call's recovery policy; a per-record outcome is a *logical* result.
 //!
@@ -27,6 +30,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::exec::records::RecordPolicy;
 use crate::value::{Outcome, Value};
 
 /// A boxed error, as stages and factories return it.
@@ -44,6 +48,10 @@ pub struct StageContext {
     call: Arc<str>,
     replica: usize,
     param: Option<Arc<dyn Any + Send + Sync>>,
+    /// The Call's per-record policy and concurrency, read by the
+    /// per-record adapter (`exec/records.rs`).
+    pub(crate) records: RecordPolicy,
+    pub(crate) concurrency: usize,
 }
 
 impl StageContext {
@@ -53,6 +61,8 @@ impl StageContext {
             call: Arc::from(call),
             replica,
             param: None,
+            records: RecordPolicy::default(),
+            concurrency: 1,
         }
     }
 
@@ -119,6 +129,16 @@ pub trait AsyncStage: Send + Sync + 'static {
         batch: Vec<Self::In>,
         cx: StageContext,
     ) -> impl Future<Output = StageResult<Self::Out>> + Send + 'static;
+
+    /// The name failure texts give the stage: its type's short name, or the
+    /// wrapped stage's for an adapter.
+    #[doc(hidden)]
+    fn erased_name() -> &'static str
+    where
+        Self: Sized,
+    {
+        short_type_name::<Self>()
+    }
 }
 
 /// Marks an [`AsyncStage`] for use in a [`crate::Call`]: `Call<Async<Upload>>`.
@@ -353,6 +373,8 @@ pub struct Glue<S: StageKind> {
     pub(crate) assemble: Assemble<S::In>,
     pub(crate) split: Split<S::Out>,
     pub(crate) param: Option<Arc<dyn Any + Send + Sync>>,
+    pub(crate) records: RecordPolicy,
+    pub(crate) concurrency: usize,
 }
 
 impl<S: StageKind> Glue<S> {
@@ -361,6 +383,8 @@ impl<S: StageKind> Glue<S> {
             call: self.name.clone(),
             replica,
             param: self.param.clone(),
+            records: self.records,
+            concurrency: self.concurrency,
         }
     }
 
@@ -438,7 +462,7 @@ struct AsyncCall<S: AsyncStage>(Glue<Async<S>>);
 
 impl<S: AsyncStage> ErasedCall for AsyncCall<S> {
     fn stage_name(&self) -> &'static str {
-        short_type_name::<S>()
+        S::erased_name()
     }
     fn execution(&self) -> Execution {
         Execution::Async
@@ -512,7 +536,7 @@ pub fn panic_text(p: &Box<dyn Any + Send>) -> String {
 /// A stage type as its author named it, for failure texts: `OcrStage`, or
 /// `BatchFn` for a closure Call, not the full path with every generic
 /// argument (hundreds of characters for a closure's boxed type).
-fn short_type_name<S>() -> &'static str {
+pub(crate) fn short_type_name<S>() -> &'static str {
     let full = type_name::<S>();
     let head = full.split('<').next().unwrap_or(full);
     head.rsplit("::").next().unwrap_or(head)

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::exec::records::{AsyncRecordStage, RecordPolicy, Records};
 use crate::exec::stage::{
     Assemble, Async, AsyncStage, BatchFn, BoxError, Factory, Glue, StageKind, StageResult,
 };
@@ -65,8 +66,13 @@ pub struct CallConfig {
     /// Per-attempt time limit: a batch still running after it is an attempt
     /// failure and its replica is replaced.
     pub timeout: Option<Duration>,
-    /// Batches one replica of an async stage may run at once.
+    /// Batches one replica of an async stage may run at once; for a
+    /// per-record Call ([`Call::new_async_records`]) also the records whose
+    /// attempts it runs at once.
     pub concurrency: usize,
+    /// Each record's deadline, retries and backoff: read only by per-record
+    /// async Calls ([`Call::new_async_records`]).
+    pub records: RecordPolicy,
 }
 
 impl Default for CallConfig {
@@ -78,6 +84,7 @@ impl Default for CallConfig {
             recovery: Recovery::Isolate,
             timeout: None,
             concurrency: 1,
+            records: RecordPolicy::default(),
         }
     }
 }
@@ -89,7 +96,10 @@ impl Default for CallConfig {
 /// let double = Call::map("double", |x: u32| x * 2).batch_size(64).replicas(2);
 /// assert_eq!(double.config().batch_size, 64);
 /// ```
-pub struct Call<S: StageKind> {
+// No `S: StageKind` bound here: the impls carry it, so a stage that misses
+// its trait is one error at the constructor (its `on_unimplemented` note),
+// not also one for the type `Call<S>` itself.
+pub struct Call<S> {
     name: Arc<str>,
     config: CallConfig,
     factory: Factory<S>,
@@ -176,7 +186,10 @@ impl<S: StageKind> Call<S> {
         self
     }
 
-    /// Set how many batches one async replica runs at once (at least 1).
+    /// Set how many batches one async replica runs at once (at least 1). For
+    /// a per-record Call ([`Call::new_async_records`]) it is the number of
+    /// requests one replica has in flight: at most `n` records' attempts run
+    /// at once, over all its batches.
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.config.concurrency = n.max(1);
@@ -262,6 +275,8 @@ impl<S: StageKind> Call<S> {
             assemble,
             split,
             param: self.param.clone(),
+            records: self.config.records,
+            concurrency: self.config.concurrency,
         });
         build::add_node::<D>(
             NodeKind::Call {
@@ -311,6 +326,55 @@ impl<S: AsyncStage> Call<Async<S>> {
         factory: impl Fn() -> Result<S, BoxError> + Send + Sync + 'static,
     ) -> Self {
         Call::new(name, move || factory().map(Async))
+    }
+}
+
+/// The type of a per-record async Call ([`Call::new_async_records`]), for
+/// struct fields: `fetch: RecordCall<Fetch>`.
+pub type RecordCall<S> = Call<Async<Records<S>>>;
+
+impl<S: AsyncRecordStage> RecordCall<S> {
+    /// A Call over a per-record async stage: one future per record, at most
+    /// [`concurrency`](Call::concurrency) of them in flight per replica, each
+    /// with its own deadline and retry budget ([`RecordPolicy`]; by default
+    /// 30 s, 2 retries, 100 ms backoff doubling per retry). An `Err`, a panic
+    /// or a missed deadline costs only that record: the batch reports one
+    /// outcome per record, so the Call's recovery never re-sends a record's
+    /// healthy mates (leave the Call's [`timeout`](Call::timeout) unset, or
+    /// above the longest a batch can take: when it fires, the whole batch is
+    /// retried). `factory` runs once per replica. See [`AsyncRecordStage`]
+    /// for an example.
+    pub fn new_async_records(
+        name: impl Into<String>,
+        factory: impl Fn() -> Result<S, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        Call::new_async(name, move || factory().map(Records::new))
+    }
+
+    /// Set each record attempt's deadline (default 30 s; `Duration::MAX` for
+    /// none): an attempt still running after it is dropped and counts as a
+    /// failed attempt of that record.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
+    pub fn record_timeout(mut self, t: Duration) -> Self {
+        self.config.records.timeout = t;
+        self
+    }
+
+    /// Set how many times a record is retried after an `Err`, a panic or a
+    /// missed deadline (default 2: at most three attempts); then it ends
+    /// `RecordFailure`, its cause listing each attempt.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
+    pub fn record_retries(mut self, n: u32) -> Self {
+        self.config.records.retries = n;
+        self
+    }
+
+    /// Set the wait before a record's first retry (default 100 ms); it
+    /// doubles for each further retry, up to 10 s (or to `d`, if longer).
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
+    pub fn record_backoff(mut self, d: Duration) -> Self {
+        self.config.records.backoff = d;
+        self
     }
 }
 

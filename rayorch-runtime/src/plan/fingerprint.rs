@@ -10,8 +10,9 @@
 //!   input/output Ports (optional edges marked), each Call's name, stage type
 //!   and execution, and the plan's outputs.
 //! - It leaves out every tuning knob ([`CallConfig`](crate::CallConfig):
-//!   batch size, replicas, reservation, recovery, timeout, concurrency; the
-//!   Runner's window and seed), so a retuned job still resumes its journal.
+//!   batch size, replicas, reservation, recovery, timeout, concurrency, the
+//!   per-record policy; the Runner's window and seed), so a retuned job
+//!   still resumes its journal.
 
 use sha2::{Digest, Sha256};
 
