@@ -18,6 +18,7 @@ mod runner {
     mod http_records;
     mod memory_bounds;
     mod observer_spans;
+    mod provenance;
     mod run_handles;
     mod streaming;
 }

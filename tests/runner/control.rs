@@ -109,8 +109,16 @@ fn a_duplicate_key_fails_that_root_only_whether_live_or_finished() {
         .iter()
         .find(|(k, i)| *k == 0 && i.kind() == ItemKind::Failed)
         .unwrap();
-    let cause = dup.1.cause().unwrap().message();
-    assert!(cause.contains("root key 0 was already given"), "{cause}");
+    let cause = dup.1.cause().unwrap();
+    assert!(
+        cause.message().contains("root key 0 was already given"),
+        "{cause}"
+    );
+    assert_eq!(
+        cause.kind(),
+        Some(rayorch::FailureKind::Source),
+        "the source's mistake"
+    );
     assert!(got.contains(&(0, Item::Present(10))) && got.contains(&(2, Item::Present(13))));
     assert_eq!(
         (
@@ -189,7 +197,11 @@ fn cancel_hands_every_live_root_to_the_sink_as_failed_and_returns() {
     for (k, item) in &got {
         match k {
             0 | 1 => assert_eq!(item, &Item::Present(*k as u32)),
-            3..=5 => assert!(item.cause().unwrap().message().contains("cancelled")),
+            3..=5 => {
+                let cause = item.cause().unwrap();
+                assert!(cause.message().contains("cancelled"));
+                assert_eq!(cause.kind(), Some(rayorch::FailureKind::Cancelled));
+            }
             _ => {} // root 2's report may beat the cancellation
         }
     }
