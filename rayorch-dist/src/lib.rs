@@ -112,11 +112,13 @@ pub struct DistConfig {
     /// The engine's admission window (roots in flight).
     pub window: usize,
     /// No root is admitted while this many child Entities are live
-    /// (`Runner::window_children`; `usize::MAX`: off).
+    /// (`Runner::window_children`; default as a local run's; `usize::MAX`:
+    /// off).
     pub window_children: usize,
     /// Hold a Call's dispatch while a Call reading its outputs has this many
-    /// full batches queued in the owner (`Runner::backpressure`; `None`:
-    /// off). Bounds the payloads parked in the owner between two Calls.
+    /// full batches queued in the owner (`Runner::backpressure`; default as
+    /// a local run's; `None`: off). Bounds the payloads parked in the owner
+    /// between two Calls.
     pub backpressure: Option<usize>,
     /// Delete a previous run's leftover streams of this job instead of
     /// refusing to start ([`DistError::OwnerRestart`]).
@@ -126,7 +128,8 @@ pub struct DistConfig {
 impl DistConfig {
     /// Defaults for a job at a URL: ack wait 30 s, lease 90 s, inline ≤ 256 KiB
     /// per value and 512 KiB per message,
-    /// cap 64 MiB, 2 credits per slot, file storage, window 64.
+    /// cap 64 MiB, 2 credits per slot, file storage, and the memory bounds of a
+    /// local run (window, children window, backpressure: `rayorch::DEFAULT_*`).
     pub fn new(url: impl Into<String>, job: impl Into<String>) -> DistConfig {
         DistConfig {
             url: url.into(),
@@ -139,9 +142,9 @@ impl DistConfig {
             credits_per_slot: 2,
             storage: Storage::File,
             owner_wait: Duration::from_secs(60),
-            window: 64,
-            window_children: usize::MAX,
-            backpressure: None,
+            window: rayorch_runtime::DEFAULT_WINDOW,
+            window_children: rayorch_runtime::DEFAULT_WINDOW_CHILDREN,
+            backpressure: Some(rayorch_runtime::DEFAULT_BACKPRESSURE),
             fresh: false,
         }
     }

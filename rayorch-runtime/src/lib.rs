@@ -31,7 +31,7 @@ pub use error::{PlanError, PlanErrors, RunError};
 pub use exec::control::{BatchDispatched, BatchFinished, CancelHandle, Observer};
 pub use exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary};
 pub use exec::records::{AsyncRecordStage, RecordPolicy, RecordResult, Records};
-pub use exec::runner::Runner;
+pub use exec::runner::{DEFAULT_BACKPRESSURE, DEFAULT_WINDOW, DEFAULT_WINDOW_CHILDREN, Runner};
 pub use exec::stage::{Async, AsyncStage, BatchFn, BoxError, BoxFuture, Stage, StageContext, StageResult};
 pub use plan::call::{Call, CallConfig, FnCall, RecordCall, Recovery, Reservation};
 pub use plan::domain::{ChildOf, Domain, RootDomain};

@@ -43,6 +43,19 @@ use crate::exec::sink::Sink;
 use crate::plan::Plan;
 use crate::value::{Data, Value};
 
+/// Roots in flight at once by default ([`Runner::window`]).
+pub const DEFAULT_WINDOW: usize = 64;
+
+/// Child Entities (every Domain below the root) live at once before no new
+/// root is admitted, by default ([`Runner::window_children`]): 65,536 pages
+/// and lines, a few hundred MB of line crops at worst; a job whose children
+/// are heavier widens or narrows it.
+pub const DEFAULT_WINDOW_CHILDREN: usize = 1 << 16;
+
+/// Full batches a consumer may have queued before its producers wait, by
+/// default ([`Runner::backpressure`]).
+pub const DEFAULT_BACKPRESSURE: usize = 2;
+
 /// Runs a [`Plan`] over a source of roots, streaming outcomes to a sink.
 ///
 /// ```
@@ -86,14 +99,16 @@ pub struct Runner<'p> {
 }
 
 impl<'p> Runner<'p> {
-    /// A runner with a window of 64 roots.
+    /// A runner with the default memory bounds: a window of
+    /// [`DEFAULT_WINDOW`] roots and [`DEFAULT_WINDOW_CHILDREN`] child
+    /// Entities, and backpressure at [`DEFAULT_BACKPRESSURE`] full batches.
     #[must_use]
     pub fn new(plan: &'p Plan) -> Self {
         Runner {
             plan,
-            window: 64,
-            window_children: usize::MAX,
-            backpressure: None,
+            window: DEFAULT_WINDOW,
+            window_children: DEFAULT_WINDOW_CHILDREN,
+            backpressure: Some(DEFAULT_BACKPRESSURE),
             seed: 0x5eed,
             control: Arc::default(),
             observer: Mutex::new(None),
@@ -179,8 +194,8 @@ impl<'p> Runner<'p> {
     /// finished) are live, nor while an admitted root has not expanded yet:
     /// a window of 64 roots then cannot admit 64 × 427 pages at once. The
     /// live children stay below `n` plus the children of one root; a root
-    /// with more children than `n` is admitted alone, never refused. Off by
-    /// default.
+    /// with more children than `n` is admitted alone, never refused.
+    /// Default: [`DEFAULT_WINDOW_CHILDREN`]; `usize::MAX` turns it off.
     ///
     /// ```
     /// use rayorch_runtime::{domain, expand, reduce, Call, Plan, Runner, sink::Callback};
@@ -211,10 +226,17 @@ impl<'p> Runner<'p> {
     /// replicas are busy: a fast producer (render a page) then cannot pile
     /// its payloads up in front of a slow consumer (detect on it). It moves
     /// only time, never outcomes, and never stalls a run (an idle consumer
-    /// holds nothing). Off by default.
+    /// holds nothing). Default: [`DEFAULT_BACKPRESSURE`] batches.
     #[must_use]
     pub fn backpressure(mut self, batches: usize) -> Self {
         self.backpressure = Some(batches.max(1));
+        self
+    }
+
+    /// No backpressure: producers run as far ahead as their queues allow.
+    #[must_use]
+    pub fn no_backpressure(mut self) -> Self {
+        self.backpressure = None;
         self
     }
 
