@@ -192,84 +192,9 @@ impl DistConfig {
     }
 }
 
-/// The process's role, from `--role owner|worker --nats URL --calls c:n,..`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// No `--nats`: run in one process (the default).
-    Local,
-    /// The lineage owner.
-    Owner {
-        /// The NATS URL.
-        url: String,
-    },
-    /// A worker serving `calls` (`ocr:2,detect:1`; empty = every Call, 1 slot).
-    Worker {
-        /// The NATS URL.
-        url: String,
-        /// The `--calls` text.
-        calls: String,
-    },
-}
-
-impl Role {
-    /// Read the role flags from command-line arguments (others are ignored).
-    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Role, DistError> {
-        let (mut role, mut url, mut calls) = (None, None, String::new());
-        let mut it = args.into_iter();
-        while let Some(a) = it.next() {
-            let (flag, inline) = match a.split_once('=') {
-                Some((f, v)) => (f.to_string(), Some(v.to_string())),
-                None => (a.clone(), None),
-            };
-            let slot = match flag.as_str() {
-                "--role" => &mut role,
-                "--nats" => &mut url,
-                "--calls" => {
-                    calls = inline.or_else(|| it.next()).unwrap_or_default();
-                    continue;
-                }
-                _ => continue,
-            };
-            *slot = inline.or_else(|| it.next());
-        }
-        match (role.as_deref(), url) {
-            (None, None) => Ok(Role::Local),
-            (Some("owner") | None, Some(url)) => Ok(Role::Owner { url }),
-            (Some("worker"), Some(url)) => Ok(Role::Worker { url, calls }),
-            (Some(r), _) => Err(DistError::Calls(format!(
-                "--role {r} needs --nats URL, and the role is `owner` or `worker`"
-            ))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    #[test]
-    fn roles_parse_from_flags() {
-        assert_eq!(Role::from_args(args("prog --in x")).unwrap(), Role::Local);
-        assert_eq!(
-            Role::from_args(args("p --nats nats://h:1 --role owner")).unwrap(),
-            Role::Owner {
-                url: "nats://h:1".into()
-            }
-        );
-        assert_eq!(
-            Role::from_args(args("p --role=worker --nats nats://h:1 --calls ocr:2,det:1")).unwrap(),
-            Role::Worker {
-                url: "nats://h:1".into(),
-                calls: "ocr:2,det:1".into()
-            }
-        );
-        assert!(Role::from_args(args("p --role worker")).is_err());
-        assert!(Role::from_args(args("p --role boss --nats u")).is_err());
-    }
 
     #[test]
     fn job_names_are_checked() {
