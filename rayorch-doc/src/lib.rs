@@ -10,6 +10,7 @@
 //! | [`layout`] | documents by layout: regions read by their own model, tables, reading order, Markdown |
 //! | [`document`] | the OCR job's record and its Parquet rows |
 //! | [`calls`] | Calls both jobs make the same way |
+//! | [`domains`] | the Domains both jobs share (`Pdf`, `Page`) |
 //! | [`inputs`] | files, folders and patterns to PDF paths |
 //!
 //! Built on the job kit (`rayorch-kit`: progress, timeline, Parquet rows,
@@ -17,6 +18,7 @@
 
 pub mod calls;
 pub mod document;
+pub mod domains;
 pub mod inputs;
 pub mod layout;
 pub mod ocr;

@@ -48,13 +48,8 @@ pub use run::{run, run_from};
 /// A layout region on its way to being read.
 pub type PageRegion = rayorch_models::Region;
 
-/// A PDF document: the root Domain.
-#[derive(Domain)]
-pub struct Pdf;
-/// A page of a document.
-#[derive(Domain)]
-#[domain(parent = Pdf)]
-pub struct Page;
+pub use crate::domains::{Page, Pdf};
+
 /// A layout region of a page.
 #[derive(Domain)]
 #[domain(parent = Page)]

@@ -37,13 +37,8 @@ pub use run::{run, run_from};
 
 use crate::document::Document;
 
-/// A PDF document: the root Domain.
-#[derive(Domain)]
-pub struct Pdf;
-/// A page of a document.
-#[derive(Domain)]
-#[domain(parent = Pdf)]
-pub struct Page;
+pub use crate::domains::{Page, Pdf};
+
 /// A text line of a page.
 #[derive(Domain)]
 #[domain(parent = Page)]
