@@ -242,6 +242,15 @@ fn check_outputs(r: &Run) {
             assert_eq!(got.as_ref(), Some(&expected(k, &d)), "doc {k}");
         }
     }
+    // How many of doc 0's siblings were still queued when its failure came
+    // back depends on the fault: one that delays doc 0's failing batch past
+    // the lease lets the other worker drain the rest first. Only the healthy
+    // run asserts suppression before dispatch (below).
+}
+
+/// With no fault, doc 0's failure reaches the owner while most of its 120
+/// pages still wait there (at most 2 credits × 2 slots batches are out).
+fn check_suppressed_before_dispatch(r: &Run) {
     let ocr = &r.summary.calls[1];
     assert!(
         ocr.suppressed_before_dispatch > 0,
@@ -255,6 +264,7 @@ async fn two_worker_processes_give_exact_outputs() {
     let r = run_owner(&url, "happy", |_| true).await;
     eprintln!("happy: {:?} {:?}", r.stats, r.summary.per_worker());
     check_outputs(&r);
+    check_suppressed_before_dispatch(&r);
     let s = &r.stats;
     assert_eq!(s.stale_refused(), 0);
     assert_eq!(s.lease_expired.load(Ordering::Relaxed), 0);
