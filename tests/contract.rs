@@ -10,6 +10,7 @@
 mod common;
 
 mod contract {
+    mod backends;
     mod conformance_a_rules;
     mod conformance_b_end_to_end;
     mod conformance_c_recovery;

@@ -176,10 +176,20 @@ async fn run_worker(
         .map_err(DistError::nats_any("subscribe"))?;
     let run = say_hello(&client, &cfg, &hello).await?;
     let js = jetstream::new(client.clone());
-    let store = js
-        .get_object_store(cfg.bucket())
-        .await
-        .map_err(DistError::nats_any("open the payload bucket"))?;
+    let (store, consumers) = match open_queues(&js, &cfg, &serve).await {
+        Ok(q) => q,
+        // The owner removes its queues when its run ends: a worker that
+        // joined just then finds them gone. If no owner answers for that
+        // run any more, there is nothing to serve; else the error stands.
+        Err(e) => {
+            let mut quick = cfg.clone();
+            quick.owner_wait = cfg.ack_wait;
+            return match say_hello(&client, &quick, &hello).await {
+                Ok(now) if now == run => Err(e),
+                _ => Ok(WorkerSummary::default()),
+            };
+        }
+    };
     let sh = Arc::new(Shared {
         plan: plan.clone(),
         client: client.clone(),
@@ -202,23 +212,16 @@ async fn run_worker(
         grains: AtomicU64::new(0),
     });
     let mut tasks = tokio::task::JoinSet::new();
-    for &(c, n) in &serve {
-        let stream = js
-            .get_stream(cfg.stream(c))
-            .await
-            .map_err(DistError::nats_any(format!("open stream {}", cfg.stream(c))))?;
-        let consumer: PullConsumer = stream
-            .get_consumer(&format!("c{c}"))
-            .await
-            .map_err(DistError::nats_any("open the Call's consumer"))?;
+    for (&(c, n), consumer) in serve.iter().zip(consumers) {
         for replica in 0..n as usize {
             let rt = plan.calls()[c].runtime.clone();
             let name = plan.calls()[c].name.to_string();
-            tasks.spawn(slot(sh.clone(), rt, name, replica, consumer.clone()));
+            let limit = plan.calls()[c].config.timeout;
+            tasks.spawn(slot(sh.clone(), rt, name, limit, replica, consumer.clone()));
         }
     }
     // Heartbeats keep the owner's credits for this worker alive.
-    let beat = {
+    let beat = AbortOnDrop({
         let sh = sh.clone();
         let body = Ctl::Beat(hello).encode();
         tokio::spawn(async move {
@@ -227,7 +230,7 @@ async fn run_worker(
                 tokio::time::sleep(sh.cfg.ack_wait / 3).await;
             }
         })
-    };
+    });
     let result = loop {
         tokio::select! {
             m = done.next() => {
@@ -245,13 +248,40 @@ async fn run_worker(
             },
         }
     };
-    beat.abort();
+    drop(beat);
     tasks.abort_all();
     result?;
     Ok(WorkerSummary {
         batches: sh.batches.load(Ordering::Relaxed),
         grains: sh.grains.load(Ordering::Relaxed),
     })
+}
+
+/// The run's payload bucket and a consumer per Call served, as the owner
+/// made them before it answered the worker's hello.
+async fn open_queues(
+    js: &jetstream::Context,
+    cfg: &DistConfig,
+    serve: &[(usize, u32)],
+) -> Result<(jetstream::object_store::ObjectStore, Vec<PullConsumer>), DistError> {
+    let store = js
+        .get_object_store(cfg.bucket())
+        .await
+        .map_err(DistError::nats_any("open the payload bucket"))?;
+    let mut consumers = Vec::with_capacity(serve.len());
+    for &(c, _) in serve {
+        let stream = js
+            .get_stream(cfg.stream(c))
+            .await
+            .map_err(DistError::nats_any(format!("open stream {}", cfg.stream(c))))?;
+        consumers.push(
+            stream
+                .get_consumer(&format!("c{c}"))
+                .await
+                .map_err(DistError::nats_any("open the Call's consumer"))?,
+        );
+    }
+    Ok((store, consumers))
 }
 
 /// Register with the owner (retrying until it answers) and check the plan.
@@ -291,22 +321,20 @@ async fn slot(
     sh: Arc<Shared>,
     rt: Arc<dyn ErasedCall>,
     call: String,
+    limit: Option<Duration>,
     replica: usize,
     consumer: PullConsumer,
 ) -> Result<(), DistError> {
     let mut stage = Some(spawn_stage(&rt, &call).await?);
     let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-    let puller = tokio::spawn(pull(sh.clone(), call.clone(), consumer, tx));
+    let mut puller = AbortOnDrop(tokio::spawn(pull(sh.clone(), call.clone(), consumer, tx)));
     while let Some(m) = rx.recv().await {
         if stage.is_none() {
             stage = Some(spawn_stage(&rt, &call).await?);
         }
-        if let Err(e) = run_one(&sh, &rt, &call, replica, &mut stage, m).await {
-            puller.abort();
-            return Err(e);
-        }
+        run_one(&sh, &rt, &call, limit, replica, &mut stage, m).await?;
     }
-    match puller.await {
+    match (&mut puller.0).await {
         Ok(r) => r,
         Err(e) => Err(DistError::Run(RunError::Stalled(format!(
             "a puller of `{call}` ended: {e}"
@@ -429,6 +457,7 @@ async fn run_one(
     sh: &Arc<Shared>,
     rt: &Arc<dyn ErasedCall>,
     call: &str,
+    limit: Option<Duration>,
     replica: usize,
     stage: &mut Option<StageBox>,
     m: jetstream::Message,
@@ -477,7 +506,7 @@ async fn run_one(
             }
         })
     });
-    let result = execute(sh, rt, replica, stage, &bm).await;
+    let result = execute(sh, rt, limit, replica, stage, &bm).await;
     drop(beat);
     let grains = (bm.slots.len() / (bm.arity.max(1) as usize)) as u64;
     sh.batches.fetch_add(1, Ordering::Relaxed);
@@ -530,6 +559,7 @@ async fn rejoin(sh: &Arc<Shared>) -> Option<u64> {
 async fn execute(
     sh: &Arc<Shared>,
     rt: &Arc<dyn ErasedCall>,
+    limit: Option<Duration>,
     replica: usize,
     stage: &mut Option<StageBox>,
     bm: &BatchMsg,
@@ -547,14 +577,17 @@ async fn execute(
         AttemptError::Contract("a batch message's slot count is not a multiple of its arity".into())
     })?;
     // A panic is this attempt's failure (the instance is lost and the slot
-    // makes a fresh one): a poison record never takes the worker down.
-    run_attempt(rt, stage, replica, inputs).await
+    // makes a fresh one): a poison record never takes the worker down. The
+    // Call's timeout holds here as in the owner: a hung attempt is given up.
+    run_attempt(rt, stage, replica, inputs, limit).await
 }
 
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+/// Aborts a task when dropped: a worker future aborted or dropped mid-run
+/// takes its heartbeat and pullers with it (its slots are a `JoinSet`,
+/// which does the same).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
-impl Drop for AbortOnDrop {
+impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }

@@ -12,9 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{Workers, config, wait_for};
 use futures::StreamExt;
 use rayorch_dist::server::NatsServer;
-use rayorch_dist::{Codecs, DistConfig, DistError, Fault, Owner, OwnerStats, Storage};
+use rayorch_dist::{Codecs, DistError, Fault, Owner, OwnerStats, Storage};
 use rayorch_runtime::spi::Value;
 use rayorch_runtime::{Call, ItemKind, Outcome, Output, Plan, expand, reduce};
 
@@ -76,13 +79,6 @@ fn codecs() -> Codecs {
     Codecs::new().json::<String>().json::<Vec<String>>()
 }
 
-fn config(url: &str, job: &str) -> DistConfig {
-    let mut c = DistConfig::new(url, job).ack_wait(Duration::from_secs(1));
-    c.inline_max = 64;
-    c.storage = Storage::Memory;
-    c
-}
-
 /// Doc 0 has 120 pages (and fails as a group); docs 1..=12 have 1..=36 pages.
 fn docs() -> Vec<(u64, String)> {
     std::iter::once((0, "0:120".to_string()))
@@ -127,26 +123,8 @@ fn worker_process() {
 }
 
 fn spawn_worker(url: &str, job: &str, fault: Option<&str>) -> Child {
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
-        .env("RAYORCH_DIST_TEST_WORKER", url)
-        .env("RAYORCH_DIST_TEST_JOB", job);
-    if let Some(f) = fault {
-        c.env("RAYORCH_DIST_TEST_FAULT", f);
-    }
-    c.stdout(std::process::Stdio::null()).spawn().unwrap()
-}
-
-/// Kill and reap the workers still running (their pids are ours).
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    let env: Vec<(&str, &str)> = fault.map(|f| ("RAYORCH_DIST_TEST_FAULT", f)).into_iter().collect();
+    common::spawn_worker(url, job, &env)
 }
 
 /// A server and two worker processes of `job`, the first with `fault`.
@@ -158,18 +136,6 @@ fn cluster(job: &str, fault: Option<&str>) -> (NatsServer, String, Workers) {
         spawn_worker(&url, job, None),
     ]);
     (server, url, w)
-}
-
-/// Wait (bounded, so a bug fails instead of hanging) until `cond` holds.
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "gave up waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 struct Run {
@@ -655,15 +621,7 @@ fn paged_plan() -> (Plan, Output<Vec<String>>) {
 async fn backpressure_bounds_the_pages_the_owner_holds_between_calls() {
     let server = NatsServer::start().unwrap();
     let url = server.url();
-    let spawn = || {
-        let mut c = Command::new(std::env::current_exe().unwrap());
-        c.args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
-            .env("RAYORCH_DIST_TEST_WORKER", &url)
-            .env("RAYORCH_DIST_TEST_JOB", "held")
-            .env("RAYORCH_DIST_TEST_PLAN", "paged")
-            .stdout(std::process::Stdio::null());
-        c.spawn().unwrap()
-    };
+    let spawn = || common::spawn_worker(&url, "held", &[("RAYORCH_DIST_TEST_PLAN", "paged")]);
     let _w = Workers(vec![spawn(), spawn()]);
     let (plan, out) = paged_plan();
     let mut cfg = config(&url, "held");
@@ -734,14 +692,11 @@ async fn an_owner_running_a_call_itself_gives_exact_outputs() {
 async fn a_batch_fetched_ahead_outlives_ack_wait_without_redelivery() {
     let server = NatsServer::start().unwrap();
     let url = server.url();
-    let mut worker = Command::new(std::env::current_exe().unwrap());
-    worker
-        .args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
-        .env("RAYORCH_DIST_TEST_WORKER", &url)
-        .env("RAYORCH_DIST_TEST_JOB", "ahead")
-        .env("RAYORCH_DIST_TEST_OCR_MS", "3500")
-        .stdout(std::process::Stdio::null());
-    let _w = Workers(vec![worker.spawn().unwrap()]);
+    let _w = Workers(vec![common::spawn_worker(
+        &url,
+        "ahead",
+        &[("RAYORCH_DIST_TEST_OCR_MS", "3500")],
+    )]);
     let (mut owner, out, stats) = owner(&url, "ahead");
     // Three documents of four pages: three ocr batches (B = 4), one after the
     // other on the single slot, two published at once (2 credits per slot).

@@ -381,3 +381,37 @@ pub(crate) fn pages_plan(
     })
     .unwrap()
 }
+
+/// The JetStream backend in one test process: an owner and worker tasks
+/// over a real nats-server (`rayorch::dist::server`).
+pub(crate) mod dist {
+    use std::time::Duration;
+
+    use rayorch::Plan;
+    use rayorch::dist::{Codecs, DistConfig, DistError, Storage, WorkerSummary};
+
+    /// Ack wait 1 s, memory queues, values over 64 bytes through the object
+    /// store. The owner lease is 10 s (not 3 × ack wait): a batch a lost
+    /// worker held comes back through JetStream's redelivery after the ack
+    /// wait; the lease stays a fallback no loaded machine trips, so it never
+    /// fails an attempt that did not fail.
+    pub(crate) fn config(url: &str, job: &str) -> DistConfig {
+        let mut c = DistConfig::new(url, job).ack_wait(Duration::from_secs(1));
+        c.lease = Duration::from_secs(10);
+        c.inline_max = 64;
+        c.storage = Storage::Memory;
+        c
+    }
+
+    /// A worker task in this process serving `calls` of `plan` until its
+    /// owner ends the run.
+    pub(crate) fn worker_task(
+        plan: &Plan,
+        codecs: &Codecs,
+        cfg: DistConfig,
+        calls: String,
+    ) -> tokio::task::JoinHandle<Result<WorkerSummary, DistError>> {
+        let (plan, codecs) = (plan.clone(), codecs.clone());
+        tokio::spawn(async move { rayorch::dist::worker(&plan, codecs, cfg, &calls).await })
+    }
+}

@@ -38,6 +38,7 @@
 //! `SimConfig`; proptest shrinks the program and the roots first.
 
 use crate::common;
+mod dist;
 mod generator;
 mod harness;
 mod reference;
@@ -72,6 +73,9 @@ domain!(L3: L2);
 /// The engine's cause for an aligned expansion whose lists differ in length
 /// starts with this; the rest (the lengths, the advice) is free text.
 const MISMATCH: &str = "cardinality mismatch";
+
+/// The timeout of a stalling Call (`Fx::stall`).
+const STALL_TIMEOUT: Duration = Duration::from_millis(250);
 
 // ---- the program AST ---------------------------------------------------------------
 
@@ -153,6 +157,10 @@ struct Fx {
     exec: Exec,
     /// The Call's own pool size (the random sim schedules draw their own).
     replicas: usize,
+    /// Set only by the distributed property (`randomized/dist.rs`), on async
+    /// retrying Calls: the Call gets a timeout ([`STALL_TIMEOUT`]) and its
+    /// 2nd and 6th attempts hang past it; retries absorb both.
+    stall: bool,
 }
 
 /// What user code returns, kept apart from `rayorch::Outcome` so that the
@@ -319,6 +327,9 @@ impl fmt::Display for Fx {
         }
         if let Exec::Async { base, concurrency } = self.exec {
             write!(f, " async(base {base}us, x{concurrency})")?;
+        }
+        if self.stall {
+            write!(f, " STALLS past {STALL_TIMEOUT:?}")?;
         }
         write!(f, "]")
     }

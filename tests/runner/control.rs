@@ -236,6 +236,45 @@ fn stop_admitting_lets_roots_in_flight_finish() {
     assert_eq!((summary.roots, summary.abandoned), (6, 0));
 }
 
+/// A sink may stop the run itself: from its `stop_admitting` or `cancel`
+/// on, the source is not polled again (the roots already pulled run, or are
+/// handed out cancelled).
+#[test]
+fn a_sink_that_stops_the_run_has_no_further_root_pulled() {
+    for cancel in [false, true] {
+        let (plan, out) = id_plan(Call::map("id", |x: u32| x).batch_size(1));
+        let runner = Runner::new(&plan).window(2);
+        let handle = runner.cancel_handle();
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let p = pulled.clone();
+        let source = (0..20u64).map(move |k| {
+            p.fetch_add(1, Ordering::SeqCst);
+            (k, k as u32)
+        });
+        let mut at_stop = None;
+        let mut got = Vec::new();
+        let summary = runner
+            .run(
+                source,
+                Callback(|o: &RootOutcome| {
+                    got.push(o.get(out).kind());
+                    if at_stop.is_none() {
+                        match cancel {
+                            true => handle.cancel(),
+                            false => handle.stop_admitting(),
+                        }
+                        at_stop = Some(pulled.load(Ordering::SeqCst));
+                    }
+                }),
+            )
+            .unwrap();
+        let pulled = pulled.load(Ordering::SeqCst);
+        assert_eq!(Some(pulled), at_stop, "cancel: {cancel}");
+        assert_eq!((summary.roots as usize, got.len()), (pulled, pulled), "cancel: {cancel}");
+        assert_eq!(summary.cancelled, cancel);
+    }
+}
+
 #[derive(Default)]
 struct Seen {
     dispatched: Vec<(String, usize, usize)>,

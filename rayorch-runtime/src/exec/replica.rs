@@ -709,18 +709,41 @@ impl Backend for ReplicaBackend {
 
 /// Run one batch on a stage instance outside any pool (a distributed
 /// worker's slot): blocking stages on tokio's blocking pool, async ones on
-/// this task. A panic anywhere (the factory excepted: see the pool) is this
-/// attempt's failure and loses the instance (`stage` is left `None`, so the
-/// caller makes a fresh one); it never unwinds into the caller.
+/// this task, within `limit` (the Call's `timeout`) when one is set. A panic
+/// anywhere (the factory excepted: see the pool) is this attempt's failure
+/// and loses the instance (`stage` is left `None`, so the caller makes a
+/// fresh one); it never unwinds into the caller. An attempt past its limit
+/// is [`AttemptError::TimedOut`] and loses the instance too: an async future
+/// is dropped there, a blocking thread finishes on its own with an instance
+/// nobody uses again.
 pub async fn run_attempt(
     runtime: &Arc<dyn ErasedCall>,
     stage: &mut Option<StageBox>,
     replica: usize,
     inputs: BatchInputs,
+    limit: Option<std::time::Duration>,
 ) -> AttemptResult {
-    let Some(mut st) = stage.take() else {
+    let Some(st) = stage.take() else {
         return Err(AttemptError::Failed("the stage instance was lost".into()));
     };
+    let attempt = attempt_on(runtime, st, replica, inputs);
+    let (kept, result) = match limit {
+        None => attempt.await,
+        Some(t) => tokio::time::timeout(t, attempt)
+            .await
+            .unwrap_or_else(|_| (None, Err(timed_out(Some(t))))),
+    };
+    *stage = kept;
+    result
+}
+
+/// One attempt on `st`: the instance back (unless it panicked) and the result.
+async fn attempt_on(
+    runtime: &Arc<dyn ErasedCall>,
+    mut st: StageBox,
+    replica: usize,
+    inputs: BatchInputs,
+) -> (Option<StageBox>, AttemptResult) {
     match runtime.execution() {
         Execution::Blocking => {
             let r = runtime.clone();
@@ -730,12 +753,9 @@ pub async fn run_attempt(
             })
             .await;
             match run {
-                Ok((st, Ok(out))) => {
-                    *stage = Some(st);
-                    out
-                }
-                Ok((_, Err(p))) => Err(panicked(&p)),
-                Err(e) => Err(AttemptError::Panicked(format!("stage panicked: {e}"))),
+                Ok((st, Ok(out))) => (Some(st), out),
+                Ok((_, Err(p))) => (None, Err(panicked(&p))),
+                Err(e) => (None, Err(AttemptError::Panicked(format!("stage panicked: {e}")))),
             }
         }
         Execution::Async => {
@@ -745,11 +765,8 @@ pub async fn run_attempt(
                 Err(p) => Err(p),
             };
             match run {
-                Ok(out) => {
-                    *stage = Some(st);
-                    out
-                }
-                Err(p) => Err(panicked(&p)),
+                Ok(out) => (Some(st), out),
+                Err(p) => (None, Err(panicked(&p))),
             }
         }
     }

@@ -376,21 +376,28 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 self.abandon_live()?;
                 return Ok(());
             }
-            exhausted |= !self.control.admitting();
             // Deliver before admitting: a finished root leaves the window
             // only once the sink has it, so roots pulled from the source
             // never exceed roots delivered plus the window, however slow
-            // the sink (backpressure, not buffering).
+            // the sink (backpressure, not buffering). The sink may stop the
+            // run itself: each delivery is followed by a look at the control
+            // before the source is polled again.
             self.deliver()?;
+            exhausted |= !self.control.admitting();
             while !exhausted && self.engine.can_admit() {
                 match source.next().now_or_never() {
                     Some(Some((key, v))) => {
                         self.admit(key, v)?;
                         self.deliver()?;
+                        exhausted |= !self.control.admitting();
                     }
                     Some(None) => exhausted = true,
                     None => break,
                 }
+            }
+            if self.control.cancelled() {
+                // The sink cancelled: abandon at the top, dispatch nothing.
+                continue;
             }
             if let Some(e) = self.engine.aborted() {
                 return Err(e.clone().into());

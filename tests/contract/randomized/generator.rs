@@ -232,6 +232,7 @@ impl Decoder {
             poison,
             exec,
             replicas: 1 + (raw.res as usize / 3) % 3,
+            stall: false,
         }
     }
 

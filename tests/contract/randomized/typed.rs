@@ -3,6 +3,9 @@
 
 use super::*;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// A batch's result: the first poisoned record fails the whole attempt
 /// (an `Err`, or a panic), else one outcome per record.
 pub(crate) fn finish<T>(fx: Fx, results: Vec<Res<T>>) -> StageResult<T> {
@@ -80,9 +83,10 @@ where
         // The stage judges the batch at once (a `PanicEarly` poison panics
         // there, before the future exists); the future sleeps and yields on
         // tokio's clock before it reports.
-        Exec::Async { base, concurrency } => configure(
-            fx,
-            common::async_call(&name, move |batch: Vec<I>| {
+        Exec::Async { base, concurrency } => {
+            let attempts = Arc::new(AtomicU64::new(0));
+            let call = common::async_call(&name, move |batch: Vec<I>| {
+                let stalls = fx.stall && matches!(attempts.fetch_add(1, Ordering::Relaxed), 1 | 5);
                 let pause = Duration::from_micros(u64::from(base) * (batch.len() as u64 + 1) % 3000);
                 let results: Vec<Res<O>> = batch.into_iter().map(&f).collect();
                 if fx.poison.is_some_and(|p| p.how == How::PanicEarly)
@@ -91,6 +95,9 @@ where
                     std::panic::panic_any(why.to_string());
                 }
                 Box::pin(async move {
+                    if stalls {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    }
                     tokio::time::sleep(pause).await;
                     if base % 2 == 1 {
                         tokio::task::yield_now().await;
@@ -98,9 +105,13 @@ where
                     finish(fx, results)
                 })
             })
-            .concurrency(concurrency),
-        )
-        .apply(inputs),
+            .concurrency(concurrency);
+            let call = match fx.stall {
+                true => call.timeout(STALL_TIMEOUT),
+                false => call,
+            };
+            configure(fx, call).apply(inputs)
+        }
     }
 }
 
