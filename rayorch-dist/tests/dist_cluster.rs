@@ -123,7 +123,10 @@ fn worker_process() {
 }
 
 fn spawn_worker(url: &str, job: &str, fault: Option<&str>) -> Child {
-    let env: Vec<(&str, &str)> = fault.map(|f| ("RAYORCH_DIST_TEST_FAULT", f)).into_iter().collect();
+    let env: Vec<(&str, &str)> = fault
+        .map(|f| ("RAYORCH_DIST_TEST_FAULT", f))
+        .into_iter()
+        .collect();
     common::spawn_worker(url, job, &env)
 }
 

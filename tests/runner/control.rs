@@ -270,7 +270,11 @@ fn a_sink_that_stops_the_run_has_no_further_root_pulled() {
             .unwrap();
         let pulled = pulled.load(Ordering::SeqCst);
         assert_eq!(Some(pulled), at_stop, "cancel: {cancel}");
-        assert_eq!((summary.roots as usize, got.len()), (pulled, pulled), "cancel: {cancel}");
+        assert_eq!(
+            (summary.roots as usize, got.len()),
+            (pulled, pulled),
+            "cancel: {cancel}"
+        );
         assert_eq!(summary.cancelled, cancel);
     }
 }

@@ -39,19 +39,25 @@ impl Stage for Ocr {
     }
 }
 
-fn lines(plan: &Plan, roots: Vec<(u64, u32)>) -> (rayorch::RunSummary, BTreeMap<u64, FailureLine>) {
-    let mut lines = BTreeMap::new();
+/// The failure lines of a run by root key, and apart the lines of roots
+/// refused for a repeated key (which share their key with a root that ran,
+/// and may reach the sink before or after it).
+fn lines(
+    plan: &Plan,
+    roots: Vec<(u64, u32)>,
+) -> (rayorch::RunSummary, BTreeMap<u64, FailureLine>, Vec<FailureLine>) {
+    let (mut lines, mut repeated) = (BTreeMap::new(), Vec::new());
     let summary = Runner::new(plan)
         .run(
             roots,
-            rayorch::sink::Callback::new(|o| {
-                if let Some(l) = FailureLine::of(o, None) {
-                    lines.insert(o.key, l);
-                }
+            rayorch::sink::Callback::new(|o| match FailureLine::of(o, None) {
+                Some(l) if l.kind.as_deref() == Some("source") => repeated.push(l),
+                Some(l) => assert!(lines.insert(o.key, l).is_none(), "root {} failed twice", o.key),
+                None => {}
             }),
         )
         .unwrap();
-    (summary, lines)
+    (summary, lines, repeated)
 }
 
 #[test]
@@ -65,7 +71,7 @@ fn record_group_panic_error_and_duplicate_failures_say_what_and_where() {
         b.output(reduce(ocr.apply(expand::<Page, _, _>(pages.apply(docs)))))
     })
     .unwrap();
-    let (summary, lines) = lines(&plan, vec![(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (1, 5)]);
+    let (summary, lines, repeated) = lines(&plan, vec![(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (1, 5)]);
     let what = |k: u64| {
         let l = &lines[&k];
         (
@@ -91,6 +97,21 @@ fn record_group_panic_error_and_duplicate_failures_say_what_and_where() {
     }
     assert!(lines[&3].cause.contains("the model crashed"), "{:?}", lines[&3]);
     // The second root given key 1: the source's mistake, no Call, no Entity.
+    assert_eq!(repeated.len(), 1, "{repeated:?}");
+    assert_eq!(
+        (
+            repeated[0].key,
+            repeated[0].outcome.as_str(),
+            repeated[0].call.as_deref(),
+            repeated[0].entity.as_deref()
+        ),
+        (1, "failed", None, None)
+    );
+    assert!(
+        repeated[0].cause.contains("already given to this run"),
+        "{:?}",
+        repeated[0]
+    );
     let dup = summary.failures.iter().find(|f| f.kind == "source").unwrap();
     assert_eq!(
         (dup.domain.as_str(), dup.level.as_str(), dup.count),

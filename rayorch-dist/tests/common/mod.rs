@@ -1,0 +1,114 @@
+//! Helpers shared by the distributed test binaries: worker processes (the
+//! test binary re-executed with `RAYORCH_DIST_TEST_WORKER` set, running its
+//! own `worker_process` test), a guard that reaps them, and bounded waits
+//! (a bug fails the test instead of hanging it).
+#![allow(
+    dead_code,
+    reason = "each test binary (dist_cluster, dist_failures, dist_control) uses some of the helpers"
+)]
+
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use rayorch_dist::{DistConfig, Storage};
+
+/// How long a run may take before the test calls it hung: generous, it
+/// fails a test instead of timing one.
+pub(crate) const HUNG: Duration = Duration::from_secs(120);
+
+/// The tests' settings: ack wait 1 s (owner lease 3 s) so faults resolve in
+/// seconds, values over 64 bytes through the object store, memory queues.
+pub(crate) fn config(url: &str, job: &str) -> DistConfig {
+    let mut c = DistConfig::new(url, job).ack_wait(Duration::from_secs(1));
+    c.inline_max = 64;
+    c.storage = Storage::Memory;
+    c
+}
+
+/// Start this test binary again as a worker of `job` (its `worker_process`
+/// test), with `env` set.
+pub(crate) fn spawn_worker(url: &str, job: &str, env: &[(&str, &str)]) -> Child {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
+        .env("RAYORCH_DIST_TEST_WORKER", url)
+        .env("RAYORCH_DIST_TEST_JOB", job)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null());
+    c.spawn().unwrap()
+}
+
+/// Kill and reap the workers still running (their pids are ours).
+pub(crate) struct Workers(pub(crate) Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Workers {
+    /// Is every worker process still running?
+    pub(crate) fn all_running(&mut self) -> bool {
+        self.0.iter_mut().all(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Each worker's exit status, waiting until it exits (bounded by [`HUNG`]).
+    pub(crate) fn exits(&mut self) -> Vec<ExitStatus> {
+        let start = Instant::now();
+        self.0
+            .iter_mut()
+            .map(|c| {
+                loop {
+                    if let Some(s) = c.try_wait().unwrap() {
+                        break s;
+                    }
+                    assert!(
+                        start.elapsed() < HUNG,
+                        "worker process {} did not exit after the run ended",
+                        c.id()
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+            .collect()
+    }
+}
+
+/// Wait (bounded, so a bug fails instead of hanging) until `cond` holds.
+pub(crate) async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < HUNG, "gave up waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `fut`'s output, or a failed test if it takes longer than [`HUNG`].
+pub(crate) async fn bounded<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(HUNG, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what} gave no answer in {HUNG:?}: it hangs"),
+    }
+}
+
+/// Keep the panics a test provokes on purpose (their message holds
+/// `marker`) off stderr; any other panic still prints.
+pub(crate) fn quiet_panics(marker: &'static str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let p = info.payload();
+            let text = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied());
+            if !text.is_some_and(|t| t.contains(marker)) {
+                default(info);
+            }
+        }));
+    });
+}
