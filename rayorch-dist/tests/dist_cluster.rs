@@ -483,9 +483,12 @@ async fn a_partitioned_worker_is_taken_over_and_its_late_report_refused() {
     let server = NatsServer::start().unwrap();
     let url = server.url();
     let proxy = Proxy::start(server.port()).await;
+    // The direct worker takes 100 ms a batch, so the run still has ocr
+    // batches to hand out when the proxied one has joined (a loaded machine
+    // may take a second to start a worker process).
     let _w = Workers(vec![
         spawn_worker(&proxy.url(), "part", None),
-        spawn_worker(&url, "part", None),
+        common::spawn_worker(&url, "part", &[("RAYORCH_DIST_TEST_OCR_MS", "100")]),
     ]);
     let (owner, out, stats) = owner(&url, "part");
     // Keep the run open until the partitioned worker's late report came
