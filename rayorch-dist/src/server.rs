@@ -9,7 +9,6 @@
 //! 127.0.0.1 on a free port with JetStream and a private store folder, waits
 //! until it accepts connections, and stops it on drop.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -158,17 +157,18 @@ impl NatsServer {
     }
 
     /// Start `bin` with its JetStream store in `store` (a restart over the
-    /// same folder keeps file-stored streams).
+    /// same folder keeps file-stored streams). The server picks its own free
+    /// port and names it in a ports file (no race with another server
+    /// started at the same time, as picking one here and passing it on had).
     pub fn start_with(bin: &Path, store: &Path) -> Result<NatsServer, DistError> {
-        let port = free_port()?;
-        let child = spawn(bin, port, store)?;
+        let child = spawn(bin, None, store)?;
         let mut s = NatsServer {
             child,
             bin: bin.to_path_buf(),
-            port,
+            port: 0,
             store: store.to_path_buf(),
         };
-        s.wait_ready()?;
+        s.port = s.wait_ready()?;
         Ok(s)
     }
 
@@ -180,26 +180,35 @@ impl NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         std::thread::sleep(down);
-        self.child = spawn(&self.bin, self.port, &self.store)?;
-        self.wait_ready()
+        self.child = spawn(&self.bin, Some(self.port), &self.store)?;
+        self.wait_ready().map(drop)
     }
 
-    fn wait_ready(&mut self) -> Result<(), DistError> {
-        let (port, start) = (self.port, Instant::now());
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    /// Wait until this child has written its ports file and accepts on the
+    /// port it names; that port.
+    fn wait_ready(&mut self) -> Result<u16, DistError> {
+        let start = Instant::now();
+        let file = ports_dir(&self.store).join(format!("nats-server_{}.ports", self.child.id()));
+        loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(DistError::Server(format!(
                     "nats-server exited at start with {status}"
                 )));
             }
+            let port = std::fs::read_to_string(&file).ok().and_then(|t| client_port(&t));
+            if let Some(port) = port
+                && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            {
+                return Ok(port);
+            }
             if start.elapsed() > Duration::from_secs(30) {
                 return Err(DistError::Server(format!(
-                    "nats-server did not accept on port {port} within 30 s"
+                    "nats-server did not name and accept on a port within 30 s (ports file {})",
+                    file.display()
                 )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(())
     }
 
     /// The port it listens on.
@@ -226,19 +235,53 @@ impl Drop for NatsServer {
     }
 }
 
-fn spawn(bin: &Path, port: u16, store: &Path) -> Result<Child, DistError> {
+/// A command running `bin` that dies with the thread that spawns it: on
+/// Linux, `setpriv --pdeathsig KILL` (util-linux, on every Debian) sets the
+/// parent-death signal and execs `bin`, so the child is killed whenever its
+/// parent ends — killed (SIGTERM, SIGKILL), Ctrl-C or a crash — and never
+/// outlives it. The signal follows the spawning *thread*: spawn from one
+/// that lives as long as the child should (not a pool thread). Where
+/// `setpriv` is missing the command is `bin` alone.
+pub fn dying_with_this_thread(bin: &Path) -> Command {
+    let setpriv = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("setpriv"))
+        .find(|p| p.is_file());
+    match setpriv {
+        Some(setpriv) => {
+            let mut c = Command::new(setpriv);
+            c.args(["--pdeathsig", "KILL", "--"]).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    }
+}
+
+/// Where a server writes its ports file: beside its JetStream data.
+fn ports_dir(store: &Path) -> PathBuf {
+    store.join("ports")
+}
+
+/// The client port in a ports file (`{"nats":["nats://127.0.0.1:PORT"]}`).
+fn client_port(text: &str) -> Option<u16> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let url = v.get("nats")?.get(0)?.as_str()?;
+    url.rsplit_once(':')?.1.parse().ok()
+}
+
+/// `port`: `None` lets the server pick a free one (`-p -1`).
+fn spawn(bin: &Path, port: Option<u16>, store: &Path) -> Result<Child, DistError> {
+    let port = port.map_or_else(|| "-1".to_string(), |p| p.to_string());
+    std::fs::create_dir_all(ports_dir(store))
+        .map_err(|e| DistError::Server(format!("could not create {}: {e}", ports_dir(store).display())))?;
     Command::new(bin)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
         .arg(store)
+        .arg("--ports_file_dir")
+        .arg(ports_dir(store))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| DistError::Server(format!("could not start {}: {e}", bin.display())))
-}
-
-fn free_port() -> Result<u16, DistError> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| DistError::Server(format!("no free port: {e}")))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| DistError::Server(format!("no free port: {e}")))
 }
