@@ -713,16 +713,15 @@ impl Backend for DistBackend {
             }
         }
         // The owner's own Calls, held behind consumers on workers too.
-        let remote_busy: Vec<bool> = self.in_flight.iter().map(|&n| n > 0).collect();
-        self.local.dispatch_with(cx, |d| remote_busy[d]);
+        let remote = &self.in_flight;
+        self.local.dispatch_with(cx, |d| remote[d] > 0);
         for c in 0..self.plan.calls().len() {
             if self.local.serves(c) {
                 continue;
             }
             let b = self.plan.calls()[c].config.batch_size;
             while self.in_flight[c] < self.slots[c] * self.cfg.credits_per_slot {
-                let working: Vec<bool> = (0..self.slots.len()).map(|d| self.working(d)).collect();
-                let Some((batch, _)) = cx.reserve(c, b, |d| working[d]) else {
+                let Some((batch, _)) = cx.reserve(c, b, |d| DistBackend::working(self, d)) else {
                     break;
                 };
                 self.publish(batch).await?;

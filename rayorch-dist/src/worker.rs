@@ -182,10 +182,8 @@ async fn run_worker(
         // joined just then finds them gone. If no owner answers for that
         // run any more, there is nothing to serve; else the error stands.
         Err(e) => {
-            let mut quick = cfg.clone();
-            quick.owner_wait = cfg.ack_wait;
-            return match say_hello(&client, &quick, &hello).await {
-                Ok(now) if now == run => Err(e),
+            return match current_run(&client, &cfg, &hello).await {
+                Some(now) if now == run => Err(e),
                 _ => Ok(WorkerSummary::default()),
             };
         }
@@ -549,11 +547,17 @@ async fn publish_report(sh: &Arc<Shared>, ctl: String, frame: Vec<u8>) -> Result
 /// current and adopt it (the owner restarted and resumed from its journal).
 /// `None` when no owner answers.
 async fn rejoin(sh: &Arc<Shared>) -> Option<u64> {
-    let mut cfg = sh.cfg.clone();
-    cfg.owner_wait = cfg.ack_wait;
-    let run = say_hello(&sh.client, &cfg, &sh.hello).await.ok()?;
+    let run = current_run(&sh.client, &sh.cfg, &sh.hello).await?;
     sh.run.store(run, Ordering::Relaxed);
     Some(run)
+}
+
+/// The owner's current run, asked again and waited for one ack wait only
+/// (not `owner_wait`): `None` when no owner answers by then.
+async fn current_run(client: &async_nats::Client, cfg: &DistConfig, hello: &Hello) -> Option<u64> {
+    let mut quick = cfg.clone();
+    quick.owner_wait = cfg.ack_wait;
+    say_hello(client, &quick, hello).await.ok()
 }
 
 async fn execute(
