@@ -13,6 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -140,10 +141,23 @@ async fn run(
 ) -> (Result<RunSummary, DistError>, Delivered, Vec<u64>) {
     let pulled: Arc<Mutex<Vec<u64>>> = Arc::default();
     let (p, so_far) = (pulled.clone(), pulled.clone());
-    let source = futures::stream::iter(0..ROOTS).map(move |k| {
-        p.lock().unwrap().push(k);
-        (k, Arc::new(k.to_string()) as Value)
-    });
+    // The roots come once both worker processes have registered: a run that
+    // ended before a slow-starting worker joined would leave that worker
+    // asking for an owner until `owner_wait` and exiting NoOwner, which is
+    // right for it but not what these tests are about.
+    let stats = c.owner.stats();
+    let joined = async move {
+        let start = Instant::now();
+        while stats.workers_registered.load(Ordering::Relaxed) < 2 && start.elapsed() < HUNG {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let source = futures::stream::once(joined)
+        .flat_map(|()| futures::stream::iter(0..ROOTS))
+        .map(move |k| {
+            p.lock().unwrap().push(k);
+            (k, Arc::new(k.to_string()) as Value)
+        });
     let out = c.out;
     let mut delivered = Delivered::new();
     let result = bounded(
