@@ -70,13 +70,14 @@ pub use rayorch_macros::{Domain, pipeline};
 #[cfg(feature = "sim")]
 pub use rayorch_runtime::sim;
 pub use rayorch_runtime::{
-    Async, AsyncRecordStage, AsyncStage, BatchDispatched, BatchFinished, BatchFn, BoxError, BoxFuture, Call,
-    CallConfig, CallMetrics, CancelHandle, Cause, ChildOf, DEFAULT_BACKPRESSURE, DEFAULT_WINDOW,
-    DEFAULT_WINDOW_CHILDREN, Data, Domain, DomainCounts, EntityPath, FailureCount, FailureKind, FnCall, Item,
-    ItemKind, Observer, Optional, Origin, Outcome, Output, Pipeline, Plan, PlanBuilder, PlanError,
-    PlanErrors, Port, RecordCall, RecordPolicy, RecordResult, Records, Recovery, Reservation, RootDomain,
-    RootOutcome, RunError, RunSummary, Runner, Stage, StageContext, StageResult, broadcast, domain, expand,
-    expand_aligned, filter, journal, reduce, reduce_aligned, reduce_keep_failed, reduce_members, sink, spi,
+    AdmissionLive, Async, AsyncRecordStage, AsyncStage, BackendGauge, BatchDispatched, BatchFinished,
+    BatchFn, BoxError, BoxFuture, Call, CallConfig, CallLive, CallMetrics, CancelHandle, Cause, ChildOf,
+    DEFAULT_BACKPRESSURE, DEFAULT_WINDOW, DEFAULT_WINDOW_CHILDREN, Data, Domain, DomainCounts, EntityPath,
+    FailureCount, FailureKind, FnCall, Item, ItemKind, Observer, Optional, Origin, Outcome, Output, Pipeline,
+    Plan, PlanBuilder, PlanError, PlanErrors, Port, Progress, RecordCall, RecordPolicy, RecordResult,
+    Records, Recovery, Reservation, RootDomain, RootOutcome, RunError, RunSummary, Runner, Stage,
+    StageContext, StageResult, broadcast, domain, expand, expand_aligned, filter, journal, reduce,
+    reduce_aligned, reduce_keep_failed, reduce_members, sink, spi,
 };
 
 // Type-level plumbing the operators' signatures name; users never write it.

@@ -1,7 +1,7 @@
 //! The threaded Runner and its executors: run control and streams
 //! (`control`), failures and faults, streaming sinks, durable runs across a
 //! kill (`durable_kill_resume`, which re-executes this binary as its child),
-//! memory bounds, the observer's spans, the plan handles a run checks, and
+//! memory bounds, the observer's spans and the `tracing` spans (`traces`), the plan handles a run checks, and
 //! per-record vs batch-level async stages against a loopback HTTP server
 //! (`http_records`).
 //!
@@ -21,4 +21,5 @@ mod runner {
     mod provenance;
     mod run_handles;
     mod streaming;
+    mod traces;
 }

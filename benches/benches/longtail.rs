@@ -2,7 +2,7 @@
 //! through the real runtime; the scheduler ablation, the reservation-policy
 //! latency comparison, and the failure study.
 //!
-//! `cargo bench -p rayorch-bench --bench longtail -- [--workload NAME|FILE] [--arm ARM|all|policies]
+//! `cargo bench -p rayorch-bench --bench longtail -- [--workload NAME|FILE] [--arm ARM|all|policies|watch]
 //!  [--runs N] [--window N] [--workers K] [--batch B] [--fail-largest N] [--ocr-a S] [--ocr-b S]
 //!  [--render-s-per-page S] [--upload-s S] [--render-workers R] [--upload-workers U]
 //!  [--emit FILE]`
@@ -129,6 +129,7 @@ fn main() {
             Arm::Nearest,
         ],
         Some("policies") => vec![Arm::DocStream, Arm::Unordered, Arm::Full, Arm::Nearest],
+        Some("watch") => vec![Arm::Full, Arm::Watched],
         Some(a) => vec![Arm::parse(a).unwrap_or_else(|| panic!("unknown --arm {a}"))],
     };
     let load_start = loadavg();

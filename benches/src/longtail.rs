@@ -101,6 +101,10 @@ pub enum Arm {
     Full,
     /// (e) rayorch: cross-parent rebatching, parents nearest completion first.
     Nearest,
+    /// (d) watched: `full` with the metrics endpoint and live page served
+    /// (`rayorch_kit::watch`) and scraped once a second, as Prometheus and an
+    /// open page would (issue 24's overhead check).
+    Watched,
 }
 
 impl Arm {
@@ -113,6 +117,7 @@ impl Arm {
             "unordered" | "c" => Arm::Unordered,
             "full" | "d" => Arm::Full,
             "nearest" | "e" => Arm::Nearest,
+            "watched" => Arm::Watched,
             _ => return None,
         })
     }
@@ -125,6 +130,7 @@ impl Arm {
             Arm::Unordered => "unordered",
             Arm::Full => "full",
             Arm::Nearest => "nearest",
+            Arm::Watched => "watched",
         }
     }
 }
@@ -486,7 +492,10 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
     let admit = Mutex::new(vec![0.0; w.docs.len()]);
     let index: HashMap<u64, usize> = w.docs.iter().enumerate().map(|(i, d)| (d.doc_id, i)).collect();
     let mut correct = true;
-    let summary = journaled(Runner::new(&plan).window(window))
+    let watch = (arm == Arm::Watched).then(rayorch_kit::watch::Watch::new);
+    let _scraper = watch.as_ref().map(Scraper::start);
+    let runner = journaled(Runner::new(&plan).window(window)).observe(watch.as_ref().map(|w| w.observer()));
+    let summary = runner
         .run(
             w.docs.iter().zip(poisoned).enumerate().map(|(idx, (d, &p))| {
                 // The runner pulls a root exactly when it admits it.
@@ -548,6 +557,51 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
 /// outputs in a JSONL file and the failures in another, as a durable job
 /// would; `BENCH_FSYNC=wakeup`: one commit per driver wakeup (default: the
 /// runner's interval policy).
+/// The watched arm's endpoint and a client that reads `/metrics` and
+/// `/api/state` once a second until dropped.
+struct Scraper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _server: rayorch_kit::watch::WatchServer,
+}
+
+impl Scraper {
+    fn start(w: &rayorch_kit::watch::Watch) -> Scraper {
+        use std::io::{Read, Write};
+        let server = w
+            .serve(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("serve the watch on loopback");
+        let addr = server.addr();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(Ordering::SeqCst) {
+                for path in ["/metrics", "/api/state"] {
+                    if let Ok(mut c) = std::net::TcpStream::connect(addr) {
+                        let _ = write!(c, "GET {path} HTTP/1.1\r\n\r\n");
+                        let _ = c.read_to_end(&mut Vec::new());
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        Scraper {
+            stop,
+            thread: Some(thread),
+            _server: server,
+        }
+    }
+}
+
+impl Drop for Scraper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 fn journaled(r: Runner<'_>) -> Runner<'_> {
     let Some(dir) = std::env::var_os("BENCH_JOURNAL") else {
         return r;

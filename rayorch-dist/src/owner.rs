@@ -31,7 +31,7 @@ use rayorch_runtime::spi::{
     AttemptError, AttemptResult, Backend, BatchId, Dispatch, Engine, EngineConfig, Finished, Forward,
     Journal, JournalOptions, LoopConfig, ReplicaPool, Report as LoopReport, Value, ValueList, forwarding,
 };
-use rayorch_runtime::{CancelHandle, Cause, Observer, Outcome, Plan, RootOutcome, RunSummary};
+use rayorch_runtime::{BackendGauge, CancelHandle, Cause, Observer, Outcome, Plan, RootOutcome, RunSummary};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -261,6 +261,7 @@ impl Owner {
             Some("owner".into()),
         );
         let forward = Arc::new(forwarding(&self.plan, |c| local_slots[c] == 0));
+        let local_slots = local_slots.clone();
         let (release, released) = mpsc::unbounded_channel();
         // Detached: a delete the broker never answers must not hold the run.
         tokio::spawn(release_loop(self.payloads.clone(), released));
@@ -279,6 +280,7 @@ impl Owner {
             in_flight: vec![0; calls],
             decoding: 0,
             slots: vec![0; calls],
+            local_slots,
             workers: HashMap::new(),
             next_ticket: 0,
             stats: self.stats.clone(),
@@ -412,6 +414,8 @@ struct DistBackend {
     decoding: usize,
     /// Live worker slots per Call (from hellos and heartbeats).
     slots: Vec<usize>,
+    /// The owner's own replicas per Call (`owner_local`).
+    local_slots: Vec<usize>,
     workers: HashMap<String, Seen>,
     next_ticket: u64,
     stats: Arc<OwnerStats>,
@@ -697,6 +701,80 @@ impl DistBackend {
 
 impl Backend for DistBackend {
     type Error = DistError;
+
+    fn live_replicas(&self, _: &Plan, c: usize) -> usize {
+        self.slots[c] + self.local_slots[c]
+    }
+
+    fn gauges(&self, out: &mut Vec<BackendGauge>) {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let counter = |name, help, value| BackendGauge {
+            name,
+            help,
+            labels: Vec::new(),
+            value,
+            counter: true,
+        };
+        let st = &self.stats;
+        out.extend([
+            counter(
+                "dist_batches_published_total",
+                "Batches published to the work queues.",
+                load(&st.batches_published),
+            ),
+            counter(
+                "dist_leases_expired_total",
+                "Batches whose owner lease expired (retried as failed attempts).",
+                load(&st.lease_expired),
+            ),
+            counter(
+                "dist_redelivered_commits_total",
+                "Committed batches that came from a JetStream redelivery.",
+                load(&st.redelivered_commits),
+            ),
+            counter(
+                "dist_stale_reports_fenced_total",
+                "Reports the generation fence or a decided ticket refused.",
+                st.stale_refused() as f64,
+            ),
+            counter(
+                "dist_payload_inline_bytes_total",
+                "Payload bytes sent inline in messages.",
+                load(&st.bytes.inline),
+            ),
+            counter(
+                "dist_payload_stored_bytes_total",
+                "Payload bytes written to the payload store.",
+                load(&st.bytes.stored),
+            ),
+            counter(
+                "dist_payload_fetched_bytes_total",
+                "Payload bytes read back from the payload store.",
+                load(&st.bytes.fetched),
+            ),
+            counter(
+                "dist_workers_refused_total",
+                "Workers refused for a plan fingerprint mismatch.",
+                load(&st.workers_refused),
+            ),
+        ]);
+        let mut workers: Vec<(&String, &Seen)> = self.workers.iter().collect();
+        workers.sort_by(|a, b| a.0.cmp(b.0));
+        for (name, seen) in workers {
+            for &(c, n) in &seen.calls {
+                let Some(call) = self.plan.calls().get(c as usize) else {
+                    continue;
+                };
+                out.push(BackendGauge {
+                    name: "dist_worker_slots",
+                    help: "Slots a live worker serves, per Call.",
+                    labels: vec![("worker", name.clone()), ("call", call.name.to_string())],
+                    value: f64::from(n),
+                    counter: false,
+                });
+            }
+        }
+    }
 
     async fn start(&mut self, _: &Plan) -> Result<(), DistError> {
         self.local.start();

@@ -9,6 +9,7 @@
 //! | [`resume`] | start, `--resume` or `--force` a journaled run into an output folder |
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
 //! | [`check`] | after the run: every root once, the same in each output |
+//! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
 //! | [`role`] | local, owner, worker or broker from one command line (feature `dist`) |
 //!
 //! Failure lines are the runtime's ([`rayorch::sink::FailuresSink`],
@@ -24,3 +25,5 @@ pub mod resume;
 pub mod role;
 pub mod stop;
 pub mod timeline;
+#[cfg(feature = "watch")]
+pub mod watch;

@@ -28,7 +28,9 @@ pub use plan::domain;
 // The pipeline author's API.
 pub use engine::{EntityPath, RootOutcome};
 pub use error::{PlanError, PlanErrors, RunError};
-pub use exec::control::{BatchDispatched, BatchFinished, CancelHandle, Observer};
+pub use exec::control::{
+    AdmissionLive, BackendGauge, BatchDispatched, BatchFinished, CallLive, CancelHandle, Observer, Progress,
+};
 pub use exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary};
 pub use exec::records::{AsyncRecordStage, RecordPolicy, RecordResult, Records};
 pub use exec::runner::{DEFAULT_BACKPRESSURE, DEFAULT_WINDOW, DEFAULT_WINDOW_CHILDREN, Runner};

@@ -96,6 +96,11 @@ pub struct Args {
     /// No progress bars (one line per document instead).
     #[arg(long)]
     pub no_progress: bool,
+    /// Serve Prometheus metrics (`/metrics`) and the live page (`/`) on this
+    /// address while the job runs, e.g. `127.0.0.1:9184` (see
+    /// `rayorch_kit::watch` for the metrics).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Continue the interrupted run journaled in `--out` (same inputs):
     /// finished documents are kept, the others run.
     #[arg(long, conflicts_with = "force")]

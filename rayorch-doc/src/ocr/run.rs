@@ -24,6 +24,7 @@ use rayorch_kit::resume::{self, Start};
 use rayorch_kit::role::{self, Role};
 use rayorch_kit::stop;
 use rayorch_kit::timeline::{self, SpanLog};
+use rayorch_kit::watch;
 use rayorch_models::PdfFile;
 use rayorch_testdata::pdfgen::read_manifest;
 
@@ -123,7 +124,8 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
     )?;
 
     let spans = SpanLog::default();
-    let observer = (progress.observer(), spans.clone());
+    let (watch, _server) = watch::serve(args.metrics, &progress)?;
+    let observer = (progress.observer(), (spans.clone(), watch));
     let k = cfg.knobs;
     let (summary, interrupts, owner_stats) = match owner {
         None => {

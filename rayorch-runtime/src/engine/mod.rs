@@ -109,6 +109,11 @@ impl Engine {
         self.core.config.window
     }
 
+    /// The children window (`usize::MAX`: off).
+    pub fn window_children(&self) -> usize {
+        self.core.config.window_children
+    }
+
     /// Roots admitted and not yet handed out.
     pub fn live_roots(&self) -> usize {
         self.core.lineage.live_keys.len()
@@ -164,6 +169,26 @@ impl Engine {
     /// skipped).
     pub fn queued_upper_bound(&self, c: usize) -> usize {
         self.core.calls.queues[c].len_upper_bound()
+    }
+
+    /// Grains queued at Call `c` as (ready for a first attempt, waiting in
+    /// recovery for a retry): upper bounds, like
+    /// [`queued_upper_bound`](Engine::queued_upper_bound), whose sum they are.
+    pub fn queue_depths(&self, c: usize) -> (usize, usize) {
+        self.core.calls.queues[c].depths()
+    }
+
+    /// Call `c`'s work in flight as (batches, Grains): reserved and not yet
+    /// reported. Walks the in-flight batches (for live views, not the hot
+    /// path).
+    pub fn in_flight_of(&self, c: usize) -> (usize, usize) {
+        self.core
+            .calls
+            .batches
+            .iter()
+            .flatten()
+            .filter(|b| b.call == c)
+            .fold((0, 0), |(n, g), b| (n + 1, g + b.grains.len()))
     }
 
     /// The next finished root, in completion order.

@@ -184,6 +184,16 @@ impl CallQueues {
             + self.deferred.iter().map(Vec::len).sum::<usize>()
     }
 
+    /// Entries queued as (first attempts, recovery groups), tombstones
+    /// included: the two queue depths a live view shows.
+    pub(crate) fn depths(&self) -> (usize, usize) {
+        (
+            self.fifo.len() + self.buckets.len,
+            self.immediate.iter().map(Vec::len).sum::<usize>()
+                + self.deferred.iter().map(Vec::len).sum::<usize>(),
+        )
+    }
+
     /// Every queued entry, for the stall report.
     pub(crate) fn all(&self) -> impl Iterator<Item = &Entry> {
         self.immediate

@@ -19,8 +19,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
-use crate::exec::metrics::DomainCounts;
+use serde::Serialize;
+
+use crate::engine::RootOutcome;
+use crate::exec::metrics::{DomainCounts, RunSummary};
 
 const RUNNING: u8 = 0;
 const DRAINING: u8 = 1;
@@ -146,6 +150,75 @@ pub struct BatchFinished<'a> {
     pub replica_replaced: bool,
 }
 
+/// A live look at a run, every [`Observer::progress_every`] and once at the
+/// end: what a metrics exporter or a live page shows.
+#[derive(Clone, Debug)]
+pub struct Progress<'a> {
+    /// Everything counted so far, in the form of the final summary: at the
+    /// last snapshot (`finished`) every count equals the [`RunSummary`] the
+    /// run returns (only `wall_s` moves on, to the run's very end).
+    pub summary: &'a RunSummary,
+    /// Per Call, in plan order: what is queued and in flight now.
+    pub calls: &'a [CallLive],
+    /// The admission windows now.
+    pub admission: AdmissionLive,
+    /// What the backend adds (distributed runs: workers, leases,
+    /// redeliveries, payload bytes); empty for a run in one process.
+    pub backend: &'a [BackendGauge],
+    /// The run has ended: this is the last snapshot.
+    pub finished: bool,
+}
+
+/// One Call's work now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CallLive {
+    /// Grains queued for a first attempt (an upper bound: a Grain sealed in
+    /// place counts until the queue skips it).
+    pub ready: usize,
+    /// Grains queued for a retry (recovery groups), the same way.
+    pub recovery: usize,
+    /// Batches reserved and not yet reported: the replicas (or worker
+    /// slots) busy with this Call.
+    pub in_flight_batches: usize,
+    /// Grains in those batches.
+    pub in_flight_grains: usize,
+    /// Replicas that can run it now: the configured pool in one process,
+    /// the live worker slots of a distributed run.
+    pub replicas: usize,
+}
+
+/// The admission windows now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AdmissionLive {
+    /// Roots admitted and not yet handed out.
+    pub roots: usize,
+    /// The root window.
+    pub window: usize,
+    /// Child Entities live (what the children window bounds).
+    pub children: usize,
+    /// The children window (`usize::MAX`: off).
+    pub window_children: usize,
+    /// Roots handed out and not yet committed to the journal (0 without one).
+    pub journal_lag: usize,
+}
+
+/// A figure a backend adds to [`Progress`] (a counter only grows; a gauge
+/// is a level now). Names are Prometheus-style, without the `rayorch_`
+/// prefix (`dist_leases_expired_total`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BackendGauge {
+    /// The figure's name.
+    pub name: &'static str,
+    /// One line of help.
+    pub help: &'static str,
+    /// Its labels (`worker="w1"`).
+    pub labels: Vec<(&'static str, String)>,
+    /// Its value.
+    pub value: f64,
+    /// A counter (only grows) rather than a gauge.
+    pub counter: bool,
+}
+
 /// Watches a run without wrapping its stages: pass one to
 /// [`Runner::observe`](crate::Runner::observe). Every method has a no-op
 /// default; all run on the driver, in event order.
@@ -157,6 +230,19 @@ pub trait Observer: Send {
     /// Per-Domain counts changed (parents before children; see
     /// [`DomainCounts`] for what each count means).
     fn domains(&mut self, _counts: &[DomainCounts]) {}
+    /// A root entered the run (`at`: from the run's start).
+    fn root_admitted(&mut self, _key: u64, _at: Duration) {}
+    /// A root went to the sink: finished, failed, a duplicate key or
+    /// abandoned by a cancellation (`at`: from the run's start).
+    fn root_finished(&mut self, _outcome: &RootOutcome, _at: Duration) {}
+    /// How often this observer wants a [`Progress`] snapshot (`None`, the
+    /// default: never, and the run builds none). Snapshots come at the
+    /// first driver turn after each interval, and once at the end.
+    fn progress_every(&self) -> Option<Duration> {
+        None
+    }
+    /// A live snapshot (see [`Observer::progress_every`]).
+    fn progress(&mut self, _progress: &Progress<'_>) {}
 }
 
 /// Two observers: each event goes to the first, then to the second.
@@ -173,19 +259,81 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.domains(counts);
         self.1.domains(counts);
     }
+    fn root_admitted(&mut self, key: u64, at: Duration) {
+        self.0.root_admitted(key, at);
+        self.1.root_admitted(key, at);
+    }
+    fn root_finished(&mut self, outcome: &RootOutcome, at: Duration) {
+        self.0.root_finished(outcome, at);
+        self.1.root_finished(outcome, at);
+    }
+    fn progress_every(&self) -> Option<Duration> {
+        match (self.0.progress_every(), self.1.progress_every()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    fn progress(&mut self, progress: &Progress<'_>) {
+        self.0.progress(progress);
+        self.1.progress(progress);
+    }
+}
+
+/// An observer that may be absent (a `--metrics` flag not given): events go
+/// to it when it is there.
+impl<O: Observer> Observer for Option<O> {
+    fn batch_dispatched(&mut self, batch: &BatchDispatched<'_>) {
+        if let Some(o) = self {
+            o.batch_dispatched(batch);
+        }
+    }
+    fn batch_finished(&mut self, batch: &BatchFinished<'_>) {
+        if let Some(o) = self {
+            o.batch_finished(batch);
+        }
+    }
+    fn domains(&mut self, counts: &[DomainCounts]) {
+        if let Some(o) = self {
+            o.domains(counts);
+        }
+    }
+    fn root_admitted(&mut self, key: u64, at: Duration) {
+        if let Some(o) = self {
+            o.root_admitted(key, at);
+        }
+    }
+    fn root_finished(&mut self, outcome: &RootOutcome, at: Duration) {
+        if let Some(o) = self {
+            o.root_finished(outcome, at);
+        }
+    }
+    fn progress_every(&self) -> Option<Duration> {
+        self.as_ref().and_then(Observer::progress_every)
+    }
+    fn progress(&mut self, progress: &Progress<'_>) {
+        if let Some(o) = self {
+            o.progress(progress);
+        }
+    }
 }
 
 /// Holds the run's observer, if any, and skips work when there is none.
 pub(crate) struct Watch {
     pub(crate) observer: Option<Box<dyn Observer>>,
     last: Vec<DomainCounts>,
+    /// The observer's snapshot interval and when the next one is due.
+    every: Option<Duration>,
+    next: Option<Instant>,
 }
 
 impl Watch {
     pub(crate) fn new(observer: Option<Box<dyn Observer>>) -> Watch {
+        let every = observer.as_ref().and_then(|o| o.progress_every());
         Watch {
             observer,
             last: Vec::new(),
+            every,
+            next: None,
         }
     }
 
@@ -202,6 +350,37 @@ impl Watch {
     pub(crate) fn finished(&mut self, b: &BatchFinished<'_>) {
         if let Some(o) = &mut self.observer {
             o.batch_finished(b);
+        }
+    }
+
+    pub(crate) fn root_admitted(&mut self, key: u64, at: Duration) {
+        if let Some(o) = &mut self.observer {
+            o.root_admitted(key, at);
+        }
+    }
+
+    pub(crate) fn root_finished(&mut self, outcome: &RootOutcome, at: Duration) {
+        if let Some(o) = &mut self.observer {
+            o.root_finished(outcome, at);
+        }
+    }
+
+    /// Is a snapshot due at `now` (`last`: the run's final one, always due
+    /// when the observer takes snapshots at all)? Moves the next due time.
+    pub(crate) fn progress_due(&mut self, now: Instant, last: bool) -> bool {
+        let Some(every) = self.every else {
+            return false;
+        };
+        if last || self.next.is_none_or(|t| now >= t) {
+            self.next = Some(now + every);
+            return true;
+        }
+        false
+    }
+
+    pub(crate) fn progress(&mut self, p: &Progress<'_>) {
+        if let Some(o) = &mut self.observer {
+            o.progress(p);
         }
     }
 

@@ -334,6 +334,11 @@ impl Journal {
         Ok(())
     }
 
+    /// Roots recorded and not yet committed.
+    pub fn lag(&self) -> usize {
+        self.pending.len()
+    }
+
     /// When the pending roots must be committed (none pending: never).
     pub fn due(&self) -> Option<Instant> {
         if self.pending.is_empty() {

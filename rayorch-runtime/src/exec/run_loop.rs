@@ -41,7 +41,7 @@
 //!   (or by its interval), at the end of the run, and before a cancellation
 //!   hands out its abandoned roots.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
@@ -52,7 +52,10 @@ use crate::engine::{
 };
 use crate::error::RunError;
 use crate::exec::backpressure::Backpressure;
-use crate::exec::control::{BatchDispatched, BatchFinished, CancelHandle, ControlState, Observer, Watch};
+use crate::exec::control::{
+    AdmissionLive, BackendGauge, BatchDispatched, BatchFinished, CallLive, CancelHandle, ControlState,
+    Observer, Progress, Watch,
+};
 use crate::exec::journal::Journal;
 use crate::exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary, WorkerGrains, secs};
 use crate::exec::sink::Sink;
@@ -96,6 +99,16 @@ pub trait Backend {
     /// The run is over (`ok`: it ended normally; else it failed or was
     /// cancelled and attempts still out are given up).
     fn finish(&mut self, ok: bool) -> impl Future<Output = ()>;
+
+    /// Replicas (or worker slots) that can run Call `c` now, for live
+    /// views and the scale signal. Default: the Call's configured pool.
+    fn live_replicas(&self, plan: &Plan, c: usize) -> usize {
+        plan.calls()[c].config.replicas
+    }
+
+    /// Figures of its own the backend adds to each [`Progress`] snapshot
+    /// (default: none).
+    fn gauges(&self, _out: &mut Vec<BackendGauge>) {}
 }
 
 /// What a backend hands the loop for one attempt.
@@ -150,6 +163,7 @@ pub struct Dispatch<'a> {
     since: Duration,
     held: &'a mut u64,
     sent: usize,
+    spans: &'a mut Spans,
 }
 
 impl Dispatch<'_> {
@@ -194,6 +208,19 @@ impl Dispatch<'_> {
         self.reached[c] += first as u64;
         self.timing[c].from.get_or_insert(self.since);
         self.sent += 1;
+        let span = tracing::info_span!(
+            target: "rayorch::batch",
+            "batch",
+            call = &*self.plan.calls()[c].name,
+            size = batch.grains.len(),
+            parents_mixed = mixed,
+            retries = batch.grains.len() - first,
+            replica = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        if !span.is_disabled() {
+            self.spans.batches.insert(batch.id, span);
+        }
         self.watch.dispatched(&BatchDispatched {
             call: &self.plan.calls()[c].name,
             call_index: c,
@@ -268,6 +295,15 @@ struct RunLoop<'p, S: Sink, B: Backend> {
     per_worker: BTreeMap<(String, usize), u64>,
     /// Roots handed out failed or suppressed, by the kind of the failure.
     root_failures: BTreeMap<(ItemKind, Option<FailureKind>), u64>,
+    spans: Spans,
+}
+
+/// Open `tracing` spans: one per batch in flight, one per live root. Empty
+/// (and never filled) when no subscriber listens to `rayorch::*`.
+#[derive(Default)]
+struct Spans {
+    batches: HashMap<BatchId, tracing::Span>,
+    roots: HashMap<u64, tracing::Span>,
 }
 
 /// Run `plan` over `source` on `backend`, each finished root into `sink`
@@ -340,6 +376,7 @@ where
         journal_skipped: 0,
         per_worker: BTreeMap::new(),
         root_failures: BTreeMap::new(),
+        spans: Spans::default(),
     };
     let result = l.run(Box::pin(source)).await;
     let ok = result.is_ok() && !l.cancelled;
@@ -374,6 +411,8 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 self.deliver()?;
                 self.commit(true)?;
                 self.abandon_live()?;
+                self.observe_domains();
+                self.observe_progress(true);
                 return Ok(());
             }
             // Deliver before admitting: a finished root leaves the window
@@ -422,6 +461,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 }
             }
             self.observe_domains();
+            self.observe_progress(false);
             self.commit(false)?;
             self.wakeups += 1;
             let want_source = !exhausted && self.engine.can_admit();
@@ -451,6 +491,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         }
         self.commit(true)?;
         self.observe_domains();
+        self.observe_progress(true);
         Ok(())
     }
 
@@ -465,6 +506,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             since: self.start.elapsed(),
             held: &mut self.held,
             sent: 0,
+            spans: &mut self.spans,
         };
         self.backend.dispatch(&mut cx).await?;
         Ok(cx.sent)
@@ -497,6 +539,11 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         }
         self.engine.admit(key, v)?;
         self.live.insert(key);
+        self.watch.root_admitted(key, self.start.elapsed());
+        let span = tracing::info_span!(target: "rayorch::root", "root", key, outcome = tracing::field::Empty);
+        if !span.is_disabled() {
+            self.spans.roots.insert(key, span);
+        }
         Ok(())
     }
 
@@ -526,6 +573,10 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                     .entry((kind, o.cause().and_then(Cause::kind)))
                     .or_default() += 1
             }
+        }
+        self.watch.root_finished(o, at);
+        if let Some(span) = self.spans.roots.remove(&o.key) {
+            span.record("outcome", format!("{:?}", o.kind()).to_lowercase());
         }
         // The sink is user code on the loop: a panic there is a typed sink
         // error (the run still shuts its backend down and closes).
@@ -569,6 +620,16 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             }
             Report::Done(f) => f,
         };
+        if let Some(span) = self.spans.batches.remove(&f.batch) {
+            span.record("replica", f.replica);
+            span.record(
+                "outcome",
+                match &f.result {
+                    Ok(_) => "reported",
+                    Err(_) => "attempt failed",
+                },
+            );
+        }
         let now = Instant::now();
         self.replaced[f.call] += u64::from(f.replaced);
         let t = &mut self.timing[f.call];
@@ -615,6 +676,44 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             let counts = self.domain_counts();
             self.watch.domains(counts);
         }
+    }
+
+    /// A [`Progress`] snapshot for the observer, when one is due (`last`:
+    /// the run's final one).
+    fn observe_progress(&mut self, last: bool) {
+        if !self.watch.progress_due(Instant::now(), last) {
+            return;
+        }
+        let summary = self.summary();
+        let calls: Vec<CallLive> = (0..self.plan.calls().len())
+            .map(|c| {
+                let (ready, recovery) = self.engine.queue_depths(c);
+                let (in_flight_batches, in_flight_grains) = self.engine.in_flight_of(c);
+                CallLive {
+                    ready,
+                    recovery,
+                    in_flight_batches,
+                    in_flight_grains,
+                    replicas: self.backend.live_replicas(self.plan, c),
+                }
+            })
+            .collect();
+        let mut backend = Vec::new();
+        self.backend.gauges(&mut backend);
+        let progress = Progress {
+            summary: &summary,
+            calls: &calls,
+            admission: AdmissionLive {
+                roots: self.engine.live_roots(),
+                window: self.engine.window(),
+                children: self.engine.live_children(),
+                window_children: self.engine.window_children(),
+                journal_lag: self.journal.as_ref().map_or(0, Journal::lag),
+            },
+            backend: &backend,
+            finished: last,
+        };
+        self.watch.progress(&progress);
     }
 
     fn domain_counts(&self) -> Vec<DomainCounts> {

@@ -23,6 +23,7 @@ use clap::Parser;
 use rayorch::Runner;
 use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::{self, SpanLog};
+use rayorch_kit::watch;
 
 use crate::pipeline::{Clip, Frame, IndexConfig, Video, VideoIndex};
 use crate::{BatchMix, ShotConfig};
@@ -66,6 +67,10 @@ pub struct Args {
     /// No progress bars.
     #[arg(long)]
     pub no_progress: bool,
+    /// Serve Prometheus metrics (`/metrics`) and the live page (`/`) on this
+    /// address while the job runs, e.g. `127.0.0.1:9184`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 const EXTENSIONS: [&str; 6] = ["mp4", "mkv", "webm", "mov", "avi", "m4a"];
@@ -131,9 +136,10 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
         args.out.display()
     ));
     let spans = SpanLog::default();
+    let (watch, _server) = watch::serve(args.metrics, &bars)?;
     let runner = Runner::new(&plan)
         .window(args.window)
-        .observe((bars.observer(), spans.clone()));
+        .observe((bars.observer(), (spans.clone(), watch)));
     let summary = runner.run(
         files.iter().cloned().enumerate().map(|(i, p)| (i as u64, p)),
         &mut sink,
