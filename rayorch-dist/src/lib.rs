@@ -58,7 +58,7 @@ use std::time::Duration;
 pub use codec::Codecs;
 pub use error::DistError;
 pub use owner::{Owner, OwnerStats};
-pub use payload_store::{JetStreamObjects, PayloadStore, WireBytes};
+pub use payload_store::{JetStreamObjects, PayloadStore, TOO_LARGE, WireBytes};
 pub use worker::{WorkerSummary, parse_calls, worker};
 #[cfg(feature = "fault-injection")]
 pub use {

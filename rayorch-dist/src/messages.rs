@@ -5,6 +5,15 @@
 //! not parse is refused with [`DistError::Wire`] (never a panic): a worker of
 //! another build cannot corrupt the owner.
 //!
+//! Decoders never trust a declared size: every length and count is checked
+//! against the bytes left in the frame *and* a cap ([`MAX_FRAME`],
+//! [`MAX_NAME`], [`MAX_ITEMS`]) before anything is allocated for it, and a
+//! count must leave room for the smallest encoding of each of its items. So
+//! the largest allocation a decode makes is bounded by the frame's size times
+//! a small factor, and never exceeds `MAX_ITEMS` items for any one list. A
+//! stored payload's declared size is checked against
+//! `DistConfig::payload_cap` before the store is read (`payload_store`).
+//!
 //! | frame | direction | subject |
 //! | --- | --- | --- |
 //! | [`BatchMsg`] | owner → JetStream `CALL` stream | `rayorch.<job>.call.<c>` |
@@ -17,6 +26,20 @@ use rayorch_runtime::spi::AttemptError;
 use crate::error::DistError;
 
 const VERSION: u8 = 3;
+
+/// The largest frame a decoder reads: NATS's own ceiling on a server's
+/// `max_payload` (64 MiB), so no message the broker can carry is refused.
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// The longest name a frame may declare: a codec tag (a Rust type name for
+/// `Codecs::json`), a store key, a worker id, a plan fingerprint.
+pub const MAX_NAME: usize = 16 << 10;
+
+/// The most items one count in a frame may declare: slots of a batch,
+/// elements of a split list, outcomes of a report, split flags, calls of a
+/// hello. A batch of `batch_size` Grains carries `batch_size × arity` slots;
+/// at 2^18 a list of slots stays under 15 MiB in memory.
+pub const MAX_ITEMS: usize = 1 << 18;
 
 /// One payload slot: absent (a dropped optional input), inline bytes, a
 /// reference into the payload store, or a list split into its elements.
@@ -219,7 +242,10 @@ pub(crate) struct R<'a> {
 impl<'a> R<'a> {
     fn open(b: &'a [u8], kind: u8, what: &'static str) -> Result<R<'a>, DistError> {
         let mut r = R { b, what };
-        let (k, v) = (r.u8()?, r.u8()?);
+        if b.len() > MAX_FRAME {
+            return Err(r.err(format!("frame of {} bytes, at most {MAX_FRAME} allowed", b.len())));
+        }
+        let (k, v) = (r.u8("frame kind")?, r.u8("wire version")?);
         if k != kind || v != VERSION {
             return Err(r.err(format!(
                 "frame kind {k} version {v}, expected kind {kind} version {VERSION}"
@@ -233,78 +259,122 @@ impl<'a> R<'a> {
             cause,
         }
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DistError> {
-        if self.b.len() < n {
-            return Err(self.err(format!("truncated: needed {n} more bytes, {} left", self.b.len())));
-        }
-        let (h, t) = self.b.split_at(n);
+    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], DistError> {
+        let Some((h, t)) = self.b.split_at_checked(n) else {
+            return Err(self.err(format!(
+                "truncated {field}: needed {n} more bytes, {} left",
+                self.b.len()
+            )));
+        };
         self.b = t;
         Ok(h)
     }
-    fn u8(&mut self) -> Result<u8, DistError> {
-        Ok(self.take(1)?[0])
+    fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], DistError> {
+        let h = self.take(N, field)?;
+        // `take` returned exactly N bytes.
+        Ok(h.try_into().unwrap_or([0; N]))
     }
-    fn u32(&mut self) -> Result<u32, DistError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap_or_default()))
+    fn u8(&mut self, field: &str) -> Result<u8, DistError> {
+        Ok(self.array::<1>(field)?[0])
     }
-    fn u64(&mut self) -> Result<u64, DistError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap_or_default()))
+    fn u32(&mut self, field: &str) -> Result<u32, DistError> {
+        self.array(field).map(u32::from_le_bytes)
     }
-    fn bytes(&mut self) -> Result<&'a [u8], DistError> {
-        let n = self.u32()? as usize;
-        self.take(n)
+    fn u64(&mut self, field: &str) -> Result<u64, DistError> {
+        self.array(field).map(u64::from_le_bytes)
     }
-    fn str(&mut self) -> Result<String, DistError> {
-        let b = self.bytes()?;
-        String::from_utf8(b.to_vec()).map_err(|e| self.err(e.to_string()))
+    /// A length-prefixed byte string of at most `max` bytes.
+    fn bytes(&mut self, field: &str, max: usize) -> Result<&'a [u8], DistError> {
+        let n = self.u32(field)? as usize;
+        if n > max {
+            return Err(self.err(format!("{field} declares {n} bytes, at most {max} allowed")));
+        }
+        self.take(n, field)
+    }
+    /// A UTF-8 string of at most `max` bytes.
+    fn str(&mut self, field: &str, max: usize) -> Result<String, DistError> {
+        let b = self.bytes(field, max)?;
+        std::str::from_utf8(b)
+            .map(str::to_owned)
+            .map_err(|e| self.err(format!("{field}: {e}")))
+    }
+    /// A name: tag, key, worker id, fingerprint.
+    fn name(&mut self, field: &str) -> Result<String, DistError> {
+        self.str(field, MAX_NAME)
+    }
+    /// A free text (an error message): bounded by the frame alone.
+    fn text(&mut self, field: &str) -> Result<String, DistError> {
+        self.str(field, MAX_FRAME)
     }
     fn slot(&mut self) -> Result<Slot, DistError> {
         if self.b.first() != Some(&3) {
             return self.element();
         }
-        self.u8()?;
-        let n = self.count()?;
-        let items = (0..n).map(|_| self.element()).collect::<Result<_, _>>()?;
+        self.u8("slot tag")?;
+        let n = self.count("list elements", 1)?;
+        let mut items = Vec::with_capacity(n);
+        for _ in 0..n {
+            items.push(self.element()?);
+        }
         Ok(Slot::List(items))
     }
     /// A slot that is not a list (lists do not nest: a frame cannot make
     /// the decoder recurse).
     fn element(&mut self) -> Result<Slot, DistError> {
-        Ok(match self.u8()? {
+        Ok(match self.u8("slot tag")? {
             0 => Slot::None,
-            1 => Slot::Inline(self.str()?, self.bytes()?.to_vec()),
-            2 => Slot::Ref(self.str()?, self.str()?, self.u64()?),
+            1 => Slot::Inline(
+                self.name("codec tag")?,
+                self.bytes("inline payload", MAX_FRAME)?.to_vec(),
+            ),
+            2 => Slot::Ref(
+                self.name("codec tag")?,
+                self.name("store key")?,
+                self.u64("stored size")?,
+            ),
             t => return Err(self.err(format!("unknown slot tag {t}"))),
         })
     }
-    fn count(&mut self) -> Result<usize, DistError> {
-        let n = self.u32()? as usize;
-        // Every element takes at least one byte: a bogus count cannot make
-        // us reserve more than the frame's size.
-        if n > self.b.len() {
-            return Err(self.err(format!("count {n} larger than the frame")));
+    /// A count of items each encoded in at least `min` bytes: at most
+    /// [`MAX_ITEMS`], and no more than the bytes left can hold, so a bogus
+    /// count cannot make us reserve more than the frame's size (times the
+    /// in-memory size of one item over `min`).
+    fn count(&mut self, field: &str, min: usize) -> Result<usize, DistError> {
+        let n = self.u32(field)? as usize;
+        let fit = self.b.len() / min.max(1);
+        let allowed = fit.min(MAX_ITEMS);
+        if n > allowed {
+            return Err(self.err(format!(
+                "{field}: count {n} declared, at most {allowed} allowed (cap {MAX_ITEMS}, {} bytes left at ≥ {min} each)",
+                self.b.len()
+            )));
         }
         Ok(n)
     }
     fn slots(&mut self) -> Result<Vec<Slot>, DistError> {
-        let n = self.count()?;
-        (0..n).map(|_| self.slot()).collect()
+        let n = self.count("slots", 1)?;
+        let mut slots = Vec::with_capacity(n);
+        for _ in 0..n {
+            slots.push(self.slot()?);
+        }
+        Ok(slots)
     }
     fn claim(&mut self) -> Result<Claim, DistError> {
         Ok(Claim {
-            run: self.u64()?,
-            ticket: self.u64()?,
-            delivered: self.u64()?,
-            worker: self.str()?,
+            run: self.u64("run")?,
+            ticket: self.u64("ticket")?,
+            delivered: self.u64("delivery count")?,
+            worker: self.name("worker id")?,
         })
     }
     fn hello(&mut self) -> Result<Hello, DistError> {
-        let worker = self.str()?;
-        let fingerprint = self.str()?;
-        let n = self.count()?;
-        let calls = (0..n)
-            .map(|_| Ok((self.u32()?, self.u32()?)))
-            .collect::<Result<_, DistError>>()?;
+        let worker = self.name("worker id")?;
+        let fingerprint = self.name("plan fingerprint")?;
+        let n = self.count("calls", 8)?;
+        let mut calls = Vec::with_capacity(n);
+        for _ in 0..n {
+            calls.push((self.u32("call index")?, self.u32("call slots")?));
+        }
         Ok(Hello {
             worker,
             fingerprint,
@@ -345,16 +415,23 @@ impl BatchMsg {
     pub fn decode(b: &[u8]) -> Result<BatchMsg, DistError> {
         let mut r = R::open(b, K_BATCH, "batch message")?;
         let m = BatchMsg {
-            ticket: r.u64()?,
-            run: r.u64()?,
-            call: r.u32()?,
-            arity: r.u32()?,
+            ticket: r.u64("ticket")?,
+            run: r.u64("run")?,
+            call: r.u32("call")?,
+            arity: r.u32("arity")?,
             slots: r.slots()?,
             split: {
-                let n = r.count()?;
-                (0..n)
-                    .map(|_| Ok(r.u8()? != 0))
-                    .collect::<Result<_, DistError>>()?
+                let n = r.count("split flags", 1)?;
+                let flags = r.take(n, "split flags")?;
+                let mut split = Vec::with_capacity(n);
+                for &f in flags {
+                    split.push(match f {
+                        0 => false,
+                        1 => true,
+                        t => return Err(r.err(format!("split flag {t}, expected 0 or 1"))),
+                    });
+                }
+                split
             },
         };
         r.done()?;
@@ -441,24 +518,25 @@ impl Ctl {
             Some(&K_REPORT) => {
                 let mut r = R::open(b, K_REPORT, "report")?;
                 let claim = r.claim()?;
-                let result = match r.u8()? {
+                let result = match r.u8("result tag")? {
                     0 => {
-                        let n = r.count()?;
+                        // Each outcome: a tag and a count or a length.
+                        let n = r.count("outcomes", 5)?;
                         let mut outs = Vec::with_capacity(n);
                         for _ in 0..n {
-                            outs.push(match r.u8()? {
+                            outs.push(match r.u8("outcome tag")? {
                                 0 => WireOutcome::Ok(r.slots()?),
-                                1 => WireOutcome::Record(r.str()?),
-                                2 => WireOutcome::Group(r.str()?),
+                                1 => WireOutcome::Record(r.text("record failure")?),
+                                2 => WireOutcome::Group(r.text("group failure")?),
                                 t => return Err(r.err(format!("unknown outcome tag {t}"))),
                             });
                         }
                         Ok(outs)
                     }
-                    1 => Err((WireFailure::Failed, r.str()?)),
-                    2 => Err((WireFailure::Contract, r.str()?)),
-                    3 => Err((WireFailure::Panicked, r.str()?)),
-                    4 => Err((WireFailure::TimedOut, r.str()?)),
+                    1 => Err((WireFailure::Failed, r.text("attempt error")?)),
+                    2 => Err((WireFailure::Contract, r.text("attempt error")?)),
+                    3 => Err((WireFailure::Panicked, r.text("attempt error")?)),
+                    4 => Err((WireFailure::TimedOut, r.text("attempt error")?)),
                     t => return Err(r.err(format!("unknown result tag {t}"))),
                 };
                 r.done()?;

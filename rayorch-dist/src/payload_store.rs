@@ -7,6 +7,11 @@
 //! and the message carries its key and size. Anything over `cap` is refused
 //! with a typed error before it is sent. Every byte put on the wire, inline or
 //! stored, is counted in [`WireBytes`].
+//!
+//! Reading back never trusts a size it was told: a stored payload whose
+//! declared size is over `cap` (`DistConfig::payload_cap`) is refused before
+//! the store is asked, and the store reads at most the declared size (an
+//! object holding more is refused, not read to its end).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,8 +30,10 @@ use crate::messages::Slot;
 pub trait PayloadStore: Send + Sync {
     /// Store bytes under a key.
     fn put(&self, key: String, bytes: Vec<u8>) -> BoxFuture<Result<(), String>>;
-    /// Read the bytes of a key.
-    fn get(&self, key: String) -> BoxFuture<Result<Vec<u8>, String>>;
+    /// Read the bytes of a key: an object of more than `max` bytes is
+    /// refused (an error starting with [`TOO_LARGE`]) without reading more
+    /// than `max + 1` bytes of it.
+    fn get(&self, key: String, max: u64) -> BoxFuture<Result<Vec<u8>, String>>;
     /// Forget a key (best effort: a payload nobody will read again).
     fn delete(&self, key: String) -> BoxFuture<Result<(), String>>;
 }
@@ -38,6 +45,10 @@ pub struct JetStreamObjects(pub ObjectStore);
 /// How a store error says the object is not there (no retry can help: its
 /// batch was decided and its payloads released).
 pub(crate) const GONE: &str = "not in the store: ";
+
+/// How a store error says the object is larger than the caller allows
+/// (no retry can help either).
+pub const TOO_LARGE: &str = "larger than allowed: ";
 
 impl PayloadStore for JetStreamObjects {
     fn put(&self, key: String, bytes: Vec<u8>) -> BoxFuture<Result<(), String>> {
@@ -51,15 +62,29 @@ impl PayloadStore for JetStreamObjects {
         })
     }
 
-    fn get(&self, key: String) -> BoxFuture<Result<Vec<u8>, String>> {
+    fn get(&self, key: String, max: u64) -> BoxFuture<Result<Vec<u8>, String>> {
         let s = self.0.clone();
         Box::pin(async move {
-            let mut o = s.get(key.as_str()).await.map_err(|e| {
+            let o = s.get(key.as_str()).await.map_err(|e| {
                 let gone = e.kind() == async_nats::jetstream::object_store::GetErrorKind::NotFound;
                 format!("{}{e}", if gone { GONE } else { "" })
             })?;
+            let size = o.info().size as u64;
+            if size > max {
+                return Err(format!(
+                    "{TOO_LARGE}object `{key}` holds {size} bytes, at most {max} allowed"
+                ));
+            }
+            // The object's info could be wrong: read one byte past `max`
+            // at most, never to the end of whatever the stream holds.
             let mut out = Vec::new();
-            o.read_to_end(&mut out).await.map_err(|e| e.to_string())?;
+            o.take(max.saturating_add(1))
+                .read_to_end(&mut out)
+                .await
+                .map_err(|e| e.to_string())?;
+            if out.len() as u64 > max {
+                return Err(format!("{TOO_LARGE}object `{key}` holds more than {max} bytes"));
+            }
             Ok(out)
         })
     }
@@ -126,7 +151,11 @@ impl Payloads {
             let tried = tokio::time::timeout(self.attempt, call()).await;
             match tried.unwrap_or_else(|_| Err(format!("no answer within {:?}", self.attempt))) {
                 Ok(v) => return Ok(v),
-                Err(e) if e.starts_with(GONE) || start.elapsed() >= self.retry_for => {
+                Err(e)
+                    if e.starts_with(GONE)
+                        || e.starts_with(TOO_LARGE)
+                        || start.elapsed() >= self.retry_for =>
+                {
                     return Err(DistError::Store(e));
                 }
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
@@ -181,13 +210,22 @@ impl Payloads {
         };
         match s {
             Slot::None => Ok(None),
+            Slot::Inline(_, b) if b.len() > self.cap => Err(wire(format!(
+                "inline payload of {} bytes, at most {} allowed (DistConfig::payload_cap)",
+                b.len(),
+                self.cap
+            ))),
             Slot::Inline(tag, b) => {
                 self.bytes.decoded.fetch_add(b.len() as u64, Ordering::Relaxed);
                 self.codecs.decode(tag, b).map(Some).map_err(wire)
             }
             Slot::List(_) => Err(wire("a list of slots where one value was expected".into())),
+            Slot::Ref(_, key, n) if *n > self.cap as u64 => Err(wire(format!(
+                "stored payload `{key}` declares {n} bytes, at most {} allowed (DistConfig::payload_cap)",
+                self.cap
+            ))),
             Slot::Ref(tag, key, n) => {
-                let b = self.retrying(|| self.store.get(key.clone())).await?;
+                let b = self.retrying(|| self.store.get(key.clone(), *n)).await?;
                 if b.len() as u64 != *n {
                     return Err(wire(format!(
                         "stored payload `{key}` has {} bytes, expected {n}",
@@ -280,7 +318,7 @@ impl PayloadStore for NoStore {
     fn put(&self, _: String, _: Vec<u8>) -> BoxFuture<Result<(), String>> {
         Box::pin(async { Err("not connected".to_string()) })
     }
-    fn get(&self, _: String) -> BoxFuture<Result<Vec<u8>, String>> {
+    fn get(&self, _: String, _: u64) -> BoxFuture<Result<Vec<u8>, String>> {
         Box::pin(async { Err("not connected".to_string()) })
     }
     fn delete(&self, _: String) -> BoxFuture<Result<(), String>> {
@@ -358,6 +396,70 @@ mod tests {
         assert!(matches!(second, Err(DistError::Store(_))), "{second:?}");
     }
 
+    /// A store holding `len` bytes under every key; it records the `max`
+    /// each read was given and, like a real store, refuses a larger object.
+    struct Recording {
+        len: u64,
+        asked: std::sync::Mutex<Vec<u64>>,
+    }
+
+    impl PayloadStore for Recording {
+        fn put(&self, _: String, _: Vec<u8>) -> BoxFuture<Result<(), String>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn get(&self, _: String, max: u64) -> BoxFuture<Result<Vec<u8>, String>> {
+            self.asked.lock().unwrap().push(max);
+            let len = self.len;
+            Box::pin(async move {
+                if len > max {
+                    return Err(format!("{TOO_LARGE}{len} > {max}"));
+                }
+                Ok(vec![1; len as usize])
+            })
+        }
+        fn delete(&self, _: String) -> BoxFuture<Result<(), String>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// A declared size is checked against the cap before the store is
+        /// asked, and the store is never asked for more than was declared.
+        #[test]
+        fn declared_sizes_never_reach_the_store_over_the_cap(
+            declared in proptest::prop_oneof![0u64..12, proptest::prelude::any::<u64>()],
+            held in 0u64..12,
+        ) {
+            let store = Arc::new(Recording { len: held, asked: Default::default() });
+            let p = Payloads { store: store.clone(), ..payloads() };
+            let slot = Slot::Ref("bytes".into(), "k".into(), declared);
+            let r = run(p.decode_slot(&slot));
+            let asked = store.asked.lock().unwrap().clone();
+            if declared > p.cap as u64 {
+                proptest::prop_assert!(asked.is_empty(), "store read for {declared} bytes");
+                proptest::prop_assert!(
+                    matches!(&r, Err(DistError::Wire { cause, .. }) if cause.contains("payload_cap")),
+                    "{r:?}"
+                );
+            } else {
+                proptest::prop_assert!(asked.iter().all(|&m| m == declared), "{asked:?}");
+                proptest::prop_assert_eq!(r.is_ok(), held == declared, "{:?}", r);
+            }
+        }
+    }
+
+    #[test]
+    fn an_inline_payload_over_the_cap_is_refused() {
+        let p = payloads();
+        let r = run(p.decode_slot(&Slot::Inline("bytes".into(), vec![0; 9])));
+        assert!(
+            matches!(&r, Err(DistError::Wire { cause, .. }) if cause.contains("9 bytes")),
+            "{r:?}"
+        );
+    }
+
     /// A store whose calls never answer (a read cut off mid-object).
     struct Silent(std::sync::atomic::AtomicU32);
 
@@ -365,7 +467,7 @@ mod tests {
         fn put(&self, _: String, _: Vec<u8>) -> BoxFuture<Result<(), String>> {
             Box::pin(std::future::pending())
         }
-        fn get(&self, _: String) -> BoxFuture<Result<Vec<u8>, String>> {
+        fn get(&self, _: String, _: u64) -> BoxFuture<Result<Vec<u8>, String>> {
             self.0.fetch_add(1, Ordering::Relaxed);
             Box::pin(std::future::pending())
         }

@@ -15,6 +15,12 @@
 //!   be given as bytes.
 //! - Decoding never panics: truncated or foreign bytes are an `Err` naming
 //!   what was being read.
+//! - Decoding never trusts a declared size: a length or count is refused
+//!   when the bytes left cannot hold it, before anything is allocated for
+//!   it, so a decode allocates at most a small multiple of its input (whose
+//!   size `rayorch::dist` caps at `DistConfig::payload_cap` before reading
+//!   it). An image's width × height × 3 must equal its pixel bytes exactly
+//!   and stay within [`MAX_IMAGE_PIXELS`].
 
 #[cfg(feature = "pdf")]
 use std::path::PathBuf;
@@ -31,6 +37,11 @@ use crate::PageImage;
 use crate::ocr::{LineText, TextLine};
 #[cfg(feature = "pdf")]
 use crate::pdf::{OpenPdf, PdfFile, PdfPage, PdfPages, PdfSource, open_document};
+
+/// The most pixels a decoded image may declare (2^28, about 268 M: an A0
+/// page rendered at 400 dpi is 248 M), whatever bytes follow: a page or a
+/// line crop larger than this is a damaged frame, not a document.
+pub const MAX_IMAGE_PIXELS: u64 = 1 << 28;
 
 /// A value with a byte encoding of its own.
 pub trait Wire: Sized {
@@ -103,10 +114,11 @@ impl<'a> Reader<'a> {
     /// damaged length never makes a huge allocation).
     pub fn len(&mut self, what: &str) -> Result<usize, String> {
         let n = self.u64(what)?;
+        let left = self.b.len().saturating_sub(self.at);
         usize::try_from(n)
             .ok()
-            .filter(|&n| n <= self.b.len() - self.at)
-            .ok_or_else(|| format!("bad value: {what} claims {n} items, more than the buffer holds"))
+            .filter(|&n| n <= left)
+            .ok_or_else(|| format!("bad value: {what} claims {n} items, more than the {left} bytes left"))
     }
 
     /// A length-prefixed byte string.
@@ -155,8 +167,23 @@ fn get_box(r: &mut Reader<'_>) -> Result<[u32; 4], String> {
 
 fn get_image(r: &mut Reader<'_>, what: &str) -> Result<RgbImage, String> {
     let (w, h) = (r.u32(what)?, r.u32(what)?);
-    let raw = r.bytes(what)?.to_vec();
-    RgbImage::from_raw(w, h, raw).ok_or_else(|| format!("bad value: {what} is not a {w}×{h} RGB image"))
+    // u32 × u32 fits a u64; × 3 checked.
+    let pixels = u64::from(w) * u64::from(h);
+    if pixels > MAX_IMAGE_PIXELS {
+        return Err(format!(
+            "bad value: {what} declares {w}×{h} = {pixels} pixels, at most {MAX_IMAGE_PIXELS} allowed"
+        ));
+    }
+    let raw = r.bytes(what)?;
+    if pixels.checked_mul(3) != Some(raw.len() as u64) {
+        return Err(format!(
+            "bad value: {what} is {w}×{h} RGB ({} bytes) but carries {} bytes",
+            pixels.saturating_mul(3),
+            raw.len()
+        ));
+    }
+    RgbImage::from_raw(w, h, raw.to_vec())
+        .ok_or_else(|| format!("bad value: {what} is not a {w}×{h} RGB image"))
 }
 
 impl Wire for String {
@@ -225,7 +252,15 @@ impl Wire for LineText {
     fn get(r: &mut Reader<'_>) -> Result<LineText, String> {
         let text = String::get(r)?;
         let confidence = f32::from_bits(r.u32("a confidence")?);
-        let low_confidence = r.take(1, "a flag")?[0] != 0;
+        let low_confidence = match r.take(1, "a flag")?[0] {
+            0 => false,
+            1 => true,
+            t => {
+                return Err(format!(
+                    "bad value: a low-confidence flag of {t}, expected 0 or 1"
+                ));
+            }
+        };
         let row = r.u64("a row")? as usize;
         let bbox = get_box(r)?;
         Ok(LineText {
