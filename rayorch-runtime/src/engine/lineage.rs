@@ -10,11 +10,13 @@
 //! - Facts are published once. Publishing an identical fact again is a no-op
 //!   ([`Publish::Repeat`]); a different one is rejected ([`Publish::Conflict`])
 //!   and the first stays. Terminal means: once set, never unset, until the
-//!   whole root is released.
+//!   Entity is released.
 //! - An Entity's parent slot and ordinal never change while it is live;
 //!   children of one Expansion are allocated together with ordinals 0..m.
-//! - A root's Entities are released only after the root's outcome has been
-//!   handed out; releasing drops every value the root held.
+//! - A child Entity is released once its parent has consumed it (every
+//!   Reduce over its Domain has decided for that parent), a root's
+//!   remaining Entities once the root's outcome has been handed out;
+//!   releasing an Entity drops every value it and its subtree held.
 
 use crate::engine::propagation_rules::{ExpansionState, State};
 use crate::value::{Cause, Item, Value};

@@ -1,6 +1,7 @@
-//! Propagation and the life of a root: the worklist loop that hands each
+//! Propagation and the life of Entities: the worklist loop that hands each
 //! new fact to the ingredient of every consumer node, Entity allocation
-//! across ingredients, releasing a finished root, and stall diagnosis.
+//! across ingredients, releasing consumed children and finished roots, and
+//! stall diagnosis.
 //!
 //! State: none of its own (it coordinates the ingredients of [`Core`]).
 //!
@@ -12,6 +13,11 @@
 //!   a released slot's Items are cleared by `free_tree`, so a recycled slot
 //!   starts with every Item unresolved.
 //! - A root is released after its outcome is queued, never before.
+//! - Children are released (with their subtrees) once every Reduce over
+//!   their Domain has decided for their parent (`ReduceState`), never
+//!   before; both releases wait for the worklist's fixpoint, so no queued
+//!   fact ever names a freed slot. Grains of released Entities still queued
+//!   are tombstones, reports of them still in flight are stale.
 
 use crate::engine::Core;
 use crate::engine::boundary::RootOutcome;
@@ -50,6 +56,13 @@ impl Core {
                     NodeKind::Source { .. } => {}
                 }
             }
+        }
+        // Children before roots: a root finishing in this drain releases
+        // what is left of its tree, children released here are gone from
+        // their parents' lists already (and a parent released by an
+        // earlier entry has emptied its lists).
+        for (child, p) in std::mem::take(&mut self.lineage.to_release) {
+            self.release_children(plan, child, p);
         }
         for r in std::mem::take(&mut self.lineage.to_finish) {
             self.finish_root(plan, r);
@@ -131,6 +144,14 @@ impl Core {
         self.expands.init(plan, dom, i, grew);
         self.reduces.init(plan, dom, i, grew);
         e
+    }
+
+    /// Release the children of parent `p` in Domain `child`, and theirs:
+    /// the parent has consumed them (see `admission.rs`).
+    fn release_children(&mut self, plan: &PlanInner, child: usize, p: u32) {
+        for k in self.expands.take_children(child, p) {
+            self.free_tree(plan, child, k);
+        }
     }
 
     fn free_tree(&mut self, plan: &PlanInner, dom: usize, e: u32) {

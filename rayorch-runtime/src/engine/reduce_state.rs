@@ -14,7 +14,13 @@
 //!   is decided by [`propagation_rules::decide_reduce_keep_failed`] only at zero (or
 //!   without children): a failure is gathered, it decides nothing.
 //! - `done` is set exactly when the outputs are published; nothing after it
-//!   touches the record until the root is released.
+//!   touches the record until the parent is released.
+//! - When every Reduce over a child Domain is `done` for a parent, the
+//!   parent has consumed those children: nothing they hold can change an
+//!   output any more (a child's values reach its ancestors only through
+//!   these Reduces), so they are queued for release with their subtrees
+//!   (`LineageState::to_release`, released when `drain` reaches its fixpoint;
+//!   see `admission.rs` for why this is what the children window counts).
 
 use crate::engine::Core;
 use crate::engine::LineageState;
@@ -173,6 +179,7 @@ impl Core {
                 }
                 let item = gather(col).map_or_else(|| Item::Failed(gather_failed(&n.label)), Item::Present);
                 self.lineage.set(n.outputs[0], p, item);
+                self.maybe_consumed(plan, child, p);
                 return;
             }
             ReduceDecision::Present => {
@@ -190,12 +197,28 @@ impl Core {
                     let item = f(col).map_or_else(|| Item::Failed(gather_failed(&n.label)), Item::Present);
                     self.lineage.set(out, p, item);
                 }
+                self.maybe_consumed(plan, child, p);
                 return;
             }
         };
         self.reduces.recs[dense][p as usize].done = true;
         for &out in &n.outputs {
             self.lineage.set(out, p, item.clone());
+        }
+        self.maybe_consumed(plan, child, p);
+    }
+
+    /// A Reduce over Domain `child` has decided for parent `p`. Once every
+    /// Reduce over `child` has, `p` has consumed its children there: queue
+    /// them for release (a parent without children has none to free).
+    fn maybe_consumed(&mut self, plan: &PlanInner, child: usize, p: u32) {
+        let recs = &self.reduces.recs;
+        let all = plan.domains[child]
+            .reduces_over
+            .iter()
+            .all(|&r| recs[plan.nodes[r].dense][p as usize].done);
+        if all && !self.expands.children(child, p).is_empty() {
+            self.lineage.to_release.push((child, p));
         }
     }
 }
