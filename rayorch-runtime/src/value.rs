@@ -28,8 +28,7 @@
 //!   consumed its input; a payload behind an `Arc` makes it a reference-count
 //!   bump.
 //! - **Several consumers** (or a plan output): the engine keeps the Item's
-//!   value until its Entity is released (a child once its parent has
-//!   gathered it, a root with its outcome), so every consumer that needs a `T`
+//!   value until the root is released, so every consumer that needs a `T`
 //!   copies it: each consuming Call's stage gets one copy per attempt, an
 //!   Expand copies the list it splits, a Reduce the children it gathers, and
 //!   reading a root's output ([`crate::RootOutcome::get`]) copies it. With

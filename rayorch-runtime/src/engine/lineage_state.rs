@@ -50,10 +50,6 @@ pub(crate) struct LineageState {
     pub(crate) unexpanded: usize,
     pub(crate) work: VecDeque<Fact>,
     pub(crate) to_finish: Vec<u32>,
-    /// (child Domain, parent slot): children their parent has consumed,
-    /// released with their subtrees once the worklist is empty (a fact
-    /// still queued for one of them must not meet a freed slot).
-    pub(crate) to_release: Vec<(usize, u32)>,
     /// Conflicting publications (always a bug; must stay 0).
     pub(crate) conflicts: u64,
     consumed: Value,
@@ -69,7 +65,6 @@ impl LineageState {
             unexpanded: 0,
             work: VecDeque::new(),
             to_finish: Vec::new(),
-            to_release: Vec::new(),
             conflicts: 0,
             consumed: Arc::new(Consumed),
         }

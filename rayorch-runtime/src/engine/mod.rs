@@ -29,9 +29,8 @@
 //!   queued siblings are sealed Suppressed at once, waiting ones when they
 //!   would be decided, in-flight ones when they report; committed ones stay.
 //! - A root is released (all its Entities, Items and Grains) right after its
-//!   outcome is queued for the consumer; children are released earlier,
-//!   once their parent has consumed them (its Reduces over them decided).
-//!   Memory is bounded by the two windows (`admission.rs`).
+//!   outcome is queued for the consumer; memory is bounded by the two
+//!   windows (`admission.rs`: a child counts until its parent consumed it).
 //! - Retries never reorder the FIFO: they go to per-Call recovery queues.
 //! - A Grain transition the lifecycle forbids is a bug: it fails a debug
 //!   assertion and, in release, ends the run with
@@ -271,7 +270,7 @@ impl Core {
 
     fn live_children(&self, plan: &PlanInner) -> usize {
         let doms = &self.lineage.doms;
-        doms.iter().map(|d| d.live).sum::<usize>() - doms[plan.root].live
+        doms.iter().map(|d| d.live - d.consumed).sum::<usize>() - doms[plan.root].live
     }
 
     fn admissible(&self, plan: &PlanInner) -> bool {

@@ -4,8 +4,7 @@
 //! Invariants:
 //! - Entries are never edited in place. A Grain that leaves the ready phase by
 //!   another route (suppressed by a barrier, reserved by a parent-bound scan,
-//!   freed with its root or its consumed parent) leaves a tombstone that is
-//!   skipped when reached.
+//!   freed with its root) leaves a tombstone that is skipped when reached.
 //!   An entry is live iff its Entity epoch and Grain generation still match
 //!   and the Grain is ready; the caller supplies that check.
 //! - Elastic reservation pops from the head only: O(B) plus tombstones.
@@ -25,7 +24,7 @@
 //!   `AGING × queued` Grains of newer work). Reserving is O(B log P) for P
 //!   parents with queued Grains; a push is O(log P).
 //! - A bucket whose slot is reused by a newer parent (a different epoch) held
-//!   only Grains of a released parent, all dead: it is emptied on that push.
+//!   only Grains of a released root, all dead: it is emptied on that push.
 //! - A Call without a parent Domain has one implicit parent; its Grains use
 //!   the FIFO and the policy is Elastic there.
 

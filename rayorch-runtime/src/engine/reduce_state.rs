@@ -14,13 +14,11 @@
 //!   is decided by [`propagation_rules::decide_reduce_keep_failed`] only at zero (or
 //!   without children): a failure is gathered, it decides nothing.
 //! - `done` is set exactly when the outputs are published; nothing after it
-//!   touches the record until the parent is released.
+//!   touches the record until the root is released.
 //! - When every Reduce over a child Domain is `done` for a parent, the
-//!   parent has consumed those children: nothing they hold can change an
-//!   output any more (a child's values reach its ancestors only through
-//!   these Reduces), so they are queued for release with their subtrees
-//!   (`LineageState::to_release`, released when `drain` reaches its fixpoint;
-//!   see `admission.rs` for why this is what the children window counts).
+//!   parent has consumed those children: they (and their subtrees) are
+//!   marked consumed and stop counting against the children window (see
+//!   `admission.rs` for why this is what holds memory).
 
 use crate::engine::Core;
 use crate::engine::LineageState;
@@ -209,16 +207,16 @@ impl Core {
     }
 
     /// A Reduce over Domain `child` has decided for parent `p`. Once every
-    /// Reduce over `child` has, `p` has consumed its children there: queue
-    /// them for release (a parent without children has none to free).
+    /// Reduce over `child` has, `p` has consumed its children there: mark
+    /// them so.
     fn maybe_consumed(&mut self, plan: &PlanInner, child: usize, p: u32) {
         let recs = &self.reduces.recs;
         let all = plan.domains[child]
             .reduces_over
             .iter()
             .all(|&r| recs[plan.nodes[r].dense][p as usize].done);
-        if all && !self.expands.children(child, p).is_empty() {
-            self.lineage.to_release.push((child, p));
+        if all {
+            self.consume_children(plan, child, p);
         }
     }
 }
