@@ -278,11 +278,14 @@ mod tests {
         }
     }
 
+    /// A Doc's pages, each its lines' values or the failure that decided it.
+    type KeptPages = Vec<Result<Vec<u32>, Cause>>;
+
     /// Doc → `n` pages → 4 lines each (page `j` reads `100 j + i`), the
     /// lines expanded from the page value at once (no Call between), each
     /// OCRed (`+ 1`, failing on `fail`), gathered per page, then per Doc
     /// keeping failed pages.
-    fn pages_of_lines(fail: u32) -> (Plan, Output<Vec<Result<Vec<u32>, Cause>>>) {
+    fn pages_of_lines(fail: u32) -> (Plan, Output<KeptPages>) {
         let split = Call::map("split", |n: u32| {
             (0..n)
                 .map(|j| (0..4).map(|i| 100 * j + i).collect())
@@ -375,8 +378,8 @@ mod tests {
         let late = Call::map("late", |n: u32| n);
         let (plan, _) = Plan::build(|b| {
             let d = b.source::<Doc, u32>();
-            let pages = expand::<Page, _, _>(split.apply(d.clone()));
-            b.output(reduce(fast.apply(pages.clone())));
+            let pages = expand::<Page, _, _>(split.apply(d));
+            b.output(reduce(fast.apply(pages)));
             b.output(reduce(slow.apply(pages)));
             b.output(late.apply(d))
         })
