@@ -4,6 +4,8 @@
 //! - a bounded channel sink buffers at most its capacity;
 //! - `window_children` keeps the pages of admitted roots within the bound
 //!   plus one root's pages;
+//! - a child stops counting once its parent has consumed it, so a long
+//!   text-dense root does not hold short roots behind it (issue 27, item 4);
 //! - `backpressure` keeps a fast producer's outputs parked in front of a
 //!   slow consumer within `k` batches (plus what is in flight).
 //!
@@ -16,10 +18,11 @@ use std::time::Duration;
 
 use rayorch::prelude::*;
 use rayorch::sink::{BoundedChannelSink, Callback};
-use rayorch::{Output, RootOutcome, Runner};
+use rayorch::{BatchDispatched, Observer, Output, RootOutcome, Runner};
 
 domain!(Doc);
 domain!(Page: Doc);
+domain!(Line: Page);
 
 fn doubling() -> (Plan, Output<u64>) {
     let double = Call::map("double", |x: u64| 2 * x).batch_size(4).replicas(2);
@@ -183,4 +186,87 @@ fn backpressure_keeps_a_fast_producer_a_few_batches_ahead_of_a_slow_consumer() {
     // detect was between batches (2).
     let worst = worst.load(SeqCst);
     assert!(worst <= 2 * 4 + 2 + 4 + 2, "{worst} rendered outputs parked");
+}
+
+/// Counts the batches dispatched to one Call.
+struct Dispatched {
+    call: &'static str,
+    batches: Arc<AtomicUsize>,
+}
+
+impl Observer for Dispatched {
+    fn batch_dispatched(&mut self, b: &BatchDispatched<'_>) {
+        if b.call == self.call {
+            self.batches.fetch_add(1, SeqCst);
+        }
+    }
+}
+
+/// Issue 27, item 4: one text-dense document (10 pages of 40 lines) is
+/// admitted first, then five one-page documents, under a children window
+/// (400) above the dense document's pages (10) but below its pages and
+/// lines (410). A line counts until its page has gathered it, so once the
+/// dense document's first page is reduced (5 `ocr` batches of 8) there is
+/// room again and the short documents pass while the dense one still has
+/// most of its 50 batches to run. (Before, a line counted until its
+/// document was released, and the short ones waited for all 50.)
+#[test]
+fn short_roots_pass_a_long_text_dense_root_under_the_children_window() {
+    const PAGES: u32 = 10;
+    const LINES: u32 = 40;
+    const BATCH: usize = 8;
+    let split = Call::map("split", |(pages, lines): (u32, u32)| {
+        vec![(0..lines).collect::<Vec<u32>>(); pages as usize]
+    });
+    // Slow enough that the short roots' split and ocr batches are
+    // dispatched while the dense root's ocr work is still queued; nothing
+    // below asserts on time.
+    let ocr = Call::map("ocr", |x: u32| {
+        std::thread::sleep(Duration::from_millis(2));
+        x + 1
+    })
+    .batch_size(BATCH);
+    let (plan, out) = Plan::build(|b| {
+        let docs = b.source::<Doc, (u32, u32)>();
+        let pages = expand::<Page, _, _>(split.apply(docs));
+        let lines = expand::<Line, _, _>(pages);
+        b.output(reduce(reduce(ocr.apply(lines))))
+    })
+    .unwrap();
+    let batches = Arc::new(AtomicUsize::new(0));
+    let roots = std::iter::once((0u64, (PAGES, LINES))).chain((1..=5u64).map(|k| (k, (1, 1))));
+    // (key, ocr batches dispatched when it reached the sink), in order.
+    let mut delivered: Vec<(u64, usize)> = Vec::new();
+    Runner::new(&plan)
+        .window(8)
+        .window_children(400)
+        .observe(Dispatched {
+            call: "ocr",
+            batches: batches.clone(),
+        })
+        .run(
+            roots,
+            Callback::new(|o: &RootOutcome| {
+                let pages = o.get(out).present().unwrap();
+                let (n, lines) = if o.key == 0 { (PAGES, LINES) } else { (1, 1) };
+                assert_eq!(pages, vec![(1..=lines).collect::<Vec<u32>>(); n as usize]);
+                delivered.push((o.key, batches.load(SeqCst)));
+            }),
+        )
+        .unwrap();
+    let dense_at = delivered.iter().position(|&(k, _)| k == 0).unwrap();
+    let total = (PAGES * LINES) as usize / BATCH;
+    assert_eq!(delivered.len(), 6);
+    assert_eq!(
+        dense_at, 5,
+        "every short root reaches the sink before the dense one: {delivered:?}"
+    );
+    // The first short root waits for one dense page (5 batches), the
+    // batches still in flight then, and its own: a few batches, not the
+    // dense root's 50.
+    let first = delivered[0].1;
+    assert!(
+        first <= 3 * LINES as usize / BATCH,
+        "{first} of {total} ocr batches were dispatched before the first short root was written: {delivered:?}"
+    );
 }

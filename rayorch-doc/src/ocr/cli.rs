@@ -35,7 +35,9 @@ pub struct Args {
     #[arg(long, default_value_t = 8)]
     pub window: usize,
     /// Admission window in pages and lines: no new document is admitted
-    /// while this many are in flight (a longer document is admitted alone).
+    /// while this many are live. A line counts until its page is reduced,
+    /// a page until its document is, so a long document's finished pages
+    /// make room for the next documents (a longer one is admitted alone).
     #[arg(long, default_value_t = 4096)]
     pub window_pages: usize,
     /// A Call waits while the Call reading its outputs has this many full

@@ -8,7 +8,9 @@
 //! A document is parsed once (`open`) and expanded into page handles; each
 //! page is rendered in its own Grain, so rendered pages in flight are bounded
 //! by batch sizes, replicas and backpressure, not by document length, and a
-//! window in child pages bounds how much work the admitted documents bring.
+//! window in child pages and lines (a line counts until its page is
+//! reduced, a page until its document is) bounds how much work the admitted
+//! documents bring.
 //! Rendering is hayro, detection and recognition PP-OCRv6 tiny on ONNX
 //! Runtime, embeddings all-MiniLM-L6-v2 on candle. Recognition batches mix
 //! line crops of many pages and documents; each document is written the

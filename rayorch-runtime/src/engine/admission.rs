@@ -6,29 +6,65 @@
 //! - the **window**: fewer than `window` roots live (admitted, not yet
 //!   handed out);
 //! - the **children window**: fewer than `window_children` child Entities
-//!   live, over every Domain below the root and every depth. A child is
-//!   live from its Expansion until its root is released (its slots, Grains
-//!   and Items exist that long), so this counts what the run holds, not
-//!   only what still has work queued.
+//!   live, over every Domain below the root and every depth.
+//!
+//! What counts as a live child: an Entity below the root, from its
+//! Expansion (its slot is allocated when its parent's list is split) until
+//! its parent has consumed it, that is until every Reduce over its Domain
+//! has decided for that parent (gathered the children's values, or was
+//! decided Suppressed by a failed member without waiting for the rest).
+//! Then it and its subtree are marked consumed (`Core::consume_children`;
+//! a child expanded later under a consumed parent is consumed at birth)
+//! and no longer count; a child no Reduce consumes counts until its root is
+//! released. So a finished page's lines stop counting the moment that page
+//! is reduced, while its document still runs, and admission moves on as
+//! pages finish instead of waiting for the whole document (issue 27, item
+//! 4: one dense 50-page document used to hold the window until its root
+//! was released).
+//!
+//! Why until the parent's Reduce and not until the child's own last Grain:
+//! a child whose work is done still holds its value. A Reduce moves its
+//! children's values into the parent's list only when it decides, after
+//! every sibling is terminal, so a done line of an unfinished page keeps
+//! its text in its Item slot until the page folds; uncounting it earlier
+//! would undercount what is held. After the fold the values of
+//! single-consumer Ports have moved into the parent (counted there: the
+//! parent stays counted until *its* parent consumes it) and a Call's inputs
+//! were dropped when it sealed, so a consumed child holds its slot records
+//! and Item facts only, until its root is released. Two gaps, both left
+//! as they are: a Port read by several consumers keeps its value until the
+//! root is released (`value.rs`), and when a Reduce was decided early by a
+//! failed member, the siblings still queued or in flight run on (their
+//! outcomes are facts, CONFORMANCE B6 observes them) while no longer
+//! counted; that work is bounded by batches and backpressure, not by this
+//! window. Releasing those slots early would drop that work and change
+//! observable child outcomes, so the engine only stops counting them.
 //!
 //! A root's child count is unknown until it expands, and several roots
 //! admitted before any of them expands could together bring any number of
 //! children. So while the children window is on (and the plan expands
 //! below its roots at all), a root is admitted only when no live root is
-//! still *unexpanded* (none of its children allocated yet). Guarantee, for
-//! any schedule: when a root is admitted fewer than `window_children`
-//! children are live, so the roots in flight hold at most
-//! `window_children - 1 +` one root's first-level children at that moment.
-//! With one level below the root that is the whole bound. Deeper levels
-//! (lines of pages) expand later, inside roots already admitted: they are
-//! counted (and hold the next admission) but not refused, so the bound then
-//! holds on their parents, and the deeper children stay proportional to it.
+//! still *unexpanded* (none of its children allocated yet).
 //!
-//! No deadlock: every test is on live work. With no root live there are no
-//! children and no unexpanded root, so one root is always admissible; a root
-//! with more children than the bound is admitted alone and runs to the end.
-//! A root that never expands (an empty or failed expansion) stays
-//! unexpanded only until it finishes, which it does without new admissions.
+//! Guarantee, for any schedule: when a root is admitted fewer than
+//! `window_children` children are live. Between two admissions the count
+//! grows only by Expansions inside admitted roots: the first level of the
+//! one root that has not expanded yet (the next admission waits for it),
+//! and deeper levels of any admitted root; everything else only falls. With
+//! one level below the root the live children therefore stay below
+//! `window_children` plus one root's children at every moment. Deeper
+//! levels (lines of pages) expand later, inside roots already admitted:
+//! they are counted (and hold the next admission) but not refused, so the
+//! bound holds on their parents, and the deeper children live at once are
+//! those of the parents whose Reduces are still open (pages in work), each
+//! such parent being counted too.
+//!
+//! No deadlock: every test is on live work, and consuming only lowers the
+//! count. With no root live there are no children and no unexpanded root,
+//! so one root is always admissible; a root with more children than the
+//! bound is admitted alone and runs to the end. A root that never expands
+//! (an empty or failed expansion) stays unexpanded only until it finishes,
+//! which it does without new admissions.
 //!
 //! The price: roots pass one at a time through the Calls before their first
 //! expansion. Pipelines that expand cheap handles early (open a document,
@@ -92,8 +128,9 @@ mod tests {
         assert!(admissible(live(5, 0, 5), 64, 10, false));
     }
 
-    use crate::engine::{Batch, Engine, EngineConfig};
-    use crate::{Call, Plan, domain, expand, reduce};
+    use crate::engine::{Batch, Engine, EngineConfig, EntityPath, ReportOutcome};
+    use crate::value::{Cause, Outcome};
+    use crate::{Call, Output, Plan, domain, expand, reduce, reduce_keep_failed};
 
     domain!(Doc);
     domain!(Page: Doc);
@@ -130,9 +167,11 @@ mod tests {
         }
     }
 
-    /// What a run showed: the most children ever live, roots finished.
+    /// What a run showed: the most children ever live, the most live when
+    /// a root was admitted, roots finished.
     struct Seen {
         max_children: usize,
+        at_admission: usize,
         finished: usize,
     }
 
@@ -153,10 +192,12 @@ mod tests {
         let mut flight: Vec<Batch> = Vec::new();
         let mut seen = Seen {
             max_children: 0,
+            at_admission: 0,
             finished: 0,
         };
         loop {
             while next < roots.len() && eng.can_admit() {
+                seen.at_admission = seen.at_admission.max(eng.live_children());
                 eng.admit_typed(next as u64, roots[next]).unwrap();
                 next += 1;
             }
@@ -194,6 +235,7 @@ mod tests {
         for seed in 1..=5 {
             let seen = drive(&plan, &roots, 64, 1_000, seed);
             assert_eq!(seen.finished, 200);
+            assert!(seen.at_admission < 1_000, "seed {seed}: {}", seen.at_admission);
             assert!(
                 seen.max_children < 1_000 + 427,
                 "seed {seed}: {} children live",
@@ -224,6 +266,7 @@ mod tests {
             let bound = 50 + 25 * seed as usize;
             let seen = drive(&plan, &roots, 32, bound, seed);
             assert_eq!(seen.finished, 120);
+            assert!(seen.at_admission < bound, "seed {seed}: {}", seen.at_admission);
             // Admission sees pages below `bound` (plus one root's 59), and
             // those pages expand into at most 2 lines each afterwards.
             assert!(
@@ -233,5 +276,160 @@ mod tests {
             );
             assert!(seen.max_children >= bound, "seed {seed}: {}", seen.max_children);
         }
+    }
+
+    /// A Doc's pages, each its lines' values or the failure that decided it.
+    type KeptPages = Vec<Result<Vec<u32>, Cause>>;
+
+    /// Doc → `n` pages → 4 lines each (page `j` reads `100 j + i`), the
+    /// lines expanded from the page value at once (no Call between), each
+    /// OCRed (`+ 1`, failing on `fail`), gathered per page, then per Doc
+    /// keeping failed pages.
+    fn pages_of_lines(fail: u32) -> (Plan, Output<KeptPages>) {
+        let split = Call::map("split", |n: u32| {
+            (0..n)
+                .map(|j| (0..4).map(|i| 100 * j + i).collect())
+                .collect::<Vec<Vec<u32>>>()
+        });
+        let ocr = Call::per_record("ocr", move |x: u32| {
+            if x == fail {
+                Outcome::RecordFailure("unreadable line".into())
+            } else {
+                Outcome::Ok(x + 1)
+            }
+        });
+        Plan::build(|b| {
+            let d = b.source::<Doc, u32>();
+            let pages = expand::<Page, _, _>(split.apply(d));
+            let lines = expand::<Line, _, _>(pages);
+            b.output(reduce_keep_failed(reduce(ocr.apply(lines))))
+        })
+        .unwrap()
+    }
+
+    fn engine(plan: &Plan, window_children: usize) -> Engine {
+        let cfg = EngineConfig {
+            window: 64,
+            window_children,
+            seed: 1,
+        };
+        Engine::new(plan, cfg)
+    }
+
+    fn call(plan: &Plan, name: &str) -> usize {
+        plan.calls().iter().position(|c| &*c.name == name).unwrap()
+    }
+
+    /// Reserve up to `max` of Call `c`, run it and report it.
+    fn step(eng: &mut Engine, plan: &Plan, c: usize, max: usize) -> Option<(Vec<EntityPath>, ReportOutcome)> {
+        let b = eng.reserve(c, max)?;
+        let paths = b.grains.iter().map(|g| eng.entity_path(g).unwrap()).collect();
+        let out = plan.calls()[c].runtime.spawn().unwrap().run(b.inputs);
+        Some((paths, eng.report(b.id, out)))
+    }
+
+    fn lines_of(page: u32, paths: &[EntityPath]) -> bool {
+        paths.iter().all(|p| p.ordinals[0] == page)
+    }
+
+    #[test]
+    fn a_page_stops_counting_its_lines_once_it_has_gathered_them() {
+        let (plan, _) = pages_of_lines(u32::MAX);
+        let (split, ocr) = (call(&plan, "split"), call(&plan, "ocr"));
+        let mut eng = engine(&plan, 14);
+        eng.admit_typed(0, 3u32).unwrap();
+        step(&mut eng, &plan, split, 8).unwrap();
+        assert_eq!(eng.live_children(), 3 + 12);
+        assert!(!eng.can_admit());
+        // Nearest completion serves one parent: page 0's four lines.
+        let (paths, _) = step(&mut eng, &plan, ocr, 4).unwrap();
+        assert!(lines_of(0, &paths), "{paths:?}");
+        // Page 0 has gathered its lines: they stop counting, the page
+        // itself counts until the Doc gathers it. 11 < 14: the next root
+        // is admissible while this one still runs (it used to count 15
+        // until the root was released).
+        assert_eq!(eng.live_children(), 3 + 8);
+        assert!(eng.can_admit());
+        eng.admit_typed(1, 1u32).unwrap();
+        // Root 1 is unexpanded until its split runs.
+        assert!(!eng.can_admit());
+        step(&mut eng, &plan, split, 8).unwrap();
+        assert_eq!(eng.live_children(), 3 + 8 + 1 + 4);
+        assert!(!eng.can_admit(), "16 live, bound 14");
+        // Each batch is one page's four lines (the oldest bucket of equal
+        // size first); each gathered page uncounts them at once.
+        let mut left = 3 + 8 + 1 + 4;
+        while let Some((paths, _)) = step(&mut eng, &plan, ocr, 4) {
+            assert_eq!(paths.len(), 4);
+            left -= 4;
+            if eng.live_roots() == 2 {
+                assert_eq!(eng.live_children(), left, "{paths:?}");
+            }
+        }
+        assert_eq!(eng.live_roots(), 0);
+        assert_eq!(eng.live_children(), 0);
+    }
+
+    #[test]
+    fn a_child_counts_until_every_reduce_over_its_domain_has_decided() {
+        let split = Call::map("split", |n: u32| (0..n).collect::<Vec<u32>>());
+        let fast = Call::map("fast", |x: u32| x + 1);
+        let slow = Call::map("slow", |x: u32| x + 2);
+        let late = Call::map("late", |n: u32| n);
+        let (plan, _) = Plan::build(|b| {
+            let d = b.source::<Doc, u32>();
+            let pages = expand::<Page, _, _>(split.apply(d));
+            b.output(reduce(fast.apply(pages)));
+            b.output(reduce(slow.apply(pages)));
+            b.output(late.apply(d))
+        })
+        .unwrap();
+        let mut eng = engine(&plan, usize::MAX);
+        eng.admit_typed(0, 3u32).unwrap();
+        step(&mut eng, &plan, call(&plan, "split"), 8).unwrap();
+        assert_eq!(eng.live_children(), 3);
+        step(&mut eng, &plan, call(&plan, "fast"), 8).unwrap();
+        assert_eq!(eng.live_children(), 3, "the second Reduce still reads them");
+        step(&mut eng, &plan, call(&plan, "slow"), 8).unwrap();
+        // Both Reduces have gathered the pages; the root still waits on `late`.
+        assert_eq!((eng.live_roots(), eng.live_children()), (1, 0));
+        step(&mut eng, &plan, call(&plan, "late"), 8).unwrap();
+        assert_eq!(eng.pop_finished().unwrap().key, 0);
+    }
+
+    #[test]
+    fn a_page_decided_by_a_failed_line_stops_counting_while_its_other_lines_run_on() {
+        let (plan, out) = pages_of_lines(0);
+        let (split, ocr) = (call(&plan, "split"), call(&plan, "ocr"));
+        let mut eng = engine(&plan, usize::MAX);
+        eng.admit_typed(0, 2u32).unwrap();
+        step(&mut eng, &plan, split, 8).unwrap();
+        assert_eq!(eng.live_children(), 2 + 8);
+        let first = eng.reserve(ocr, 1).unwrap();
+        let second = eng.reserve(ocr, 1).unwrap();
+        for b in [&first, &second] {
+            let paths: Vec<_> = b.grains.iter().map(|g| eng.entity_path(g).unwrap()).collect();
+            assert!(lines_of(0, &paths), "{paths:?}");
+        }
+        let mut stage = plan.calls()[ocr].runtime.spawn().unwrap();
+        let (r1, r2) = (stage.run(first.inputs), stage.run(second.inputs));
+        // Line 0 fails: page 0 is decided (Suppressed) with line 1 in
+        // flight and lines 2 and 3 queued; its four lines stop counting.
+        eng.report(first.id, r1);
+        assert_eq!(eng.live_children(), 2 + 4);
+        // Their work still runs and commits (child outcomes are facts).
+        assert_eq!(
+            eng.report(second.id, r2),
+            ReportOutcome::Accepted {
+                committed: 1,
+                stale: 0
+            }
+        );
+        let (paths, _) = step(&mut eng, &plan, ocr, 8).unwrap();
+        assert_eq!(paths.len(), 2 + 4);
+        assert_eq!(eng.live_children(), 0, "page 1 gathered, then the Doc");
+        let pages = eng.pop_finished().unwrap().get(out).present().unwrap();
+        assert!(pages[0].is_err());
+        assert_eq!(pages[1].as_ref().unwrap(), &vec![101, 102, 103, 104]);
     }
 }

@@ -14,7 +14,10 @@
 //! - An Entity's parent slot and ordinal never change while it is live;
 //!   children of one Expansion are allocated together with ordinals 0..m.
 //! - A root's Entities are released only after the root's outcome has been
-//!   handed out; releasing drops every value the root held.
+//!   handed out; releasing drops every value the root held. A child whose
+//!   parent has consumed it (every Reduce over its Domain decided for that
+//!   parent) is marked `consumed` before that and stops counting against
+//!   the children window; its slot stays until the root is released.
 
 use crate::engine::propagation_rules::{ExpansionState, State};
 use crate::value::{Cause, Item, Value};
@@ -75,6 +78,9 @@ pub(crate) struct Ent {
     pub(crate) ordinal: u32,
     pub(crate) epoch: u32,
     pub(crate) live: bool,
+    /// Its parent has consumed it (see `admission.rs`): it no longer
+    /// counts against the children window, though its slot lives on.
+    pub(crate) consumed: bool,
 }
 
 /// The Entity slab of one Domain.
@@ -83,6 +89,8 @@ pub(crate) struct Entities {
     pub(crate) ents: Vec<Ent>,
     free: Vec<u32>,
     pub(crate) live: usize,
+    /// Live slots whose parent has consumed them.
+    pub(crate) consumed: usize,
 }
 
 impl Entities {
@@ -97,6 +105,7 @@ impl Entities {
                 ordinal,
                 epoch: e.epoch,
                 live: true,
+                consumed: false,
             };
             (i, false)
         } else {
@@ -106,6 +115,7 @@ impl Entities {
                 ordinal,
                 epoch: 0,
                 live: true,
+                consumed: false,
             });
             ((self.ents.len() - 1) as u32, true)
         }
@@ -124,7 +134,21 @@ impl Entities {
         e.live = false;
         e.epoch = e.epoch.wrapping_add(1);
         self.live -= 1;
+        if std::mem::take(&mut e.consumed) {
+            self.consumed -= 1;
+        }
         self.free.push(i);
+    }
+
+    /// Mark live slot `i` consumed by its parent; false if it already was.
+    pub(crate) fn consume(&mut self, i: u32) -> bool {
+        let e = &mut self.ents[i as usize];
+        let new = e.live && !e.consumed;
+        if new {
+            e.consumed = true;
+            self.consumed += 1;
+        }
+        new
     }
 
     /// Is `(slot, epoch)` still the same live Entity?

@@ -29,7 +29,8 @@
 //!   queued siblings are sealed Suppressed at once, waiting ones when they
 //!   would be decided, in-flight ones when they report; committed ones stay.
 //! - A root is released (all its Entities, Items and Grains) right after its
-//!   outcome is queued for the consumer; memory is bounded by the window.
+//!   outcome is queued for the consumer; memory is bounded by the two
+//!   windows (`admission.rs`: a child counts until its parent consumed it).
 //! - Retries never reorder the FIFO: they go to per-Call recovery queues.
 //! - A Grain transition the lifecycle forbids is a bug: it fails a debug
 //!   assertion and, in release, ends the run with
@@ -119,8 +120,9 @@ impl Engine {
         self.core.lineage.live_keys.len()
     }
 
-    /// Child Entities live now (every Domain below the root, every depth):
-    /// what [`EngineConfig::window_children`] bounds.
+    /// Child Entities live now (every Domain below the root, every depth),
+    /// each from its Expansion until its parent has consumed it: what
+    /// [`EngineConfig::window_children`] bounds.
     pub fn live_children(&self) -> usize {
         self.core.live_children(&self.plan)
     }
@@ -293,7 +295,7 @@ impl Core {
 
     fn live_children(&self, plan: &PlanInner) -> usize {
         let doms = &self.lineage.doms;
-        doms.iter().map(|d| d.live).sum::<usize>() - doms[plan.root].live
+        doms.iter().map(|d| d.live - d.consumed).sum::<usize>() - doms[plan.root].live
     }
 
     fn admissible(&self, plan: &PlanInner) -> bool {

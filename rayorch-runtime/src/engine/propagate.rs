@@ -1,6 +1,7 @@
 //! Propagation and the life of a root: the worklist loop that hands each
 //! new fact to the ingredient of every consumer node, Entity allocation
-//! across ingredients, releasing a finished root, and stall diagnosis.
+//! across ingredients, marking consumed children, releasing a finished
+//! root, and stall diagnosis.
 //!
 //! State: none of its own (it coordinates the ingredients of [`Core`]).
 //!
@@ -12,6 +13,11 @@
 //!   a released slot's Items are cleared by `free_tree`, so a recycled slot
 //!   starts with every Item unresolved.
 //! - A root is released after its outcome is queued, never before.
+//! - Children are marked consumed (with their subtrees, and any child
+//!   allocated later under a consumed parent) once every Reduce over their
+//!   Domain has decided for their parent (`ReduceState`), never before.
+//!   Marking frees nothing and changes no fact: their remaining work runs
+//!   as before (CONFORMANCE B6 observes it), only the count changes.
 
 use crate::engine::Core;
 use crate::engine::boundary::RootOutcome;
@@ -100,7 +106,14 @@ impl Core {
                     root.expanded = true;
                     self.lineage.unexpanded -= 1;
                 }
-                self.lineage.doms[dom].alloc(at.root, at.parent, at.ordinal)
+                let pd = plan.domains[dom].parent.unwrap_or(plan.root);
+                let inherited = self.lineage.doms[pd].ents[at.parent as usize].consumed;
+                let (e, grew) = self.lineage.doms[dom].alloc(at.root, at.parent, at.ordinal);
+                if inherited {
+                    // Expanded under a parent already consumed.
+                    self.lineage.doms[dom].consume(e);
+                }
+                (e, grew)
             }
         };
         let spec = &plan.domains[dom];
@@ -131,6 +144,25 @@ impl Core {
         self.expands.init(plan, dom, i, grew);
         self.reduces.init(plan, dom, i, grew);
         e
+    }
+
+    /// Mark the children of parent `p` in Domain `child`, and theirs,
+    /// consumed: the parent has gathered them (see `admission.rs`).
+    pub(crate) fn consume_children(&mut self, plan: &PlanInner, child: usize, p: u32) {
+        let mut stack: Vec<(usize, u32)> = self
+            .expands
+            .children(child, p)
+            .iter()
+            .map(|&k| (child, k))
+            .collect();
+        while let Some((d, k)) = stack.pop() {
+            if !self.lineage.doms[d].consume(k) {
+                continue; // its subtree is marked already
+            }
+            for &ch in &plan.domains[d].children {
+                stack.extend(self.expands.children(ch, k).iter().map(|&g| (ch, g)));
+            }
+        }
     }
 
     fn free_tree(&mut self, plan: &PlanInner, dom: usize, e: u32) {

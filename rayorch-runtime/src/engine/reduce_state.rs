@@ -15,6 +15,10 @@
 //!   without children): a failure is gathered, it decides nothing.
 //! - `done` is set exactly when the outputs are published; nothing after it
 //!   touches the record until the root is released.
+//! - When every Reduce over a child Domain is `done` for a parent, the
+//!   parent has consumed those children: they (and their subtrees) are
+//!   marked consumed and stop counting against the children window (see
+//!   `admission.rs` for why this is what holds memory).
 
 use crate::engine::Core;
 use crate::engine::LineageState;
@@ -173,6 +177,7 @@ impl Core {
                 }
                 let item = gather(col).map_or_else(|| Item::Failed(gather_failed(&n.label)), Item::Present);
                 self.lineage.set(n.outputs[0], p, item);
+                self.maybe_consumed(plan, child, p);
                 return;
             }
             ReduceDecision::Present => {
@@ -190,12 +195,28 @@ impl Core {
                     let item = f(col).map_or_else(|| Item::Failed(gather_failed(&n.label)), Item::Present);
                     self.lineage.set(out, p, item);
                 }
+                self.maybe_consumed(plan, child, p);
                 return;
             }
         };
         self.reduces.recs[dense][p as usize].done = true;
         for &out in &n.outputs {
             self.lineage.set(out, p, item.clone());
+        }
+        self.maybe_consumed(plan, child, p);
+    }
+
+    /// A Reduce over Domain `child` has decided for parent `p`. Once every
+    /// Reduce over `child` has, `p` has consumed its children there: mark
+    /// them so.
+    fn maybe_consumed(&mut self, plan: &PlanInner, child: usize, p: u32) {
+        let recs = &self.reduces.recs;
+        let all = plan.domains[child]
+            .reduces_over
+            .iter()
+            .all(|&r| recs[plan.nodes[r].dense][p as usize].done);
+        if all {
+            self.consume_children(plan, child, p);
         }
     }
 }

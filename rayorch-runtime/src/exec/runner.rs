@@ -190,11 +190,16 @@ impl<'p> Runner<'p> {
     }
 
     /// No new root is admitted while `n` child Entities (all Domains below
-    /// the root, all depths, from their expansion until their root is
-    /// finished) are live, nor while an admitted root has not expanded yet:
-    /// a window of 64 roots then cannot admit 64 × 427 pages at once. The
-    /// live children stay below `n` plus the children of one root; a root
-    /// with more children than `n` is admitted alone, never refused.
+    /// the root, all depths) are live, nor while an admitted root has not
+    /// expanded yet: a window of 64 roots then cannot admit 64 × 427 pages
+    /// at once. A child is live from its expansion until its parent has
+    /// gathered it (every `reduce` over its Domain has decided for that
+    /// parent): a page's lines stop counting once the page is reduced, the
+    /// page once its document is, so short documents keep flowing while a
+    /// long one runs. With one level below the root the live children stay
+    /// below `n` plus the children of one root; deeper levels count while
+    /// their parent is open. A root with more children than `n` is
+    /// admitted alone, never refused.
     /// Default: [`DEFAULT_WINDOW_CHILDREN`]; `usize::MAX` turns it off.
     ///
     /// ```
