@@ -159,24 +159,17 @@ fn record_progress(p: &Progress<'_>) -> Vec<Option<f64>> {
         counter!("rayorch_call_mixed_parent_batches_total", "call" => call())
             .absolute(m.mixed_parent_batches);
         gauge!("rayorch_call_batch_fill_ratio", "call" => call()).set(m.fill);
-        let b = backlog_seconds(
+        // Work waiting in replica-seconds, then over the live replicas: the
+        // first is what an autoscaler divides by one more worker's share.
+        let work = replica_seconds(
             live.ready + live.recovery + live.in_flight_grains,
             m.busy_s,
             m.grains_dispatched.saturating_sub(live.in_flight_grains as u64),
-            live.replicas,
         );
-        if let Some(b) = b {
+        let b = work.map(|w| over_replicas(w, live.replicas));
+        if let (Some(w), Some(b)) = (work, b) {
             gauge!("rayorch_call_backlog_seconds", "call" => call()).set(b);
-            // The same work in replica-seconds, whatever the replicas: what an
-            // autoscaler divides by the seconds one more worker would take.
-            if let Some(w) = backlog_seconds(
-                live.ready + live.recovery + live.in_flight_grains,
-                m.busy_s,
-                m.grains_dispatched.saturating_sub(live.in_flight_grains as u64),
-                1,
-            ) {
-                gauge!("rayorch_call_backlog_replica_seconds", "call" => call()).set(w);
-            }
+            gauge!("rayorch_call_backlog_replica_seconds", "call" => call()).set(w);
         }
         backlog.push(b);
     }
@@ -236,18 +229,30 @@ fn record_progress(p: &Progress<'_>) -> Vec<Option<f64>> {
 
 /// The scale signal: `queued` Grains × replica-seconds per Grain (`busy_s`
 /// over the `finished` Grains) ÷ `replicas`; infinite when work waits and
-/// no replica can take it, `None` before any Grain has finished.
+/// no replica can take it, `None` before any Grain has finished. (The
+/// recorder composes the two steps itself, to export both figures.)
+#[cfg(test)]
 pub(super) fn backlog_seconds(queued: usize, busy_s: f64, finished: u64, replicas: usize) -> Option<f64> {
-    if queued == 0 {
-        return Some(0.0);
+    replica_seconds(queued, busy_s, finished).map(|w| over_replicas(w, replicas))
+}
+
+/// `queued` Grains × measured replica-seconds per Grain (`None` before any
+/// Grain has finished, unless nothing is queued).
+fn replica_seconds(queued: usize, busy_s: f64, finished: u64) -> Option<f64> {
+    match (queued, finished) {
+        (0, _) => Some(0.0),
+        (_, 0) => None,
+        _ => Some(queued as f64 * (busy_s / finished as f64)),
     }
-    if finished == 0 {
-        return None;
+}
+
+/// Replica-seconds of work as seconds of wall time on `replicas`.
+fn over_replicas(work: f64, replicas: usize) -> f64 {
+    match replicas {
+        0 if work > 0.0 => f64::INFINITY,
+        0 => 0.0,
+        n => work / n as f64,
     }
-    if replicas == 0 {
-        return Some(f64::INFINITY);
-    }
-    Some(queued as f64 * (busy_s / finished as f64) / replicas as f64)
 }
 
 fn describe() {
