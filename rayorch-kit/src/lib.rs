@@ -10,6 +10,7 @@
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
 //! | [`check`] | after the run: every root once, the same in each output |
 //! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
+//! | [`otlp`] | the run's batch and root spans posted to an OpenTelemetry collector over OTLP/HTTP (the exporter: feature `otlp`) |
 //! | [`role`] | local, owner, worker or broker from one command line (feature `dist`) |
 //!
 //! Failure lines are the runtime's ([`rayorch::sink::FailuresSink`],
@@ -17,6 +18,7 @@
 //! the video job (`rayorch-video`) are built on this kit.
 
 pub mod check;
+pub mod otlp;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod progress;

@@ -3,6 +3,8 @@
 //! exceed them, and the live page loads in a real headless browser (Chromium)
 //! and shows the run's own counts.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -13,11 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rayorch::sink::Callback;
-use rayorch::{Call, Cause, Outcome, Plan, RootOutcome, RunSummary, Runner};
+use rayorch::{Call, Plan, RootOutcome, RunSummary, Runner};
 use rayorch_kit::watch::Watch;
-
-rayorch::domain!(Doc);
-rayorch::domain!(Page: Doc);
 
 /// Documents of `n` pages; page 3 of document 5 fails as a record; the
 /// OCR Call sleeps `ms` per batch so the run lasts long enough to scrape,
@@ -37,21 +36,10 @@ fn plan(ms: u64, hold: Arc<AtomicBool>) -> Plan {
         }
         Ok(pages
             .into_iter()
-            .map(|(doc, p)| match (doc, p) {
-                (5, 3) => Outcome::RecordFailure(Cause::new("page 3 of document 5 is unreadable")),
-                _ => Outcome::Ok(u64::from(p) + doc * 1000),
-            })
+            .map(|(doc, p)| common::read_page(doc, p))
             .collect())
-    })
-    .batch_size(4)
-    .replicas(2);
-    let (plan, _) = Plan::build(|b| {
-        let docs = b.source::<Doc, (u64, u32)>();
-        let pages = rayorch::expand::<Page, _, _>(render.apply(docs));
-        b.output(rayorch::reduce(ocr.apply(pages)))
-    })
-    .unwrap();
-    plan
+    });
+    common::docs_plan(render, ocr)
 }
 
 fn roots() -> Vec<(u64, (u64, u32))> {

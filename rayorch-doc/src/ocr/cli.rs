@@ -103,6 +103,11 @@ pub struct Args {
     /// `rayorch_kit::watch` for the metrics).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Post the run's traces (a span per batch and per document) to this
+    /// OpenTelemetry collector over OTLP/HTTP, e.g. `http://localhost:4318`
+    /// (needs a build with `--features otlp`; see `rayorch_kit::otlp`).
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
     /// Continue the interrupted run journaled in `--out` (same inputs):
     /// finished documents are kept, the others run.
     #[arg(long, conflicts_with = "force")]

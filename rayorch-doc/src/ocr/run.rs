@@ -124,6 +124,7 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
     )?;
 
     let spans = SpanLog::default();
+    let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "doc_ocr")?;
     let (watch, _server) = watch::serve(args.metrics, &progress)?;
     let observer = (progress.observer(), (spans.clone(), watch));
     let k = cfg.knobs;
@@ -176,6 +177,9 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
         }
     };
     progress.finish();
+    if let Some(t) = traces {
+        println!("{}", t.finish());
+    }
 
     let interrupted = interrupts.pressed();
     let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);

@@ -217,8 +217,22 @@ impl Dispatch<'_> {
             retries = batch.grains.len() - first,
             replica = tracing::field::Empty,
             outcome = tracing::field::Empty,
+            // An OpenTelemetry bridge marks failed attempts as errors.
+            otel.status_code = tracing::field::Empty,
         );
         if !span.is_disabled() {
+            // The batch serves these roots: link its span to theirs.
+            let mut roots: Vec<u64> = batch
+                .grains
+                .iter()
+                .filter_map(|g| self.engine.entity_path(g))
+                .map(|p| p.root)
+                .collect();
+            roots.sort_unstable();
+            roots.dedup();
+            for r in roots.iter().filter_map(|k| self.spans.roots.get(k)) {
+                span.follows_from(r);
+            }
             self.spans.batches.insert(batch.id, span);
         }
         self.watch.dispatched(&BatchDispatched {
@@ -540,7 +554,14 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         self.engine.admit(key, v)?;
         self.live.insert(key);
         self.watch.root_admitted(key, self.start.elapsed());
-        let span = tracing::info_span!(target: "rayorch::root", "root", key, outcome = tracing::field::Empty);
+        let span = tracing::info_span!(
+            target: "rayorch::root",
+            "root",
+            key,
+            outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
         if !span.is_disabled() {
             self.spans.roots.insert(key, span);
         }
@@ -577,6 +598,13 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         self.watch.root_finished(o, at);
         if let Some(span) = self.spans.roots.remove(&o.key) {
             span.record("outcome", format!("{:?}", o.kind()).to_lowercase());
+            // Lost to a failure (its own or a Grain's below it): an error.
+            if matches!(o.kind(), ItemKind::Failed | ItemKind::Suppressed) {
+                span.record("otel.status_code", "error");
+                if let Some(c) = o.cause() {
+                    span.record("otel.status_description", c.to_string());
+                }
+            }
         }
         // The sink is user code on the loop: a panic there is a typed sink
         // error (the run still shuts its backend down and closes).
@@ -629,6 +657,9 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                     Err(_) => "attempt failed",
                 },
             );
+            if f.result.is_err() {
+                span.record("otel.status_code", "error");
+            }
         }
         let now = Instant::now();
         self.replaced[f.call] += u64::from(f.replaced);

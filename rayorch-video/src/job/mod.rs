@@ -71,6 +71,11 @@ pub struct Args {
     /// address while the job runs, e.g. `127.0.0.1:9184`.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Post the run's traces (a span per batch and per video) to this
+    /// OpenTelemetry collector over OTLP/HTTP, e.g. `http://localhost:4318`
+    /// (needs a build with `--features otlp`; see `rayorch_kit::otlp`).
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
 }
 
 const EXTENSIONS: [&str; 6] = ["mp4", "mkv", "webm", "mov", "avi", "m4a"];
@@ -136,6 +141,7 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
         args.out.display()
     ));
     let spans = SpanLog::default();
+    let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "video_index")?;
     let (watch, _server) = watch::serve(args.metrics, &bars)?;
     let runner = Runner::new(&plan)
         .window(args.window)
@@ -145,6 +151,9 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
         &mut sink,
     )?;
     bars.finish();
+    if let Some(t) = traces {
+        println!("{}", t.finish());
+    }
     let (batches, multi_clip, multi_video, frames) = mix.snapshot();
     let mut json = serde_json::to_value(&summary)?;
     json["job"] = serde_json::json!({
