@@ -77,6 +77,8 @@ const OWNER_CALLS: &str = "open:1,name:1,page_text:1,assemble:1";
 /// The documents, outputs and journal of a run in this process: the whole
 /// job (`owner` `None`), or the owner of a distributed one.
 fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
+    // First: a bad --otlp fails before any output is touched.
+    let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "doc_ocr")?;
     let default_inputs = args.inputs.is_empty();
     let inputs = if default_inputs {
         vec![cli::samples_dir().display().to_string()]
@@ -124,7 +126,6 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
     )?;
 
     let spans = SpanLog::default();
-    let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "doc_ocr")?;
     let (watch, _server) = watch::serve(args.metrics, &progress)?;
     let observer = (progress.observer(), (spans.clone(), watch));
     let k = cfg.knobs;

@@ -112,6 +112,16 @@ impl LineageState {
         self.value(port, e, plan.ports[port as usize].sole_consumer)
     }
 
+    /// The key of the root above Entity `e` of Domain `dom` (no allocation).
+    pub(crate) fn root_key(&self, plan: &PlanInner, dom: usize, e: u32) -> u64 {
+        let (mut d, mut i) = (dom, e);
+        while let Some(p) = plan.domains[d].parent {
+            i = self.doms[d].ents[i as usize].parent;
+            d = p;
+        }
+        self.roots[i as usize].key
+    }
+
     /// Where Entity `e` of Domain `dom` sits.
     pub(crate) fn path(&self, plan: &PlanInner, dom: usize, e: u32) -> EntityPath {
         let mut ordinals = Vec::new();

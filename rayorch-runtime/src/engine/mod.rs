@@ -231,6 +231,15 @@ impl Engine {
             .then(|| lineage.path(&self.plan, g.domain, g.entity))
     }
 
+    /// The root key of a Grain's Entity, while its root is live (what
+    /// [`Engine::entity_path`] starts with, without building the path).
+    pub(crate) fn root_of(&self, g: &GrainRef) -> Option<u64> {
+        let lineage = &self.core.lineage;
+        lineage.doms[g.domain]
+            .is(g.entity, g.epoch)
+            .then(|| lineage.root_key(&self.plan, g.domain, g.entity))
+    }
+
     /// If nothing is in flight and nothing is dispatchable while roots are
     /// unfinished, describe what is stuck (instead of letting a driver hang).
     pub fn stall(&self) -> Option<String> {

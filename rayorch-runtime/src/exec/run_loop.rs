@@ -225,8 +225,7 @@ impl Dispatch<'_> {
             let mut roots: Vec<u64> = batch
                 .grains
                 .iter()
-                .filter_map(|g| self.engine.entity_path(g))
-                .map(|p| p.root)
+                .filter_map(|g| self.engine.root_of(g))
                 .collect();
             roots.sort_unstable();
             roots.dedup();

@@ -132,6 +132,7 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
         .domain::<Frame>("frames")
         .shared();
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "video_index")?;
     let mut sink = outputs::Outputs::create(&args.out, out, names, bars.clone())?;
     bars.println(format!(
         "video_index: {} files, {} fps sampling, batch {}, outputs in {}",
@@ -141,7 +142,6 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
         args.out.display()
     ));
     let spans = SpanLog::default();
-    let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "video_index")?;
     let (watch, _server) = watch::serve(args.metrics, &bars)?;
     let runner = Runner::new(&plan)
         .window(args.window)
