@@ -1,7 +1,8 @@
 //! The engine contract: CONFORMANCE.md §A–§D (`conformance_*`, the randomized
 //! contract in `randomized`), and the engine's own promises through the
 //! public API (`engine`, payload moves in `payloads`, `keep_failed` reduces,
-//! the reservation policies in `scheduling`).
+//! the reservation policies in `scheduling`, shape keys and batch delays in
+//! `shape_batching`).
 //!
 //! One test binary; its modules live in `contract/`, the helpers it shares
 //! with the other layers' binaries in `common/`. Run one module with
@@ -19,4 +20,5 @@ mod contract {
     mod payloads;
     mod randomized;
     mod scheduling;
+    mod shape_batching;
 }

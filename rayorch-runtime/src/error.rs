@@ -17,6 +17,16 @@ pub enum PlanError {
         /// The operation that received it.
         op: String,
     },
+    /// A shape key was given to a Call that has not exactly one required input.
+    #[error(
+        "Call `{call}` has a shape key but {inputs} input(s) or an optional one; a shape key reads the Call's single required input: key a Call with one input Port, or drop `.shape(..)`"
+    )]
+    ShapeInputs {
+        /// The Call.
+        call: String,
+        /// How many inputs it was given.
+        inputs: usize,
+    },
     /// No source was declared.
     #[error("the plan has no source; declare one with `b.source::<Root, T>()`")]
     NoSource,

@@ -4,7 +4,8 @@
 //! L3`: 1–3 expansion levels; per-record Calls that fail on some values;
 //! filters; broadcasts from any ancestor; two-input Calls with optional
 //! inputs; plain and aligned expands (empty lists, mismatched lengths);
-//! plain, member-masked and aligned reduces; random reservation policies,
+//! plain, member-masked and aligned reduces; random reservation policies
+//! (some with shape keys and batch delays),
 //! batch sizes, replica counts and recovery policies per Call (RetryBatch,
 //! RetryTail, Isolate, Abort); blocking stages and async ones whose futures
 //! sleep a drawn amount of tokio time and yield; records that poison their
@@ -157,6 +158,11 @@ struct Fx {
     exec: Exec,
     /// The Call's own pool size (the random sim schedules draw their own).
     replicas: usize,
+    /// A shape key (`value mod n`) on a Call with one `i64` input; batches
+    /// then hold one key each.
+    shape: Option<i64>,
+    /// A batch delay (µs) with preferred sizes, on any Call.
+    delay_us: Option<u64>,
     /// Set only by the distributed property (`randomized/dist.rs`), on async
     /// retrying Calls: the Call gets a timeout ([`STALL_TIMEOUT`]) and its
     /// 2nd and 6th attempts hang past it; retries absorb both.

@@ -176,6 +176,12 @@ pub struct CallStats {
     pub queue_touches: u64,
     /// Batches whose Grains belong to more than one parent.
     pub mixed_parent_batches: u64,
+    /// Reservations that held ready Grains for mates (a shape key or a
+    /// batch delay, see [`Call::max_batch_delay`](crate::Call::max_batch_delay)).
+    pub holds: u64,
+    /// Grains whose shape key function panicked (they went under key
+    /// `u64::MAX`).
+    pub shape_key_panics: u64,
 }
 
 /// Whole-engine counters.

@@ -21,7 +21,7 @@ use crate::engine::boundary::{Batch, BatchId, CallStats, GrainRef};
 use crate::engine::grain::{Grain, InvalidTransition, Phase, Transition};
 use crate::engine::lineage::state_of;
 use crate::engine::propagation_rules::{self, CallDecision, State};
-use crate::engine::ready_queue::{CallQueues, Entry};
+use crate::engine::ready_queue::{Batching, CallQueues, Entry, Reserved};
 use crate::engine::{Core, lineage_state::LineageState};
 use crate::error::RunError;
 use crate::exec::stage::BatchInputs;
@@ -55,27 +55,49 @@ pub(crate) struct CallState {
     pub(crate) batch_free: Vec<u32>,
     pub(crate) nonce: u32,
     pub(crate) in_flight: usize,
+    /// Batches in flight per Call.
+    pub(crate) in_flight_of: Vec<usize>,
+    /// Per timed Call: the Calls upstream of it (whose work may still bring
+    /// it Grains); empty for the others, which never ask.
+    pub(crate) upstream: Vec<Vec<usize>>,
+    /// Per Call: the engine time (µs) until which its last reservation
+    /// held ready Grains for mates; `None` when it did not hold.
+    pub(crate) held_until: Vec<Option<u64>>,
     pub(crate) stats: Vec<CallStats>,
 }
 
 impl CallState {
     pub(crate) fn new(plan: &PlanInner, seed: u64) -> CallState {
         let n = plan.calls.len();
+        let queues: Vec<CallQueues> = (0..n)
+            .map(|i| {
+                CallQueues::new(
+                    seed.wrapping_add(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    plan.calls[i].config.reservation,
+                    batching(plan, i),
+                )
+            })
+            .collect();
+        let upstream = (0..n)
+            .map(|i| {
+                if queues[i].timed() {
+                    upstream_calls(plan, i)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
         CallState {
             grains: (0..n).map(|_| Vec::new()).collect(),
             barriers: (0..n).map(|_| Vec::new()).collect(),
-            queues: (0..n)
-                .map(|i| {
-                    CallQueues::new(
-                        seed.wrapping_add(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                        plan.calls[i].config.reservation,
-                    )
-                })
-                .collect(),
+            queues,
             batches: Vec::new(),
             batch_free: Vec::new(),
             nonce: 0,
             in_flight: 0,
+            in_flight_of: vec![0; n],
+            upstream,
+            held_until: vec![None; n],
             stats: vec![CallStats::default(); n],
         }
     }
@@ -111,6 +133,7 @@ impl CallState {
 
     fn store(&mut self, rec: BatchRec) -> u32 {
         self.in_flight += 1;
+        self.in_flight_of[rec.call] += 1;
         match self.batch_free.pop() {
             Some(s) => {
                 self.batches[s as usize] = Some(rec);
@@ -131,8 +154,62 @@ impl CallState {
             .and_then(|b| b.take_if(|b| b.nonce == id.nonce))?;
         self.batch_free.push(id.slot);
         self.in_flight -= 1;
+        self.in_flight_of[rec.call] -= 1;
         Some(rec)
     }
+
+    /// May more Grains still become ready at timed Call `c`? Yes while a
+    /// Call upstream of it has work queued or in flight, or while a root
+    /// may still be admitted (`admitting`).
+    fn can_grow(&self, c: usize, admitting: bool) -> bool {
+        admitting
+            || self.upstream[c]
+                .iter()
+                .any(|&u| self.in_flight_of[u] > 0 || self.queues[u].len_upper_bound() > 0)
+    }
+}
+
+/// How Call `i` waits for mates: `None` for an unshaped Call without a delay
+/// (it reserves as it always did).
+fn batching(plan: &PlanInner, i: usize) -> Option<Batching> {
+    let spec = &plan.calls[i];
+    let delay = spec.config.max_batch_delay;
+    (spec.shape.is_some() || delay.is_some()).then(|| Batching {
+        delay_us: delay.map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+        preferred: spec.config.preferred_batch_sizes.clone(),
+    })
+}
+
+/// The Calls whose outputs reach Call `c`'s inputs through any nodes.
+fn upstream_calls(plan: &PlanInner, c: usize) -> Vec<usize> {
+    let mut producer = vec![usize::MAX; plan.ports.len()];
+    for (ni, n) in plan.nodes.iter().enumerate() {
+        for &p in &n.outputs {
+            producer[p as usize] = ni;
+        }
+    }
+    let is_call = |ni: usize| matches!(plan.nodes[ni].kind, crate::plan::build::NodeKind::Call { .. });
+    let Some(start) = (0..plan.nodes.len()).find(|&ni| is_call(ni) && plan.nodes[ni].dense == c) else {
+        return Vec::new();
+    };
+    let mut seen = vec![false; plan.nodes.len()];
+    let mut stack = vec![start];
+    let mut calls = Vec::new();
+    while let Some(ni) = stack.pop() {
+        for p in plan.nodes[ni].kind.input_ports() {
+            let up = producer[p as usize];
+            if up == usize::MAX || seen[up] {
+                continue;
+            }
+            seen[up] = true;
+            if is_call(up) {
+                calls.push(plan.nodes[up].dense);
+            }
+            stack.push(up);
+        }
+    }
+    calls.sort_unstable();
+    calls
 }
 
 /// Can an attempt that fails be followed by another attempt of this Grain?
@@ -217,10 +294,16 @@ impl Core {
                 if !self.transition(plan, c, e, Transition::MakeReady) {
                     return;
                 }
+                let timed = self.calls.queues[c].timed();
                 let entry = Entry {
                     entity: e,
                     epoch: self.lineage.doms[call.domain].ents[e as usize].epoch,
                     generation: self.calls.grains[c][e as usize].generation,
+                    at: if timed { self.clock_us } else { 0 },
+                };
+                let key = match &call.shape {
+                    Some(shape) => self.shape_key(shape, call.inputs[0].port, c, e),
+                    None => 0,
                 };
                 // The parent (slot, epoch) lets a completion-aware policy
                 // group a parent's queued Grains; root-Domain Calls have
@@ -232,7 +315,24 @@ impl Core {
                     }),
                     _ => None,
                 };
-                self.calls.queues[c].push(entry, parent);
+                self.calls.queues[c].push(entry, parent, key);
+            }
+        }
+    }
+
+    /// Grain (c, e)'s shape key from its input on `port`; a panic in the
+    /// user's key function (or a value of another type) gives `u64::MAX`.
+    fn shape_key(&mut self, shape: &crate::plan::call::ShapeFn, port: u32, c: usize, e: u32) -> u64 {
+        let Some(Item::Present(v)) = self.lineage.item(port, e) else {
+            return u64::MAX;
+        };
+        let v: &(dyn std::any::Any + Send + Sync) = &**v;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shape(v))) {
+            Ok(Some(k)) => k,
+            Ok(None) => u64::MAX,
+            Err(_) => {
+                self.calls.stats[c].shape_key_panics += 1;
+                u64::MAX
             }
         }
     }
@@ -273,6 +373,7 @@ impl Core {
         }
         let call = &plan.calls[c];
         let dom = call.domain;
+        let admitting = self.calls.queues[c].timed() && self.source_open && self.admissible(plan);
         let entries = {
             let (calls, lineage) = (&mut self.calls, &self.lineage);
             let ents = &lineage.doms[dom];
@@ -284,14 +385,27 @@ impl Core {
                 }
             };
             let parent = |en: &Entry| ents.ents[en.entity as usize].parent;
-            let touches = &mut calls.stats[c].queue_touches;
-            calls.queues[c]
-                .reserve(max, call.config.reservation, live, parent, touches)
-                .0
+            let can_grow = calls.queues[c].timed() && calls.can_grow(c, admitting);
+            let stats = &mut calls.stats[c];
+            let reserved = calls.queues[c].reserve(
+                max,
+                self.clock_us,
+                can_grow,
+                live,
+                parent,
+                &mut stats.queue_touches,
+            );
+            calls.held_until[c] = None;
+            match reserved {
+                Reserved::Batch(entries, _) => entries,
+                Reserved::Hold(until) => {
+                    stats.holds += 1;
+                    calls.held_until[c] = Some(until);
+                    return None;
+                }
+                Reserved::Empty => return None,
+            }
         };
-        if entries.is_empty() {
-            return None;
-        }
         let mut inputs = BatchInputs::with_capacity(call.inputs.len(), entries.len());
         let mut grains = Vec::with_capacity(entries.len());
         let mut rec = Vec::with_capacity(entries.len());

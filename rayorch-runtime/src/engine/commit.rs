@@ -277,6 +277,7 @@ impl Core {
                 entity: e,
                 epoch: self.lineage.doms[dom].ents[e as usize].epoch,
                 generation: self.calls.grains[c][e as usize].generation,
+                at: self.clock_us,
             });
         }
         self.calls.stats[c].requeued += entries.len() as u64;

@@ -1,6 +1,7 @@
 //! The engine: lineage, scheduling and the commit gate, in one synchronous owner.
 //!
-//! The engine never runs user code and never blocks. An executor admits roots,
+//! The engine never blocks and runs no user code but a Call's shape key
+//! function (cheap, pure, under `catch_unwind`: see `ready_queue.rs`). An executor admits roots,
 //! reserves batches per Call, runs them wherever it likes, and reports each
 //! attempt back; the engine publishes facts, propagates them, and hands out
 //! each root's outcome the moment it is terminal. Because it is synchronous
@@ -85,6 +86,11 @@ pub(crate) struct Core {
     /// Debug builds assert on an invalid Grain transition; a unit test that
     /// provokes one on purpose turns this off to check the release path.
     assert_transitions: bool,
+    /// The executor's clock, in µs since the run began ([`Engine::set_clock`]):
+    /// read only by timed Calls (a shape key or a batch delay).
+    clock_us: u64,
+    /// May the source still yield roots ([`Engine::set_source_open`])?
+    source_open: bool,
 }
 
 impl Engine {
@@ -100,6 +106,8 @@ impl Engine {
             aborted: None,
             stats: EngineStats::default(),
             assert_transitions: true,
+            clock_us: 0,
+            source_open: true,
             config,
         };
         Engine { plan: p, core }
@@ -193,6 +201,50 @@ impl Engine {
             .fold((0, 0), |(n, g), b| (n + 1, g + b.grains.len()))
     }
 
+    /// Advance the engine's clock to `now` (time since the run began; it
+    /// never goes back). Only Calls with a shape key or a batch delay read
+    /// it: a Grain's wait for mates is measured on it, so an executor that
+    /// runs such Calls sets it before it reserves (the run loop does).
+    pub fn set_clock(&mut self, now: std::time::Duration) {
+        let us = u64::try_from(now.as_micros()).unwrap_or(u64::MAX);
+        self.core.clock_us = self.core.clock_us.max(us);
+    }
+
+    /// The engine's clock (see [`Engine::set_clock`]).
+    pub fn clock(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(self.core.clock_us)
+    }
+
+    /// Tell the engine whether the source may still yield roots (it starts
+    /// open). A Call that waits for mates stops waiting once nothing more
+    /// can reach it: no root left to admit and nothing upstream of it
+    /// queued or in flight.
+    pub fn set_source_open(&mut self, open: bool) {
+        self.core.source_open = open;
+    }
+
+    /// When Call `c`'s last reservation held ready Grains for mates: the
+    /// clock time by which it dispatches them anyway (the oldest one's
+    /// arrival plus the Call's delay). `None` when it did not hold. An
+    /// executor with a free replica for `c` wakes by then and reserves again.
+    pub fn hold_deadline(&self, c: usize) -> Option<std::time::Duration> {
+        self.core.calls.held_until[c].map(std::time::Duration::from_micros)
+    }
+
+    /// The earliest [`hold_deadline`](Engine::hold_deadline) over all Calls.
+    pub fn next_hold_deadline(&self) -> Option<std::time::Duration> {
+        (0..self.plan.calls.len())
+            .filter_map(|c| self.hold_deadline(c))
+            .min()
+    }
+
+    /// Shape keys with Grains queued at Call `c` now, with their counts, in
+    /// key order (tombstones included; a Call without a shape key has the
+    /// single key 0).
+    pub fn queued_shapes(&self, c: usize) -> Vec<(u64, usize)> {
+        self.core.calls.queues[c].lanes()
+    }
+
     /// The next finished root, in completion order.
     pub fn pop_finished(&mut self) -> Option<RootOutcome> {
         self.core.finished.pop_front()
@@ -210,7 +262,9 @@ impl Engine {
     }
 
     /// Reserve up to `max` ready Grains of Call `c` into a physical batch,
-    /// following the Call's reservation policy; `None` when nothing is ready.
+    /// following the Call's reservation policy; `None` when nothing is
+    /// ready, or while a Call with a shape key or a batch delay holds its
+    /// ready Grains for mates (then [`Engine::hold_deadline`] says until when).
     pub fn reserve(&mut self, c: usize, max: usize) -> Option<Batch> {
         self.core.reserve(&self.plan, c, max)
     }

@@ -27,18 +27,79 @@
 //!   only Grains of a released root, all dead: it is emptied on that push.
 //! - A Call without a parent Domain has one implicit parent; its Grains use
 //!   the FIFO and the policy is Elastic there.
+//! - Lanes: a Call with a shape key ([`Call::shape`](crate::Call::shape))
+//!   keeps one lane (its own FIFO and buckets) per key, so a batch never
+//!   mixes keys; a Call without one has a single lane and reserves exactly
+//!   as before, with no clock read and no extra work per Grain. A shaped or
+//!   delayed Call ([`Batching`]) is *timed*: each lane keeps the arrival
+//!   times of its entries (tombstones included, until skipped), so its
+//!   oldest entry is known in O(log n).
+//! - A timed Call reserves, in this order: from the lane holding the oldest
+//!   entry once that entry has waited the delay bound (so no Grain is held
+//!   longer than the bound for want of mates); else from a worthy lane (a
+//!   full batch, or a preferred size) — the one served least recently,
+//!   then the one with the oldest entry (the keys take turns, so a parent
+//!   whose Grains span keys is not kept waiting while one key drains); else, when the bound is zero or nothing more can arrive, from
+//!   the lane with the oldest entry; else it holds until the oldest entry's
+//!   deadline. Within a lane the Call's policy picks the Grains, so parents
+//!   still complete in nearest-completion order. Recovery groups are never
+//!   held.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::plan::call::Reservation;
 
-/// One queued Grain: the Entity slot, its epoch, and the Grain's generation
-/// when it was queued.
+/// One queued Grain: the Entity slot, its epoch, the Grain's generation
+/// when it was queued, and (timed Calls only, else 0) the engine clock in
+/// microseconds when it was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub(crate) entity: u32,
     pub(crate) epoch: u32,
     pub(crate) generation: u32,
+    pub(crate) at: u64,
+}
+
+/// How a timed Call waits for mates: its delay bound and preferred sizes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Batching {
+    /// Longest a ready Grain is held for want of mates, in microseconds.
+    pub(crate) delay_us: u64,
+    /// Batch sizes worth dispatching at once, largest first.
+    pub(crate) preferred: Vec<usize>,
+}
+
+/// Arrival times of a lane's entries (a multiset: µs → count); empty and
+/// never touched for an untimed Call.
+#[derive(Default)]
+struct Arrivals {
+    timed: bool,
+    at: BTreeMap<u64, u32>,
+}
+
+impl Arrivals {
+    #[inline]
+    fn add(&mut self, at: u64) {
+        if self.timed {
+            *self.at.entry(at).or_default() += 1;
+        }
+    }
+
+    #[inline]
+    fn remove(&mut self, at: u64) {
+        if self.timed
+            && let std::collections::btree_map::Entry::Occupied(mut o) = self.at.entry(at)
+        {
+            *o.get_mut() -= 1;
+            if *o.get() == 0 {
+                o.remove();
+            }
+        }
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.at.first_key_value().map(|(&t, _)| t)
+    }
 }
 
 /// Aging weight of `NearestCompletion`: one queued Grain of a parent counts
@@ -80,7 +141,7 @@ struct Buckets {
 }
 
 impl Buckets {
-    fn push(&mut self, e: Entry, parent: u32, epoch: u32) {
+    fn push(&mut self, e: Entry, parent: u32, epoch: u32, arrivals: &mut Arrivals) {
         let p = parent as usize;
         if self.by_parent.len() <= p {
             self.by_parent.resize_with(p + 1, Bucket::default);
@@ -90,7 +151,9 @@ impl Buckets {
             self.order.remove(&b.key(parent));
             if b.epoch != epoch {
                 self.len -= b.entries.len();
-                b.entries.clear();
+                for dead in b.entries.drain(..) {
+                    arrivals.remove(dead.at);
+                }
             }
         }
         if b.entries.is_empty() {
@@ -104,7 +167,13 @@ impl Buckets {
         self.order.insert(b.key(parent));
     }
 
-    fn reserve(&mut self, max: usize, live: &impl Fn(&Entry) -> bool, touched: &mut u64) -> Vec<Entry> {
+    fn reserve(
+        &mut self,
+        max: usize,
+        live: &impl Fn(&Entry) -> bool,
+        touched: &mut u64,
+        arrivals: &mut Arrivals,
+    ) -> Vec<Entry> {
         let mut out = Vec::with_capacity(max.min(self.len));
         while out.len() < max {
             let Some((_, _, parent)) = self.order.pop_first() else {
@@ -115,6 +184,7 @@ impl Buckets {
                 let Some(e) = b.entries.pop_front() else { break };
                 self.len -= 1;
                 *touched += 1;
+                arrivals.remove(e.at);
                 if live(&e) {
                     out.push(e);
                 }
@@ -129,136 +199,68 @@ impl Buckets {
     }
 }
 
+/// The ready Grains of one shape key: a FIFO (or per-parent buckets) and
+/// their arrival times.
 #[derive(Default)]
-pub(crate) struct CallQueues {
-    policy: Reservation,
+struct Lane {
+    key: u64,
     fifo: VecDeque<Entry>,
     buckets: Buckets,
-    immediate: VecDeque<Vec<Entry>>,
-    deferred: VecDeque<Vec<Entry>>,
-    rng: u64,
+    arrivals: Arrivals,
+    /// When a batch last came from this lane (the queue's reservation
+    /// count; 0: never, or not since it was last empty).
+    served: u64,
 }
 
-/// Where a reserved batch came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    Immediate,
-    Fifo,
-    Deferred,
-}
-
-impl CallQueues {
-    pub(crate) fn new(seed: u64, policy: Reservation) -> CallQueues {
-        CallQueues {
-            policy,
-            rng: seed | 1,
-            ..CallQueues::default()
+impl Lane {
+    fn new(key: u64, timed: bool) -> Lane {
+        Lane {
+            key,
+            arrivals: Arrivals {
+                timed,
+                at: BTreeMap::new(),
+            },
+            ..Lane::default()
         }
     }
 
-    /// Queue a ready Grain. `parent` is its parent's (slot, epoch), `None`
-    /// for a Call over the root Domain.
-    pub(crate) fn push(&mut self, e: Entry, parent: Option<(u32, u32)>) {
-        match (self.policy, parent) {
-            (Reservation::NearestCompletion, Some((p, epoch))) => self.buckets.push(e, p, epoch),
+    /// Entries queued (tombstones included).
+    fn len(&self) -> usize {
+        self.fifo.len() + self.buckets.len
+    }
+
+    fn push(&mut self, e: Entry, parent: Option<(u32, u32)>, policy: Reservation) {
+        self.arrivals.add(e.at);
+        match (policy, parent) {
+            (Reservation::NearestCompletion, Some((p, epoch))) => {
+                self.buckets.push(e, p, epoch, &mut self.arrivals)
+            }
             _ => self.fifo.push_back(e),
         }
     }
 
-    pub(crate) fn push_recovery(&mut self, group: Vec<Entry>, immediate: bool) {
-        if group.is_empty() {
-            return;
-        }
-        if immediate {
-            self.immediate.push_back(group);
-        } else {
-            self.deferred.push_back(group);
-        }
-    }
-
-    /// Entries of any kind still queued (tombstones included).
-    pub(crate) fn len_upper_bound(&self) -> usize {
-        self.fifo.len()
-            + self.buckets.len
-            + self.immediate.iter().map(Vec::len).sum::<usize>()
-            + self.deferred.iter().map(Vec::len).sum::<usize>()
-    }
-
-    /// Entries queued as (first attempts, recovery groups), tombstones
-    /// included: the two queue depths a live view shows.
-    pub(crate) fn depths(&self) -> (usize, usize) {
-        (
-            self.fifo.len() + self.buckets.len,
-            self.immediate.iter().map(Vec::len).sum::<usize>()
-                + self.deferred.iter().map(Vec::len).sum::<usize>(),
-        )
-    }
-
-    /// Every queued entry, for the stall report.
-    pub(crate) fn all(&self) -> impl Iterator<Item = &Entry> {
-        self.immediate
-            .iter()
-            .flatten()
-            .chain(self.fifo.iter())
-            .chain(self.buckets.by_parent.iter().flat_map(|b| b.entries.iter()))
-            .chain(self.deferred.iter().flatten())
-    }
-
-    /// Reserve up to `max` live entries. `live` tells whether an entry still
-    /// stands for a ready Grain; `parent` gives an entry's parent slot.
-    /// `touched` counts every entry examined.
-    pub(crate) fn reserve(
+    /// Up to `max` live entries, chosen by `policy`.
+    fn reserve(
         &mut self,
         max: usize,
         policy: Reservation,
-        live: impl Fn(&Entry) -> bool,
-        parent: impl Fn(&Entry) -> u32,
+        rng: &mut u64,
+        live: &impl Fn(&Entry) -> bool,
+        parent: &impl Fn(&Entry) -> u32,
         touched: &mut u64,
-    ) -> (Vec<Entry>, Source) {
-        let max = max.max(1);
-        if let Some(g) = Self::take_group(&mut self.immediate, max, &live, touched) {
-            return (g, Source::Immediate);
-        }
-        let taken = match policy {
-            Reservation::Elastic => self.elastic(max, &live, touched),
-            Reservation::ParentBound => self.parent_bound(max, &live, &parent, touched),
-            Reservation::Unordered => self.unordered(max, &live, touched),
+    ) -> Vec<Entry> {
+        match policy {
+            Reservation::Elastic => self.elastic(max, live, touched),
+            Reservation::ParentBound => self.parent_bound(max, live, parent, touched),
+            Reservation::Unordered => self.unordered(max, rng, live, touched),
             Reservation::NearestCompletion => {
-                let mut out = self.buckets.reserve(max, &live, touched);
+                let mut out = self.buckets.reserve(max, live, touched, &mut self.arrivals);
                 if out.len() < max {
-                    out.extend(self.elastic(max - out.len(), &live, touched));
+                    out.extend(self.elastic(max - out.len(), live, touched));
                 }
                 out
             }
-        };
-        if !taken.is_empty() {
-            return (taken, Source::Fifo);
         }
-        if let Some(g) = Self::take_group(&mut self.deferred, max, &live, touched) {
-            return (g, Source::Deferred);
-        }
-        (Vec::new(), Source::Fifo)
-    }
-
-    fn take_group(
-        q: &mut VecDeque<Vec<Entry>>,
-        max: usize,
-        live: &impl Fn(&Entry) -> bool,
-        touched: &mut u64,
-    ) -> Option<Vec<Entry>> {
-        while let Some(mut g) = q.pop_front() {
-            *touched += g.len() as u64;
-            g.retain(|e| live(e));
-            if g.is_empty() {
-                continue;
-            }
-            if g.len() > max {
-                let rest = g.split_off(max);
-                q.push_front(rest);
-            }
-            return Some(g);
-        }
-        None
     }
 
     fn elastic(&mut self, max: usize, live: &impl Fn(&Entry) -> bool, touched: &mut u64) -> Vec<Entry> {
@@ -266,6 +268,7 @@ impl CallQueues {
         while out.len() < max {
             let Some(e) = self.fifo.pop_front() else { break };
             *touched += 1;
+            self.arrivals.remove(e.at);
             if live(&e) {
                 out.push(e);
             }
@@ -289,7 +292,9 @@ impl CallQueues {
             if live(e) {
                 break parent(e);
             }
+            let at = e.at;
             self.fifo.pop_front();
+            self.arrivals.remove(at);
         };
         let mut out = Vec::with_capacity(max);
         let mut keep = VecDeque::with_capacity(self.fifo.len());
@@ -300,33 +305,307 @@ impl CallQueues {
                 break;
             }
             *touched += 1;
-            if !live(&e) {
+            if live(&e) && parent(&e) != head_parent {
+                keep.push_back(e);
                 continue;
             }
-            if parent(&e) == head_parent {
+            self.arrivals.remove(e.at);
+            if live(&e) {
                 out.push(e);
-            } else {
-                keep.push_back(e);
             }
         }
         self.fifo = keep;
         out
     }
 
-    fn unordered(&mut self, max: usize, live: &impl Fn(&Entry) -> bool, touched: &mut u64) -> Vec<Entry> {
+    fn unordered(
+        &mut self,
+        max: usize,
+        rng: &mut u64,
+        live: &impl Fn(&Entry) -> bool,
+        touched: &mut u64,
+    ) -> Vec<Entry> {
         let mut out = Vec::with_capacity(max);
         while out.len() < max && !self.fifo.is_empty() {
             // xorshift64: deterministic for a seed, independent of arrival order.
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            let i = (self.rng % self.fifo.len() as u64) as usize;
+            *rng ^= *rng << 13;
+            *rng ^= *rng >> 7;
+            *rng ^= *rng << 17;
+            let i = (*rng % self.fifo.len() as u64) as usize;
             let e = self.fifo.swap_remove_back(i).expect("index in range");
             *touched += 1;
+            self.arrivals.remove(e.at);
             if live(&e) {
                 out.push(e);
             }
         }
         out
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct CallQueues {
+    policy: Reservation,
+    /// One lane per shape key present (a single lane, key 0, when the Call
+    /// has no shape key).
+    lanes: Vec<Lane>,
+    /// Shape key → lane index (shaped Calls only).
+    lane_of: HashMap<u64, usize>,
+    /// Set for a shaped or delayed Call: lanes are timed and reservation
+    /// may hold.
+    batching: Option<Batching>,
+    immediate: VecDeque<Vec<Entry>>,
+    deferred: VecDeque<Vec<Entry>>,
+    rng: u64,
+    /// Batches reserved from lanes (a timed Call's turn counter).
+    turns: u64,
+}
+
+/// Where a reserved batch came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    Immediate,
+    Fifo,
+    Deferred,
+}
+
+/// What a reservation gave.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Reserved {
+    /// A batch (never empty).
+    Batch(Vec<Entry>, Source),
+    /// Ready Grains are held for mates until this engine time (µs).
+    Hold(u64),
+    /// Nothing live is queued.
+    Empty,
+}
+
+impl CallQueues {
+    pub(crate) fn new(seed: u64, policy: Reservation, batching: Option<Batching>) -> CallQueues {
+        let timed = batching.is_some();
+        CallQueues {
+            policy,
+            lanes: vec![Lane::new(0, timed)],
+            batching,
+            rng: seed | 1,
+            ..CallQueues::default()
+        }
+    }
+
+    /// Does this queue keep arrival times (and may it hold)?
+    pub(crate) fn timed(&self) -> bool {
+        self.batching.is_some()
+    }
+
+    /// Queue a ready Grain under shape key `key` (0 for an unshaped Call).
+    /// `parent` is its parent's (slot, epoch), `None` for a Call over the
+    /// root Domain.
+    pub(crate) fn push(&mut self, e: Entry, parent: Option<(u32, u32)>, key: u64) {
+        let lane = if key == self.lanes[0].key {
+            0
+        } else {
+            let timed = self.timed();
+            let lanes = &mut self.lanes;
+            *self.lane_of.entry(key).or_insert_with(|| {
+                lanes.push(Lane::new(key, timed));
+                lanes.len() - 1
+            })
+        };
+        self.lanes[lane].push(e, parent, self.policy);
+    }
+
+    pub(crate) fn push_recovery(&mut self, group: Vec<Entry>, immediate: bool) {
+        if group.is_empty() {
+            return;
+        }
+        if immediate {
+            self.immediate.push_back(group);
+        } else {
+            self.deferred.push_back(group);
+        }
+    }
+
+    /// Entries of any kind still queued (tombstones included).
+    pub(crate) fn len_upper_bound(&self) -> usize {
+        let (first, recovery) = self.depths();
+        first + recovery
+    }
+
+    /// Entries queued as (first attempts, recovery groups), tombstones
+    /// included: the two queue depths a live view shows.
+    pub(crate) fn depths(&self) -> (usize, usize) {
+        (
+            self.lanes.iter().map(Lane::len).sum(),
+            self.immediate.iter().map(Vec::len).sum::<usize>()
+                + self.deferred.iter().map(Vec::len).sum::<usize>(),
+        )
+    }
+
+    /// Shape keys with Grains queued now (tombstones included), with their
+    /// counts, in key order.
+    pub(crate) fn lanes(&self) -> Vec<(u64, usize)> {
+        let mut v: Vec<(u64, usize)> = self
+            .lanes
+            .iter()
+            .filter(|l| l.len() > 0)
+            .map(|l| (l.key, l.len()))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Every queued entry, for the stall report.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Entry> {
+        self.immediate
+            .iter()
+            .flatten()
+            .chain(self.lanes.iter().flat_map(|l| {
+                l.fifo
+                    .iter()
+                    .chain(l.buckets.by_parent.iter().flat_map(|b| b.entries.iter()))
+            }))
+            .chain(self.deferred.iter().flatten())
+    }
+
+    /// Reserve up to `max` live entries. `live` tells whether an entry still
+    /// stands for a ready Grain; `parent` gives an entry's parent slot.
+    /// `touched` counts every entry examined. A timed Call may hold instead:
+    /// `now` is the engine clock (µs), `can_grow` whether more Grains may
+    /// still arrive at this Call (see the module note).
+    pub(crate) fn reserve(
+        &mut self,
+        max: usize,
+        now: u64,
+        can_grow: bool,
+        live: impl Fn(&Entry) -> bool,
+        parent: impl Fn(&Entry) -> u32,
+        touched: &mut u64,
+    ) -> Reserved {
+        let max = max.max(1);
+        if let Some(g) = Self::take_group(&mut self.immediate, max, &live, touched) {
+            return Reserved::Batch(g, Source::Immediate);
+        }
+        let mut hold = None;
+        let taken = match self.batching.take() {
+            None => self.lanes[0].reserve(max, self.policy, &mut self.rng, &live, &parent, touched),
+            Some(b) => {
+                let (taken, h) = self.timed_reserve(&b, max, now, can_grow, &live, &parent, touched);
+                self.batching = Some(b);
+                hold = h;
+                taken
+            }
+        };
+        if !taken.is_empty() {
+            return Reserved::Batch(taken, Source::Fifo);
+        }
+        if let Some(g) = Self::take_group(&mut self.deferred, max, &live, touched) {
+            return Reserved::Batch(g, Source::Deferred);
+        }
+        hold.map_or(Reserved::Empty, Reserved::Hold)
+    }
+
+    /// The timed reservation of the module note: a batch, or nothing and
+    /// the deadline of the oldest entry held.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the reservation's inputs, passed through"
+    )]
+    fn timed_reserve(
+        &mut self,
+        b: &Batching,
+        max: usize,
+        now: u64,
+        can_grow: bool,
+        live: &impl Fn(&Entry) -> bool,
+        parent: &impl Fn(&Entry) -> u32,
+        touched: &mut u64,
+    ) -> (Vec<Entry>, Option<u64>) {
+        loop {
+            self.drop_empty_lanes();
+            // (lane, oldest arrival) of the lane holding the oldest entry.
+            let oldest = |l: &Lane| l.arrivals.oldest().unwrap_or(u64::MAX);
+            let Some((first, at)) = self
+                .lanes
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.len() > 0)
+                .map(|(i, l)| (i, oldest(l)))
+                .min_by_key(|&(i, t)| (t, i))
+            else {
+                return (Vec::new(), None);
+            };
+            let overdue = b.delay_us == 0 || now.saturating_sub(at) >= b.delay_us;
+            let worthy = |n: usize| {
+                if n >= max {
+                    Some(max)
+                } else {
+                    b.preferred.iter().copied().find(|&p| p <= n && p > 0)
+                }
+            };
+            let pick = if overdue && b.delay_us > 0 {
+                Some((first, max))
+            } else if let Some((i, n)) = self
+                .lanes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| worthy(l.len()).map(|n| (i, n, (l.served, oldest(l)))))
+                .min_by_key(|&(i, _, turn)| (turn, i))
+                .map(|(i, n, _)| (i, n))
+            {
+                Some((i, n))
+            } else if overdue || !can_grow {
+                Some((first, max))
+            } else {
+                None
+            };
+            let Some((lane, n)) = pick else {
+                return (Vec::new(), Some(at.saturating_add(b.delay_us)));
+            };
+            let out = self.lanes[lane].reserve(n, self.policy, &mut self.rng, live, parent, touched);
+            if !out.is_empty() {
+                self.turns += 1;
+                self.lanes[lane].served = self.turns;
+                return (out, None);
+            }
+            // Only tombstones were there: that lane is empty now; choose again.
+        }
+    }
+
+    /// Forget lanes with nothing queued (lane 0 stays: it is the unshaped
+    /// Call's only lane and the first key's home).
+    fn drop_empty_lanes(&mut self) {
+        let mut i = 1;
+        while i < self.lanes.len() {
+            if self.lanes[i].len() == 0 {
+                let gone = self.lanes.swap_remove(i);
+                self.lane_of.remove(&gone.key);
+                if let Some(moved) = self.lanes.get(i) {
+                    self.lane_of.insert(moved.key, i);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn take_group(
+        q: &mut VecDeque<Vec<Entry>>,
+        max: usize,
+        live: &impl Fn(&Entry) -> bool,
+        touched: &mut u64,
+    ) -> Option<Vec<Entry>> {
+        while let Some(mut g) = q.pop_front() {
+            *touched += g.len() as u64;
+            g.retain(|e| live(e));
+            if g.is_empty() {
+                continue;
+            }
+            if g.len() > max {
+                let rest = g.split_off(max);
+                q.push_front(rest);
+            }
+            return Some(g);
+        }
+        None
     }
 }

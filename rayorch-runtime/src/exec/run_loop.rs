@@ -459,8 +459,24 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 // (siblings of a failed parent); the run ends once none is.
                 break;
             }
+            // Calls that wait for mates read the clock and whether more
+            // roots can come.
+            self.engine.set_clock(self.start.elapsed());
+            self.engine.set_source_open(!exhausted);
             let sent = self.dispatch().await?;
-            if sent == 0 && !self.backend.in_flight() && !self.backend.pending(&self.engine) {
+            // A Call holding ready Grains for mates dispatches them by its
+            // deadline: the timer below wakes the loop then, so that is no
+            // stall.
+            let hold_at = self
+                .engine
+                .next_hold_deadline()
+                .filter(|&t| t > self.engine.clock())
+                .map(|t| self.start + t);
+            if sent == 0
+                && hold_at.is_none()
+                && !self.backend.in_flight()
+                && !self.backend.pending(&self.engine)
+            {
                 if let Some(s) = self.engine.stall() {
                     return Err(RunError::Stalled(s).into());
                 }
@@ -479,8 +495,13 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             self.wakeups += 1;
             let want_source = !exhausted && self.engine.can_admit();
             let commit_at = self.journal.as_ref().and_then(Journal::due);
+            // The timer: the journal's next commit or a held Call's deadline.
+            let wake_at = match (commit_at, hold_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let timer = async move {
-                match commit_at {
+                match wake_at {
                     Some(t) => tokio::time::sleep_until(t).await,
                     None => std::future::pending().await,
                 }
@@ -489,7 +510,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 biased;
                 _ = self.control.changed() => Wake::Control,
                 r = self.backend.next(&mut done) => Wake::Backend(r),
-                _ = timer, if commit_at.is_some() => Wake::Timer,
+                _ = timer, if wake_at.is_some() => Wake::Timer,
                 item = source.next(), if want_source => Wake::Source(item),
             };
             match wake {

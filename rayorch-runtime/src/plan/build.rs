@@ -56,6 +56,7 @@ pub(crate) enum NodeKind {
         runtime: Arc<dyn ErasedCall>,
         pool: usize,
         inputs: Vec<Edge>,
+        shape: Option<crate::plan::call::ShapeFn>,
     },
     Expand {
         inputs: Vec<u32>,

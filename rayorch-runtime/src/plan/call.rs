@@ -73,6 +73,12 @@ pub struct CallConfig {
     /// Each record's deadline, retries and backoff: read only by per-record
     /// async Calls ([`Call::new_async_records`]).
     pub records: RecordPolicy,
+    /// Longest a ready Grain may wait for mates before it is dispatched in
+    /// a smaller batch ([`Call::max_batch_delay`]); `None`: never waits.
+    pub max_batch_delay: Option<Duration>,
+    /// Batch sizes dispatched at once without waiting for a full batch
+    /// ([`Call::preferred_batch_sizes`]), largest first.
+    pub preferred_batch_sizes: Vec<usize>,
 }
 
 impl Default for CallConfig {
@@ -85,9 +91,15 @@ impl Default for CallConfig {
             timeout: None,
             concurrency: 1,
             records: RecordPolicy::default(),
+            max_batch_delay: None,
+            preferred_batch_sizes: Vec::new(),
         }
     }
 }
+
+/// A Call's shape key read from a Grain's input value (`None`: not the
+/// stage's input type).
+pub(crate) type ShapeFn = Arc<dyn Fn(&(dyn Any + Send + Sync)) -> Option<u64> + Send + Sync>;
 
 /// One configured use of a Stage. Apply it to Ports inside a plan build.
 ///
@@ -104,6 +116,7 @@ pub struct Call<S> {
     config: CallConfig,
     factory: Factory<S>,
     param: Option<Arc<dyn Any + Send + Sync>>,
+    shape: Option<ShapeFn>,
 }
 
 impl<S: StageKind> Clone for Call<S> {
@@ -113,6 +126,7 @@ impl<S: StageKind> Clone for Call<S> {
             config: self.config.clone(),
             factory: self.factory.clone(),
             param: self.param.clone(),
+            shape: self.shape.clone(),
         }
     }
 }
@@ -123,6 +137,7 @@ impl<S: StageKind> fmt::Debug for Call<S> {
             .field("name", &self.name)
             .field("stage", &std::any::type_name::<S>())
             .field("config", &self.config)
+            .field("shaped", &self.shape.is_some())
             .finish()
     }
 }
@@ -138,6 +153,7 @@ impl<S: StageKind> Call<S> {
             config: CallConfig::default(),
             factory: Arc::new(factory),
             param: None,
+            shape: None,
         }
     }
 
@@ -193,6 +209,54 @@ impl<S: StageKind> Call<S> {
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.config.concurrency = n.max(1);
+        self
+    }
+
+    /// Give each Grain a shape key read from its input (a width bucket, a
+    /// token-length bucket): a batch then holds Grains of one key only, so a
+    /// stage that pads to its batch's largest input pads within one bucket
+    /// and makes one model call per batch. Batches still mix parents, and
+    /// within a key the reservation policy still picks them (parents
+    /// nearest completion first). A key with a full batch ready goes first;
+    /// with [`Call::max_batch_delay`] a partial one waits at most that long
+    /// for mates, without it a partial one goes out when nothing fuller is
+    /// ready. Keep the keys few (buckets, not raw sizes): each key present
+    /// is a lane the reservation looks at.
+    ///
+    /// The key reads the Call's single input, as the stage receives it; a
+    /// Call with several inputs, or an optional one, is a plan error. The
+    /// function runs on the engine thread when a Grain becomes ready: keep
+    /// it cheap. A panic in it puts that Grain under key `u64::MAX` (it is
+    /// counted in [`CallStats::shape_key_panics`](crate::spi::CallStats)).
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
+    pub fn shape(mut self, key: impl Fn(&S::In) -> u64 + Send + Sync + 'static) -> Self {
+        self.shape = Some(Arc::new(move |v: &(dyn Any + Send + Sync)| {
+            v.downcast_ref::<S::In>().map(&key)
+        }));
+        self
+    }
+
+    /// Let a ready Grain wait up to `d` for mates when no full (or
+    /// preferred-size) batch is ready: a fuller batch is cheaper per item on
+    /// a model that pays per call (Triton's maximum queue delay). It never
+    /// waits past `d`, and never when nothing more can arrive at this Call
+    /// (nothing upstream queued or running and no root left to admit), so
+    /// a parent whose last Grains are the only work left is not delayed.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
+    pub fn max_batch_delay(mut self, d: Duration) -> Self {
+        self.config.max_batch_delay = Some(d);
+        self
+    }
+
+    /// Batch sizes worth dispatching without waiting for a full batch (with
+    /// [`Call::max_batch_delay`]): when at least one of these many Grains of
+    /// a key are ready, the largest such size goes out at once.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
+    pub fn preferred_batch_sizes(mut self, sizes: &[usize]) -> Self {
+        let mut v: Vec<usize> = sizes.iter().copied().filter(|&n| n > 0).collect();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v.dedup();
+        self.config.preferred_batch_sizes = v;
         self
     }
 
@@ -269,6 +333,15 @@ impl<S: StageKind> Call<S> {
         else {
             return vec![u32::MAX; O::arity()];
         };
+        if self.shape.is_some() && (edges.len() != 1 || edges[0].optional) {
+            build::with_draft(|d| {
+                d.errors.push(crate::error::PlanError::ShapeInputs {
+                    call: self.name.to_string(),
+                    inputs: edges.len(),
+                })
+            });
+            return vec![u32::MAX; O::arity()];
+        }
         let runtime = S::erase(Glue {
             name: self.name.clone(),
             factory: self.factory.clone(),
@@ -285,6 +358,7 @@ impl<S: StageKind> Call<S> {
                 runtime,
                 pool: Arc::as_ptr(&self.factory) as *const () as usize,
                 inputs: edges,
+                shape: self.shape.clone(),
             },
             O::arity(),
         )

@@ -225,6 +225,8 @@ pub struct CallSpec {
     pub(crate) outputs: Vec<u32>,
     /// Aligned expansions over this Call's own outputs.
     pub(crate) aligned: Vec<AlignedCheck>,
+    /// The shape key of a Grain, from its input ([`crate::Call::shape`]).
+    pub(crate) shape: Option<crate::plan::call::ShapeFn>,
 }
 
 pub(crate) struct DomainSpec {
@@ -574,6 +576,7 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
                 runtime,
                 pool,
                 inputs,
+                shape,
             } => {
                 dense = calls.len();
                 domains[n.domain].calls.push(dense);
@@ -592,6 +595,7 @@ fn compile(mut d: Draft) -> Result<PlanInner, Vec<PlanError>> {
                     inputs: inputs.clone(),
                     outputs: n.outputs.clone(),
                     aligned: Vec::new(),
+                    shape: shape.clone(),
                 });
             }
             NodeKind::Reduce { inputs, members, .. } => {

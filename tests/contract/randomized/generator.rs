@@ -232,6 +232,9 @@ impl Decoder {
             poison,
             exec,
             replicas: 1 + (raw.res as usize / 3) % 3,
+            // Bits 4-5 of `batch` (the size reads bits 0-3, RetryTail bit 7).
+            shape: matches!((raw.batch / 16) % 4, 1 | 2).then(|| 2 + i64::from(raw.p % 3)),
+            delay_us: matches!((raw.batch / 16) % 4, 2 | 3).then(|| 100 + u64::from(raw.q % 2000)),
             stall: false,
         }
     }

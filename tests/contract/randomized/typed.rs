@@ -122,10 +122,28 @@ pub(crate) fn configure<S: StageKind>(fx: Fx, call: Call<S>) -> Call<S> {
         Rec::Isolate => Recovery::Isolate,
         Rec::Abort => Recovery::Abort,
     };
-    call.recovery(recovery)
+    let call = call
+        .recovery(recovery)
         .reservation(fx.res)
         .batch_size(fx.batch)
-        .replicas(fx.replicas)
+        .replicas(fx.replicas);
+    // A shape key reads one required input: only Calls over one `i64` Port.
+    let call = match fx.shape {
+        Some(n) if std::any::TypeId::of::<S::In>() == std::any::TypeId::of::<i64>() => {
+            call.shape(move |x: &S::In| {
+                (x as &dyn std::any::Any)
+                    .downcast_ref::<i64>()
+                    .map_or(0, |v| v.rem_euclid(n) as u64)
+            })
+        }
+        _ => call,
+    };
+    match fx.delay_us {
+        Some(us) => call
+            .max_batch_delay(Duration::from_micros(us))
+            .preferred_batch_sizes(&[fx.batch.div_ceil(2)]),
+        None => call,
+    }
 }
 
 #[derive(Default)]
