@@ -2,10 +2,10 @@
 //! through the real runtime; the scheduler ablation, the reservation-policy
 //! latency comparison, and the failure study.
 //!
-//! `cargo bench -p rayorch-bench --bench longtail -- [--workload NAME|FILE] [--arm ARM|all|policies|watch]
+//! `cargo bench -p rayorch-bench --bench longtail -- [--workload NAME|FILE] [--arm ARM|all|policies|watch|shape]
 //!  [--runs N] [--window N] [--workers K] [--batch B] [--fail-largest N] [--ocr-a S] [--ocr-b S]
 //!  [--render-s-per-page S] [--upload-s S] [--render-workers R] [--upload-workers U]
-//!  [--emit FILE]`
+//!  [--widths K] [--raise] [--emit FILE]`
 //!
 //! Workloads are generated in the repository (`src/workload.rs`): `mineru-N`
 //! (seed 7: `mineru-200`, `mineru-1000`, `mineru-3689` are the reference
@@ -18,7 +18,12 @@
 //!
 //! Arms: doc-stream (ParentBound), regroup (flat engine), unordered, full
 //! (FIFO, `Elastic`), nearest (`NearestCompletion`); `all` runs the five,
-//! `policies` the four rayorch policies. Each run goes through every arm in
+//! `policies` the four rayorch policies; `shape` runs nearest and shaped
+//! (nearest with the OCR Call keyed by page width) on a mixed-width
+//! workload (`--widths K`: each page one of K widths, an OCR batch paying
+//! `a` per width present). `--raise`: a poisoned page makes its whole OCR
+//! batch return `Err` (default recovery) instead of a `GroupFailure`.
+//! Each run goes through every arm in
 //! turn, so ratios between arms are taken within one run. Prints one JSON
 //! line per arm and run, then a `summary` line per arm (medians over runs)
 //! and a `ratio` line per arm against `full` (median of per-run ratios),
@@ -114,6 +119,12 @@ fn main() {
     if let Some(v) = num("--render-workers") {
         c.render_workers = v as usize;
     }
+    if args.iter().any(|a| a == "--raise") {
+        c.raise = true;
+    }
+    if let Some(v) = num("--widths") {
+        c.widths = v as u64;
+    }
     if let Some(v) = num("--upload-workers") {
         c.upload_workers = v as usize;
     }
@@ -130,6 +141,7 @@ fn main() {
         ],
         Some("policies") => vec![Arm::DocStream, Arm::Unordered, Arm::Full, Arm::Nearest],
         Some("watch") => vec![Arm::Full, Arm::Watched],
+        Some("shape") => vec![Arm::Nearest, Arm::Shaped],
         Some(a) => vec![Arm::parse(a).unwrap_or_else(|| panic!("unknown --arm {a}"))],
     };
     let load_start = loadavg();
@@ -175,6 +187,7 @@ fn main() {
             "wall_s": stat(rs, &|r| Some(r.wall_s)),
             "lb_over_wall": stat(rs, &|r| Some(r.lb_s / r.wall_s)),
             "ocr_batch_mean": stat(rs, &|r| Some(r.ocr_batch_mean)),
+            "ocr_model_calls": stat(rs, &|r| Some(r.ocr_model_calls as f64)),
             "completion_s": dists(rs, Report::completion),
             "latency_s": dists(rs, Report::latency),
             "after_publish_s": dists(rs, Report::after_publish),
@@ -190,9 +203,11 @@ fn main() {
             s["latency_s"]["mean"]
         );
     }
-    // Ratios against FIFO, per run, then the median: the load moves both arms.
-    if let Some(f) = arms.iter().position(|&a| a == Arm::Full) {
-        for (i, &arm) in arms.iter().enumerate().filter(|(_, a)| **a != Arm::Full) {
+    // Ratios against FIFO (else nearest), per run, then the median: the
+    // load moves both arms.
+    let base = [Arm::Full, Arm::Nearest].into_iter().find(|b| arms.contains(b));
+    if let Some((f, base)) = base.and_then(|b| Some((arms.iter().position(|&a| a == b)?, b))) {
+        for (i, &arm) in arms.iter().enumerate().filter(|(_, a)| **a != base) {
             let ratio = |g: &dyn Fn(&Report) -> Option<f64>| -> serde_json::Value {
                 let v: Option<Vec<f64>> = reports[i]
                     .iter()
@@ -208,7 +223,7 @@ fn main() {
                 comp.insert(k.into(), ratio(&|r| r.completion().map(|d| p(&d))));
             }
             let s = serde_json::json!({
-                "ratio": format!("{}/full", arm.name()), "workload": name, "runs": runs, "window": window,
+                "ratio": format!("{}/{}", arm.name(), base.name()), "workload": name, "runs": runs, "window": window,
                 "wall": ratio(&|r| Some(r.wall_s)),
                 "latency": lat, "completion": comp,
                 "loadavg_start": load_start, "loadavg_end": load_end,

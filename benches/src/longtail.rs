@@ -6,8 +6,10 @@
 //!
 //! Costs are sleeps, so CPU cores are not the limit and only scheduling matters:
 //! render(doc) = render_s_per_page × pages on R replicas; ocr(batch of n pages,
-//! any parents) = a + b·n on K replicas; assemble checks page order; upload(doc)
-//! = upload_s on an async stage with U concurrent uploads.
+//! any parents) = a + b·n on K replicas (with `widths` > 0: a per width
+//! present + b·n, and the `shaped` arm keys OCR batches by width);
+//! assemble checks page order; upload(doc) = upload_s on an async stage with
+//! U concurrent uploads.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +42,18 @@ pub struct Costs {
     pub render_workers: usize,
     /// Uploads in flight at once.
     pub upload_workers: usize,
+    /// Width buckets of the pages (0: one width, the paper's model). With
+    /// K > 0 each page has one of K widths (drawn from its document and
+    /// page number) and an OCR batch costs `a` per width present plus `b`
+    /// per page, as recognition makes one model call per padded width.
+    #[serde(default)]
+    pub widths: u64,
+    /// Raise style: a poisoned page makes the OCR call return `Err` for
+    /// its whole batch (as a model wrapper that raises does), left to the
+    /// Call's default recovery, instead of a per-page `GroupFailure`. The
+    /// rayorch arms only.
+    #[serde(default)]
+    pub raise: bool,
 }
 
 /// One document of a workload.
@@ -101,6 +115,9 @@ pub enum Arm {
     Full,
     /// (e) rayorch: cross-parent rebatching, parents nearest completion first.
     Nearest,
+    /// (e) shaped: `nearest` with the OCR Call keyed by page width
+    /// ([`Call::shape`]), so a batch is one width (one model call).
+    Shaped,
     /// (d) watched: `full` with the metrics endpoint and live page served
     /// (`rayorch_kit::watch`) and scraped once a second, as Prometheus and an
     /// open page would (issue 24's overhead check).
@@ -118,6 +135,7 @@ impl Arm {
             "full" | "d" => Arm::Full,
             "nearest" | "e" => Arm::Nearest,
             "watched" => Arm::Watched,
+            "shaped" => Arm::Shaped,
             _ => return None,
         })
     }
@@ -131,6 +149,7 @@ impl Arm {
             Arm::Full => "full",
             Arm::Nearest => "nearest",
             Arm::Watched => "watched",
+            Arm::Shaped => "shaped",
         }
     }
 }
@@ -148,6 +167,29 @@ struct PageIn {
     doc: u64,
     page: u32,
     poisoned: bool,
+    /// Its width bucket (0 when the workload has one width).
+    width: u64,
+}
+
+/// Page `page` of document `doc`'s width bucket among `k` (SplitMix64 of
+/// both, so runs and arms agree).
+fn width_of(doc: u64, page: u32, k: u64) -> u64 {
+    if k == 0 {
+        return 0;
+    }
+    let mut z = doc.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(page).wrapping_add(0x632b_e59b_d9b4_e019);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) % k
+}
+
+/// Model calls an OCR batch of pages of these widths makes: one per width
+/// present.
+fn model_calls(widths: impl Iterator<Item = u64>) -> u64 {
+    let mut w: Vec<u64> = widths.collect();
+    w.sort_unstable();
+    w.dedup();
+    w.len().max(1) as u64
 }
 
 #[derive(Clone, Debug)]
@@ -186,7 +228,8 @@ pub struct Report {
     pub wall_s: f64,
     /// Pages the OCR stage ran on.
     pub udf_page_calls: u64,
-    /// Poisoned pages the OCR stage ran on (each fails its document).
+    /// Poisoned pages the OCR stage ran on (each fails its document); in
+    /// the raise style, OCR calls that returned `Err` (bisection included).
     pub trigger_calls: u64,
     /// OCR batches.
     pub ocr_batches: u64,
@@ -194,6 +237,8 @@ pub struct Report {
     pub ocr_batch_mean: f64,
     /// OCR batches holding pages of more than one document.
     pub ocr_mixed_parent_batches: u64,
+    /// Model calls the OCR batches made (one per width present in each).
+    pub ocr_model_calls: u64,
     /// Per document (workload order): admitted, pages published (render
     /// done), and handed out (healthy documents only), seconds from start.
     pub admit_s: Vec<f64>,
@@ -323,6 +368,8 @@ impl Report {
             "ocr_batches": self.ocr_batches,
             "ocr_batch_mean": self.ocr_batch_mean,
             "ocr_mixed_parent_batches": self.ocr_mixed_parent_batches,
+            "ocr_model_calls": self.ocr_model_calls,
+            "widths": costs.widths,
             "stages": stages,
             "completion_s": Dist::to_json(self.completion()),
             "latency_s": Dist::to_json(self.latency()),
@@ -422,7 +469,9 @@ pub fn run(w: &Workload, c: &Costs, arm: Arm, window: usize) -> Report {
 fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[bool]) -> Report {
     let udf_pages = Arc::new(AtomicU64::new(0));
     let triggers = Arc::new(AtomicU64::new(0));
+    let model = Arc::new(AtomicU64::new(0));
     let rps = c.render_s_per_page;
+    let widths = c.widths;
     let start = Instant::now();
     let expanded = Arc::new(Mutex::new(vec![0.0; w.docs.len()]));
     let ex = expanded.clone();
@@ -434,16 +483,24 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
                 doc: d.id,
                 page,
                 poisoned: d.poisoned,
+                width: width_of(d.id, page, widths),
             })
             .collect::<Vec<_>>()
     })
     .batch_size(1)
     .replicas(c.render_workers);
     let (a, b) = (c.ocr_a, c.ocr_b);
-    let (u, t) = (udf_pages.clone(), triggers.clone());
+    let (u, t, m) = (udf_pages.clone(), triggers.clone(), model.clone());
+    let raise = c.raise;
     let ocr = Call::batch("ocr", move |pages: Vec<PageIn>| {
-        std::thread::sleep(secs(a + b * pages.len() as f64));
+        let calls = model_calls(pages.iter().map(|p| p.width));
+        std::thread::sleep(secs(a * calls as f64 + b * pages.len() as f64));
+        m.fetch_add(calls, Ordering::Relaxed);
         u.fetch_add(pages.len() as u64, Ordering::Relaxed);
+        if raise && pages.iter().any(|p| p.poisoned && p.page == 0) {
+            t.fetch_add(1, Ordering::Relaxed);
+            return Err("poisoned page in the batch".into());
+        }
         Ok(pages
             .into_iter()
             .map(|p| {
@@ -464,9 +521,14 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
     .reservation(match arm {
         Arm::DocStream => Reservation::ParentBound,
         Arm::Unordered => Reservation::Unordered,
-        Arm::Nearest => Reservation::NearestCompletion,
+        Arm::Nearest | Arm::Shaped => Reservation::NearestCompletion,
         _ => Reservation::Elastic,
     });
+    let ocr = if arm == Arm::Shaped {
+        ocr.shape(|p: &PageIn| p.width)
+    } else {
+        ocr
+    };
     let assemble = Call::map("assemble", |(d, pages): (DocIn, Vec<PageOut>)| {
         let in_order = pages.len() == d.pages as usize
             && pages
@@ -537,6 +599,7 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
         ocr_batches: ocr_m.rpcs,
         ocr_batch_mean: ocr_m.mean_batch,
         ocr_mixed_parent_batches: ocr_m.mixed_parent_batches,
+        ocr_model_calls: model.load(Ordering::Relaxed),
         stages: [
             ("render", window_of(&summary, "render")),
             ("ocr", window_of(&summary, "ocr")),
@@ -640,6 +703,7 @@ fn poisoned_of(w: &Workload, poisoned: &[bool], key: u64) -> bool {
 /// documents, which are then assembled and uploaded. A failed page cannot stop
 /// its siblings (the engine does not know they are siblings).
 fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
+    assert!(!c.raise, "the raise style runs the rayorch arms only");
     #[derive(Default)]
     struct Queue {
         pages: std::collections::VecDeque<PageIn>,
@@ -651,6 +715,7 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
     let results = Arc::new(Mutex::new(Vec::<(PageOut, bool)>::new()));
     let stats = Arc::new(Mutex::new(Vec::<(f64, f64, usize, &'static str)>::new()));
     let mixed = Arc::new(AtomicU64::new(0));
+    let model = Arc::new(AtomicU64::new(0));
     let expanded = Arc::new(Mutex::new(vec![0.0; w.docs.len()]));
     let docs: Arc<Vec<DocIn>> = Arc::new(
         w.docs
@@ -689,6 +754,7 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
                         doc: d.id,
                         page,
                         poisoned: d.poisoned,
+                        width: width_of(d.id, page, c.widths),
                     }));
                     q.rendered_docs += 1;
                     cv.notify_all();
@@ -696,12 +762,13 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
             });
         }
         for _ in 0..c.workers {
-            let (queue, results, stats, docs, mixed) = (
+            let (queue, results, stats, docs, mixed, model) = (
                 queue.clone(),
                 results.clone(),
                 stats.clone(),
                 docs.clone(),
                 mixed.clone(),
+                model.clone(),
             );
             s.spawn(move || {
                 loop {
@@ -722,7 +789,9 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
                         mixed.fetch_add(1, Ordering::Relaxed);
                     }
                     let t0 = start.elapsed().as_secs_f64();
-                    std::thread::sleep(secs(c.ocr_a + c.ocr_b * batch.len() as f64));
+                    let calls = model_calls(batch.iter().map(|p| p.width));
+                    model.fetch_add(calls, Ordering::Relaxed);
+                    std::thread::sleep(secs(c.ocr_a * calls as f64 + c.ocr_b * batch.len() as f64));
                     stats
                         .lock()
                         .unwrap()
@@ -809,6 +878,7 @@ fn run_regroup(w: &Workload, c: &Costs, poisoned: &[bool]) -> Report {
         ocr_batches: ocr.calls,
         ocr_batch_mean: udf as f64 / ocr.calls.max(1) as f64,
         ocr_mixed_parent_batches: mixed.load(Ordering::Relaxed),
+        ocr_model_calls: model.load(Ordering::Relaxed),
         stages: [
             ("render", window("render")),
             ("ocr", ocr),

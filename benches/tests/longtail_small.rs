@@ -17,6 +17,8 @@ fn small(fail_largest: usize) -> Workload {
             upload_s: 0.001,
             render_workers: 2,
             upload_workers: 2,
+            widths: 0,
+            raise: false,
         },
         fail_largest,
         docs: pages
@@ -70,4 +72,39 @@ fn the_full_arm_keeps_poisoned_siblings_out_of_the_udf() {
         r.pages,
         "every page is either run once or suppressed before dispatch"
     );
+}
+
+#[test]
+fn the_shaped_arm_makes_one_model_call_per_ocr_batch_on_mixed_widths() {
+    let mut w = small(2);
+    w.pipeline.widths = 3;
+    let blind = longtail::run(&w, &w.pipeline, Arm::Nearest, 4);
+    let shaped = longtail::run(&w, &w.pipeline, Arm::Shaped, 4);
+    for r in [&blind, &shaped] {
+        assert!(r.correct, "{r:?}");
+        assert_eq!(r.doc_done_s.len(), w.docs.len() - 2);
+    }
+    assert_eq!(shaped.ocr_model_calls, shaped.ocr_batches, "one width per batch");
+    assert!(
+        blind.ocr_model_calls > blind.ocr_batches,
+        "blind batches mix widths: {} calls for {} batches",
+        blind.ocr_model_calls,
+        blind.ocr_batches
+    );
+}
+
+#[test]
+fn raise_style_failures_lose_no_healthy_document() {
+    let mut w = small(2);
+    w.pipeline.raise = true;
+    for arm in [Arm::Full, Arm::Nearest] {
+        let r = longtail::run(&w, &w.pipeline, arm, 4);
+        assert!(r.correct, "{arm:?}: {r:?}");
+        assert_eq!(
+            r.doc_done_s.len(),
+            w.docs.len() - 2,
+            "{arm:?}: every healthy document"
+        );
+        assert!(r.trigger_calls >= 2, "each poisoned page raised at least once");
+    }
 }

@@ -17,22 +17,27 @@
 //! Reported per thread count: the loop's and the pipeline's pages/s, the
 //! pipeline over the loop (the median of the per-round ratios; rounds
 //! alternate so load from other processes hits both alike), recognition
-//! batch fill and the recognition batches that mix pages.
+//! batch fill and the recognition batches that mix pages; then the same
+//! pipeline with recognition batches blind to width (no shape key), its
+//! pages/s, the job's speed over it, and recognition model calls per batch
+//! in both.
 //!
 //! `cargo bench -p rayorch-doc --bench doc_ocr` (env `BENCH_THREADS`,
 //! default `1,2`; `BENCH_REPEAT` copies of the corpus, default 1;
 //! `BENCH_ROUNDS` alternating rounds, default 3). One JSON line per thread
 //! count carries every round and `/proc/loadavg` before and after.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use rayorch::sink::Callback;
-use rayorch::{Outcome, RootOutcome, Runner, Stage, StageContext};
+use rayorch::{Call, Outcome, RootOutcome, Runner, Stage, StageContext};
 use rayorch_doc::Document;
 use rayorch_doc::ocr::{Knobs, OcrConfig, OcrJob};
 use rayorch_models::{
     Assets, EmbedConfig, LineRecognizer, PdfFile, PdfOpen, PdfPageRender, SentenceEmbed, SentenceEmbedder,
-    TextDetect, TextDetector, TextRecognize, page_text,
+    TextDetect, TextDetector, TextLine, TextRecognize, page_text,
 };
 use rayorch_testdata::pdfgen::{SampleKind, samples};
 
@@ -113,12 +118,36 @@ fn sequential(files: &[PdfFile], cfg: &OcrConfig, a: &Assets) -> (usize, f64, Ve
     (pages, t.elapsed().as_secs_f64(), texts)
 }
 
+/// The pipeline's recognition Call, counting its model calls into `calls`:
+/// batches keyed by padded width (the job's own Call) or, `by_width` false,
+/// blind to width (several model calls per batch).
+fn recognize(cfg: &OcrConfig, a: &Assets, by_width: bool, calls: &Arc<AtomicU64>) -> Call<TextRecognize> {
+    let (a, rec_cfg, calls) = (a.clone(), cfg.recognize(), calls.clone());
+    let bucket = rec_cfg.clone();
+    let call = Call::new("recognize", move || {
+        Ok(TextRecognize::new(LineRecognizer::from_assets(&a, rec_cfg.clone())?).counting(calls.clone()))
+    })
+    .replicas(cfg.knobs.recognize_replicas)
+    .batch_size(cfg.recognize_batch);
+    if by_width {
+        call.shape(move |l: &TextLine| u64::from(bucket.padded_width(l.crop.width(), l.crop.height())))
+    } else {
+        call
+    }
+}
+
+/// One pipeline run: (pages, seconds, page texts per document, summary,
+/// recognition model calls).
 fn pipeline(
     files: &[PdfFile],
     cfg: &OcrConfig,
     a: &Assets,
-) -> (usize, f64, Vec<Vec<String>>, rayorch::RunSummary) {
-    let (plan, out) = OcrJob::new(cfg, a).plan().expect("the job's plan is valid");
+    by_width: bool,
+) -> (usize, f64, Vec<Vec<String>>, rayorch::RunSummary, u64) {
+    let calls = Arc::new(AtomicU64::new(0));
+    let mut job = OcrJob::new(cfg, a);
+    job.recognize = recognize(cfg, a, by_width, &calls);
+    let (plan, out) = job.plan().expect("the job's plan is valid");
     let mut texts = vec![Vec::new(); files.len()];
     let t = Instant::now();
     let summary = Runner::new(&plan)
@@ -132,7 +161,7 @@ fn pipeline(
         .expect("the run completes");
     let secs = t.elapsed().as_secs_f64();
     let pages = texts.iter().map(Vec::len).sum();
-    (pages, secs, texts, summary)
+    (pages, secs, texts, summary, calls.load(Ordering::Relaxed))
 }
 
 fn loadavg() -> Option<String> {
@@ -167,8 +196,17 @@ fn main() {
         files.len()
     );
     println!(
-        "{:>8} {:>7} {:>12} {:>12} {:>7} {:>9} {:>16}",
-        "threads", "pages", "loop pg/s", "pipe pg/s", "ratio", "rec fill", "rec mixed pages"
+        "{:>8} {:>7} {:>12} {:>12} {:>7} {:>9} {:>16} {:>12} {:>13} {:>16}",
+        "threads",
+        "pages",
+        "loop pg/s",
+        "pipe pg/s",
+        "ratio",
+        "rec fill",
+        "rec mixed pages",
+        "blind pg/s",
+        "pipe/blind",
+        "rec calls/batch"
     );
     for t in threads {
         let cfg = config(t);
@@ -176,17 +214,26 @@ fn main() {
         let _ = sequential(&files[..1], &cfg, &assets);
         let load_start = loadavg();
         let (mut loop_s, mut pipe_s, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut blind_s, mut blind_ratios) = (Vec::new(), Vec::new());
         let (mut pages, mut fill, mut mixed, mut batches) = (0, 0.0, 0, 0);
+        let (mut calls, mut blind_calls, mut blind_batches) = (0, 0, 0);
         for _ in 0..rounds.max(1) {
             let (lp, ls, lt) = sequential(&files, &cfg, &assets);
-            let (pp, ps, pt, summary) = pipeline(&files, &cfg, &assets);
+            let (pp, ps, pt, summary, pc) = pipeline(&files, &cfg, &assets, true);
+            // The same pipeline with recognition batches blind to width.
+            let (bp, bs, bt, blind, bc) = pipeline(&files, &cfg, &assets, false);
             assert_eq!(lp, pp, "both sides see the same pages");
             assert_eq!(lt, pt, "both sides read the same text");
+            assert_eq!((bp, &bt), (pp, &pt), "batches by width read the same text");
             let rec = summary.call("recognize").expect("recognize ran");
             (pages, fill, mixed, batches) = (lp, rec.fill, rec.mixed_parent_batches, rec.rpcs);
+            (calls, blind_calls) = (pc, bc);
+            blind_batches = blind.call("recognize").expect("recognize ran").rpcs;
             loop_s.push(ls);
             pipe_s.push(ps);
             ratios.push(ls / ps);
+            blind_s.push(bs);
+            blind_ratios.push(bs / ps);
         }
         let load_end = loadavg();
         let (ml, mp, mr) = (
@@ -195,18 +242,27 @@ fn main() {
             median(ratios.clone()),
         );
         println!(
-            "{t:>8} {pages:>7} {:>12.2} {:>12.2} {:>7.2} {:>8.0}% {:>16}",
+            "{t:>8} {pages:>7} {:>12.2} {:>12.2} {:>7.2} {:>8.0}% {:>16} {:>12.2} {:>13.3} {:>16}",
             pages as f64 / ml,
             pages as f64 / mp,
             mr,
             fill * 100.0,
             format!("{mixed} of {batches}"),
+            pages as f64 / median(blind_s.clone()),
+            median(blind_ratios.clone()),
+            format!(
+                "{:.2} vs {:.2}",
+                calls as f64 / batches.max(1) as f64,
+                blind_calls as f64 / blind_batches.max(1) as f64
+            ),
         );
         let line = serde_json::json!({
             "threads": t, "pages": pages, "rounds": ratios.len(),
             "loop_s": loop_s, "pipe_s": pipe_s, "ratio_per_round": ratios, "median_ratio": mr,
             "loop_pages_per_s": pages as f64 / ml, "pipe_pages_per_s": pages as f64 / mp,
             "rec_fill": fill, "rec_batches": batches, "rec_mixed_page_batches": mixed,
+            "rec_model_calls": calls, "blind_s": blind_s, "pipe_over_blind_speed_per_round": blind_ratios,
+            "blind_rec_batches": blind_batches, "blind_rec_model_calls": blind_calls,
             "loadavg_start": load_start, "loadavg_end": load_end,
         });
         println!("{line}");

@@ -1,10 +1,11 @@
 //! Calls both document jobs make the same way.
 
 use rayorch::Call;
-use rayorch_models::{Assets, LineRecognizer, RecognizeConfig, TextRecognize};
+use rayorch_models::{Assets, LineRecognizer, RecognizeConfig, TextLine, TextRecognize};
 
 /// Line recognition: each replica loads PP-OCRv6 tiny rec from `assets`;
-/// batches of `batch` crops from any pages and documents.
+/// batches of `batch` crops from any pages and documents, of one padded
+/// width each (the shape key), so a batch is one model call.
 pub fn recognize(
     assets: &Assets,
     cfg: RecognizeConfig,
@@ -12,6 +13,7 @@ pub fn recognize(
     batch: usize,
 ) -> Call<TextRecognize> {
     let assets = assets.clone();
+    let bucket = cfg.clone();
     Call::new("recognize", move || {
         Ok(TextRecognize::new(LineRecognizer::from_assets(
             &assets,
@@ -20,4 +22,5 @@ pub fn recognize(
     })
     .replicas(replicas)
     .batch_size(batch)
+    .shape(move |line: &TextLine| u64::from(bucket.padded_width(line.crop.width(), line.crop.height())))
 }

@@ -78,9 +78,25 @@ fn recognition_reads_known_lines() {
         assert!(cer <= 0.03, "{text:?} vs {want:?}: CER {cer}");
         assert!(*conf > 0.8, "{text:?}: confidence {conf}");
     }
-    // One crop alone reads the same as inside a batch.
+    // One model call per padded width present: the recognition Call's
+    // shape key.
+    let cfg = RecognizeConfig::default();
+    let mut widths: Vec<u32> = crops
+        .iter()
+        .map(|c| cfg.padded_width(c.width(), c.height()))
+        .collect();
+    widths.sort_unstable();
+    widths.dedup();
+    assert!(widths.len() > 1, "the lines span width buckets: {widths:?}");
+    assert_eq!(rec.model_calls(), widths.len() as u64);
+    // One crop alone reads the same as inside a batch; a batch of one
+    // bucket is one call.
     let alone = rec.recognize(&[&crops[2]]).unwrap();
     assert_eq!(alone[0].0, got[2].0);
+    let calls = rec.model_calls();
+    let same = rec.recognize(&[&crops[2], &crops[2], &crops[2]]).unwrap();
+    assert_eq!(rec.model_calls(), calls + 1);
+    assert!(same.iter().all(|t| t.0 == got[2].0));
 }
 
 #[test]

@@ -27,7 +27,9 @@ use rayorch::{Output, PlanErrors};
 use crate::merge::{ClipAudio, ClipRecord, SpeechText, VideoRecord, assign_speech, merge_clip, merge_video};
 use crate::nsfw::{FrameAssets, FrameScore};
 use crate::shots::{ClipSpan, FrameRef, ShotConfig, frame_refs};
-use crate::stages::{BatchMix, ClipAudioStage, Probed, ScoreFrames, SpeechSplit, Transcribe, VideoDecode};
+use crate::stages::{
+    BatchMix, ClipAudioStage, Probed, ScoreFrames, SpeechPiece, SpeechSplit, Transcribe, VideoDecode,
+};
 use rayorch_models::assets::SpeechAssets;
 
 /// A video file (the root).
@@ -109,6 +111,9 @@ pub struct IndexConfig {
     pub audio_replicas: usize,
     /// Speech pieces per whisper batch.
     pub transcribe_batch: usize,
+    /// Longest a speech piece waits for a fuller whisper batch while more
+    /// pieces can still come (zero: never).
+    pub transcribe_delay: std::time::Duration,
 }
 
 impl Default for IndexConfig {
@@ -122,6 +127,7 @@ impl Default for IndexConfig {
             keep_open: 2,
             audio_replicas: 1,
             transcribe_batch: 8,
+            transcribe_delay: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -164,7 +170,9 @@ impl VideoIndex {
                 .replicas(cfg.audio_replicas)
                 .batch_size(1),
             transcribe: Call::new("transcribe", move || Ok(Transcribe::load(&whisper_assets)?))
-                .batch_size(cfg.transcribe_batch),
+                .batch_size(cfg.transcribe_batch)
+                .shape(SpeechPiece::length_bucket)
+                .max_batch_delay(cfg.transcribe_delay),
             clip_merge: Call::map("clip_merge", move |(span, frames, audio): ClipParts| {
                 merge_clip(&span, &frames, &audio, th)
             }),

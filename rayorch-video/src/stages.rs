@@ -226,6 +226,15 @@ pub struct SpeechPiece {
     pub end_s: f64,
 }
 
+impl SpeechPiece {
+    /// The transcription Call's shape key: the piece's length in 5 s steps
+    /// (0 to 6). whisper decodes a batch until its longest text ends, so
+    /// pieces of like length waste fewer decoder steps together.
+    pub fn length_bucket(&self) -> u64 {
+        ((self.end_s - self.start_s).max(0.0) / 5.0).ceil().min(6.0) as u64
+    }
+}
+
 /// Seconds of audio kept on each side of a VAD span for whisper.
 const CONTEXT_S: f64 = 0.3;
 

@@ -86,6 +86,10 @@ pub struct Args {
     /// Embed: replicas. Default: from the core count.
     #[arg(long)]
     pub embed_replicas: Option<usize>,
+    /// Embed: longest a page text waits for a fuller batch while more
+    /// pages are still being read (0: never waits).
+    #[arg(long, default_value_t = 1000)]
+    pub embed_delay_ms: u64,
     /// Run ONNX models on CUDA device 0 (needs `--features rayorch-models/cuda`
     /// and an onnxruntime-gpu library in ORT_DYLIB_PATH).
     #[arg(long)]
@@ -138,6 +142,7 @@ impl Args {
             detect_batch: self.detect_batch,
             recognize_batch: self.recognize_batch,
             embed_batch: self.embed_batch,
+            embed_delay: std::time::Duration::from_millis(self.embed_delay_ms),
         }
     }
 

@@ -157,6 +157,9 @@ pub struct OcrConfig {
     pub recognize_batch: usize,
     /// Embed: page texts per batch.
     pub embed_batch: usize,
+    /// Embed: longest a page text waits for a fuller batch (only while
+    /// more pages can still come; zero: never).
+    pub embed_delay: std::time::Duration,
 }
 
 impl Default for OcrConfig {
@@ -172,6 +175,7 @@ impl Default for OcrConfig {
             detect_batch: 4,
             recognize_batch: 48,
             embed_batch: 16,
+            embed_delay: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -231,7 +235,9 @@ impl OcrJob {
                 )?))
             })
             .replicas(k.embed_replicas)
-            .batch_size(cfg.embed_batch),
+            .batch_size(cfg.embed_batch)
+            .shape(|text: &String| rayorch_models::embed::length_bucket(text))
+            .max_batch_delay(cfg.embed_delay),
             name: Call::map("name", |f: PdfFile| f.name.to_string()),
             assemble: Call::map("assemble", |(name, texts, embs): Parts| {
                 Document::assemble(&name, texts, embs)

@@ -173,6 +173,16 @@ pub struct SentenceEmbed {
     embedder: SentenceEmbedder,
 }
 
+/// A text's length bucket, the embedding Call's shape key: about its word
+/// pieces (4 bytes each), in powers of two from 16 to 512. A batch is
+/// padded to its longest text, so texts of one bucket waste at most half
+/// their positions on padding, and the cut at `max_tokens` puts every long
+/// page in the last bucket. Depends on the text alone.
+pub fn length_bucket(text: &str) -> u64 {
+    let pieces = (text.len() / 4).clamp(16, 512);
+    u64::from(pieces.next_power_of_two().trailing_zeros())
+}
+
 impl SentenceEmbed {
     /// Wrap a loaded embedder.
     pub fn new(embedder: SentenceEmbedder) -> SentenceEmbed {
@@ -189,5 +199,19 @@ impl Stage for SentenceEmbed {
         let texts: Vec<&str> = batch.iter().map(String::as_str).collect();
         let out = self.embedder.embed(&texts)?;
         Ok(out.into_iter().map(Outcome::Ok).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn length_buckets_double_and_stop_at_512_pieces() {
+        assert_eq!(length_bucket(""), 4);
+        assert_eq!(length_bucket(&"a".repeat(64)), 4);
+        assert_eq!(length_bucket(&"a".repeat(68)), 5);
+        assert_eq!(length_bucket(&"a".repeat(2048)), 9);
+        assert_eq!(length_bucket(&"a".repeat(100_000)), 9);
     }
 }

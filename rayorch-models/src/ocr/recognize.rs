@@ -201,12 +201,35 @@ impl Default for RecognizeConfig {
     }
 }
 
+impl RecognizeConfig {
+    /// The width a `w × h` crop scales to at the model's height (at least
+    /// 1, at most `max_width`).
+    pub fn scaled_width(&self, w: u32, h: u32) -> u32 {
+        let r = w as f32 / h.max(1) as f32;
+        ((self.height as f32 * r).ceil() as u32).clamp(1, self.max_width)
+    }
+
+    /// The width a `w × h` crop is padded to: its ladder step. Crops with
+    /// the same padded width share one model call, so this is the
+    /// recognition Call's shape key ([`rayorch::Call::shape`]).
+    pub fn padded_width(&self, w: u32, h: u32) -> u32 {
+        padded_width(
+            self.scaled_width(w, h),
+            self.min_width,
+            self.max_width,
+            self.bucket_ratio,
+        )
+    }
+}
+
 /// The recognition model and its dict, ready to run.
 #[derive(Debug)]
 pub struct LineRecognizer {
     session: OnnxSession,
     dict: CharDict,
     cfg: RecognizeConfig,
+    /// Model calls made so far (one per padded width per batch).
+    model_calls: u64,
 }
 
 impl LineRecognizer {
@@ -216,6 +239,7 @@ impl LineRecognizer {
             dict: CharDict::load(dict)?,
             session: OnnxSession::load(model, ort_lib, &cfg.onnx)?,
             cfg,
+            model_calls: 0,
         })
     }
 
@@ -229,9 +253,15 @@ impl LineRecognizer {
         &self.dict
     }
 
+    /// Model calls made so far: one per padded width present in each
+    /// [`LineRecognizer::recognize`] (so one per batch when a batch holds
+    /// one width bucket).
+    pub fn model_calls(&self) -> u64 {
+        self.model_calls
+    }
+
     fn scaled_width(&self, img: &RgbImage) -> u32 {
-        let r = img.width() as f32 / img.height().max(1) as f32;
-        ((self.cfg.height as f32 * r).ceil() as u32).clamp(1, self.cfg.max_width)
+        self.cfg.scaled_width(img.width(), img.height())
     }
 
     /// The padded width of a crop scaled to `w`: the first step of the
@@ -274,6 +304,7 @@ impl LineRecognizer {
             }
             let input = ArrayViewD::from_shape(vec![bucket.len(), 3, hu, wu], &buf)
                 .map_err(|e| ModelError::model("rec", e))?;
+            self.model_calls += 1;
             let probs = self.session.run(input)?;
             let shape = probs.shape().to_vec();
             if shape.len() != 3 || shape[0] != bucket.len() || shape[2] < self.dict.len() + 1 {
@@ -346,12 +377,22 @@ pub fn padded_width(w: u32, min_w: u32, max_w: u32, ratio: f32) -> u32 {
 #[derive(Debug)]
 pub struct TextRecognize {
     rec: LineRecognizer,
+    /// Where each batch's model calls are added, when counted.
+    calls: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl TextRecognize {
     /// Wrap a loaded recogniser.
     pub fn new(rec: LineRecognizer) -> TextRecognize {
-        TextRecognize { rec }
+        TextRecognize { rec, calls: None }
+    }
+
+    /// Also add the model calls of every batch to `calls` (shared by the
+    /// replicas: how many model calls a run made, one per padded width
+    /// per batch).
+    pub fn counting(mut self, calls: std::sync::Arc<std::sync::atomic::AtomicU64>) -> TextRecognize {
+        self.calls = Some(calls);
+        self
     }
 }
 
@@ -361,12 +402,15 @@ impl Stage for TextRecognize {
 
     fn run(&mut self, batch: Vec<TextLine>, _cx: &StageContext) -> StageResult<LineText> {
         let _span = tracing::debug_span!("text_recognize", lines = batch.len()).entered();
-        Ok(self
-            .rec
-            .read_lines(&batch)?
-            .into_iter()
-            .map(Outcome::Ok)
-            .collect())
+        let before = self.rec.model_calls();
+        let read = self.rec.read_lines(&batch)?;
+        if let Some(c) = &self.calls {
+            c.fetch_add(
+                self.rec.model_calls() - before,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        Ok(read.into_iter().map(Outcome::Ok).collect())
     }
 }
 
