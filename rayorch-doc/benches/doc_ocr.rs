@@ -17,13 +17,15 @@
 //! Reported per thread count: the loop's and the pipeline's pages/s, the
 //! pipeline over the loop (the median of the per-round ratios; rounds
 //! alternate so load from other processes hits both alike), recognition
-//! batch fill and the recognition batches that mix pages; then the same
-//! pipeline with recognition batches blind to width (no shape key), its
-//! pages/s, the job's speed over it, and recognition model calls per batch
-//! in both.
+//! batch fill and the recognition batches that mix pages, with recognition
+//! keyed by padded width (`--recognize-by-width`, the default on CUDA);
+//! then the same pipeline with recognition batches blind to width (no
+//! shape key, the CPU default), its pages/s, the keyed pipeline's speed
+//! over it, and recognition model calls per batch in both.
 //!
 //! `cargo bench -p rayorch-doc --bench doc_ocr` (env `BENCH_THREADS`,
 //! default `1,2`; `BENCH_REPEAT` copies of the corpus, default 1;
+//! `BENCH_EMBED_DELAY_MS` the embed Call's batch delay, default the job's;
 //! `BENCH_ROUNDS` alternating rounds, default 3). One JSON line per thread
 //! count carries every round and `/proc/loadavg` before and after.
 
@@ -42,7 +44,12 @@ use rayorch_models::{
 use rayorch_testdata::pdfgen::{SampleKind, samples};
 
 fn config(threads: usize) -> OcrConfig {
+    let d = OcrConfig::default();
     OcrConfig {
+        embed_delay: std::env::var("BENCH_EMBED_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(d.embed_delay, std::time::Duration::from_millis),
         knobs: Knobs {
             threads,
             render_replicas: 1,
@@ -50,7 +57,7 @@ fn config(threads: usize) -> OcrConfig {
             recognize_replicas: 1,
             embed_replicas: 1,
         },
-        ..OcrConfig::default()
+        ..d
     }
 }
 

@@ -230,6 +230,23 @@ fn defaults_follow_the_core_count_and_flags_override_them() {
     assert!(machine_cores() >= 1);
     // The plan the job builds from its flags carries them.
     assert_eq!(args.config(16).knobs, k);
+    // Recognition batches by width on CUDA or when asked; blind on a CPU
+    // (BENCHMARKS.md, "Shape-aware batches"). The embed delay is a flag.
+    let plain = Args::parse_from(["doc_ocr"]).config(2);
+    assert!(!plain.recognize_by_width);
+    assert_eq!(plain.embed_delay, std::time::Duration::from_secs(1));
+    assert!(
+        Args::parse_from(["doc_ocr", "--recognize-by-width"])
+            .config(2)
+            .recognize_by_width
+    );
+    assert!(
+        Args::parse_from(["doc_ocr", "--cuda"])
+            .config(2)
+            .recognize_by_width
+    );
+    let no_wait = Args::parse_from(["doc_ocr", "--embed-delay-ms", "0"]).config(2);
+    assert_eq!(no_wait.embed_delay, std::time::Duration::ZERO);
 }
 
 #[test]

@@ -45,6 +45,10 @@ pub struct Args {
     /// Recognition: line crops per batch (from any regions, pages, documents).
     #[arg(long, default_value_t = 48)]
     pub recognize_batch: usize,
+    /// Recognition: batches of one padded width (one model call each)
+    /// instead of any lines (one call per width present).
+    #[arg(long)]
+    pub recognize_by_width: bool,
     /// Table structure: regions per batch (only tables reach the model).
     #[arg(long, default_value_t = 8)]
     pub table_batch: usize,
@@ -67,6 +71,7 @@ impl Args {
             layout_stack: self.layout_stack,
             detect_batch: self.detect_batch,
             recognize_batch: self.recognize_batch,
+            recognize_by_width: self.recognize_by_width,
             table_batch: self.table_batch,
             replicas: self.replicas,
             layout_replicas: self.layout_replicas,

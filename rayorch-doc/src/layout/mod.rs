@@ -102,6 +102,8 @@ pub struct LayoutSettings {
     pub detect_batch: usize,
     /// Recognition: line crops per batch.
     pub recognize_batch: usize,
+    /// Recognition: batches of one padded width ([`crate::calls::recognize`]).
+    pub recognize_by_width: bool,
     /// Table structure: regions per batch.
     pub table_batch: usize,
     /// Replicas of the upright, detection and recognition Calls.
@@ -121,6 +123,7 @@ impl Default for LayoutSettings {
             layout_stack: 1,
             detect_batch: 16,
             recognize_batch: 48,
+            recognize_by_width: false,
             table_batch: 8,
             replicas: 1,
             layout_replicas: 1,
@@ -209,7 +212,13 @@ impl LayoutJob {
             })
             .replicas(args.replicas)
             .batch_size(args.detect_batch),
-            recognize: crate::calls::recognize(a, rec_cfg, args.replicas, args.recognize_batch),
+            recognize: crate::calls::recognize(
+                a,
+                rec_cfg,
+                args.replicas,
+                args.recognize_batch,
+                args.recognize_by_width,
+            ),
             table: Call::new("table", move || {
                 Ok(TableStructure::new(TableRecognizer::load(
                     &a4.table_model,

@@ -80,6 +80,11 @@ pub struct Args {
     /// Recognise: replicas. Default: from the core count.
     #[arg(long)]
     pub recognize_replicas: Option<usize>,
+    /// Recognition: batches of one padded width (one model call each, as a
+    /// GPU wants) instead of any lines (one call per width present). On by
+    /// default with `--cuda`; on a CPU it measured ~12% slower (BENCHMARKS.md).
+    #[arg(long)]
+    pub recognize_by_width: bool,
     /// Embed: page texts per batch.
     #[arg(long, default_value_t = 16)]
     pub embed_batch: usize,
@@ -141,6 +146,7 @@ impl Args {
             render_batch: self.render_batch,
             detect_batch: self.detect_batch,
             recognize_batch: self.recognize_batch,
+            recognize_by_width: self.recognize_by_width || self.cuda,
             embed_batch: self.embed_batch,
             embed_delay: std::time::Duration::from_millis(self.embed_delay_ms),
         }

@@ -155,6 +155,9 @@ pub struct OcrConfig {
     pub detect_batch: usize,
     /// Recognise: line crops per batch.
     pub recognize_batch: usize,
+    /// Recognise: batches of one padded width, one model call each
+    /// ([`crate::calls::recognize`]).
+    pub recognize_by_width: bool,
     /// Embed: page texts per batch.
     pub embed_batch: usize,
     /// Embed: longest a page text waits for a fuller batch (only while
@@ -174,6 +177,7 @@ impl Default for OcrConfig {
             render_batch: 2,
             detect_batch: 4,
             recognize_batch: 48,
+            recognize_by_width: false,
             embed_batch: 16,
             embed_delay: std::time::Duration::from_secs(1),
         }
@@ -226,7 +230,13 @@ impl OcrJob {
             })
             .replicas(k.detect_replicas)
             .batch_size(cfg.detect_batch),
-            recognize: crate::calls::recognize(assets, rec_cfg, k.recognize_replicas, cfg.recognize_batch),
+            recognize: crate::calls::recognize(
+                assets,
+                rec_cfg,
+                k.recognize_replicas,
+                cfg.recognize_batch,
+                cfg.recognize_by_width,
+            ),
             page_text: Call::map("page_text", |lines: Vec<LineText>| page_text(&lines)),
             embed: Call::new("embed", move || {
                 Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
