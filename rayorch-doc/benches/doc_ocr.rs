@@ -143,14 +143,32 @@ fn recognize(cfg: &OcrConfig, a: &Assets, by_width: bool, calls: &Arc<AtomicU64>
     }
 }
 
-/// One pipeline run: (pages, seconds, page texts per document, summary,
-/// recognition model calls).
-fn pipeline(
-    files: &[PdfFile],
-    cfg: &OcrConfig,
-    a: &Assets,
-    by_width: bool,
-) -> (usize, f64, Vec<Vec<String>>, rayorch::RunSummary, u64) {
+/// This process's minor page faults and CPU seconds (user + system) so
+/// far, from `/proc/self/stat` (clock ticks of 1/100 s, Linux's USER_HZ).
+fn usage() -> (u64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the parenthesised command name, from field 3 on.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    let at = |field: usize| f.get(field - 3).copied().unwrap_or(0);
+    (at(10), (at(14) + at(15)) as f64 / 100.0)
+}
+
+/// What one pipeline run gave and cost.
+struct Run {
+    pages: usize,
+    secs: f64,
+    /// Page texts per document.
+    texts: Vec<Vec<String>>,
+    summary: rayorch::RunSummary,
+    /// Recognition model calls.
+    calls: u64,
+    /// The process's minor page faults and CPU seconds during the run.
+    used: (u64, f64),
+}
+
+fn pipeline(files: &[PdfFile], cfg: &OcrConfig, a: &Assets, by_width: bool) -> Run {
+    let before = usage();
     let calls = Arc::new(AtomicU64::new(0));
     let mut job = OcrJob::new(cfg, a);
     job.recognize = recognize(cfg, a, by_width, &calls);
@@ -168,7 +186,16 @@ fn pipeline(
         .expect("the run completes");
     let secs = t.elapsed().as_secs_f64();
     let pages = texts.iter().map(Vec::len).sum();
-    (pages, secs, texts, summary, calls.load(Ordering::Relaxed))
+    let after = usage();
+    let used = (after.0 - before.0, after.1 - before.1);
+    Run {
+        pages,
+        secs,
+        texts,
+        summary,
+        calls: calls.load(Ordering::Relaxed),
+        used,
+    }
 }
 
 fn loadavg() -> Option<String> {
@@ -224,11 +251,20 @@ fn main() {
         let (mut blind_s, mut blind_ratios) = (Vec::new(), Vec::new());
         let (mut pages, mut fill, mut mixed, mut batches) = (0, 0.0, 0, 0);
         let (mut calls, mut blind_calls, mut blind_batches) = (0, 0, 0);
+        let (mut faults, mut blind_faults, mut cpu, mut blind_cpu) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds.max(1) {
             let (lp, ls, lt) = sequential(&files, &cfg, &assets);
-            let (pp, ps, pt, summary, pc) = pipeline(&files, &cfg, &assets, true);
+            let keyed = pipeline(&files, &cfg, &assets, true);
             // The same pipeline with recognition batches blind to width.
-            let (bp, bs, bt, blind, bc) = pipeline(&files, &cfg, &assets, false);
+            let blind = pipeline(&files, &cfg, &assets, false);
+            let (pp, ps, pt, pc, pu) = (keyed.pages, keyed.secs, keyed.texts, keyed.calls, keyed.used);
+            let (bp, bs, bt, bc, bu) = (blind.pages, blind.secs, blind.texts, blind.calls, blind.used);
+            let (summary, blind) = (keyed.summary, blind.summary);
+            faults.push(pu.0 as f64);
+            cpu.push(pu.1);
+            blind_faults.push(bu.0 as f64);
+            blind_cpu.push(bu.1);
             assert_eq!(lp, pp, "both sides see the same pages");
             assert_eq!(lt, pt, "both sides read the same text");
             assert_eq!((bp, &bt), (pp, &pt), "batches by width read the same text");
@@ -270,6 +306,10 @@ fn main() {
             "rec_fill": fill, "rec_batches": batches, "rec_mixed_page_batches": mixed,
             "rec_model_calls": calls, "blind_s": blind_s, "pipe_over_blind_speed_per_round": blind_ratios,
             "blind_rec_batches": blind_batches, "blind_rec_model_calls": blind_calls,
+            "minor_faults": faults, "blind_minor_faults": blind_faults, "cpu_s": cpu, "blind_cpu_s": blind_cpu,
+            "median_cpu_s_per_page": median(cpu.clone()) / pages as f64,
+            "median_blind_cpu_s_per_page": median(blind_cpu.clone()) / pages as f64,
+            "median_minor_faults": median(faults.clone()), "median_blind_minor_faults": median(blind_faults.clone()),
             "loadavg_start": load_start, "loadavg_end": load_end,
         });
         println!("{line}");

@@ -82,7 +82,7 @@ pub struct Args {
     pub recognize_replicas: Option<usize>,
     /// Recognition: batches of one padded width (one model call each, as a
     /// GPU wants) instead of any lines (one call per width present). On by
-    /// default with `--cuda`; on a CPU it measured ~12% slower (BENCHMARKS.md).
+    /// default with `--cuda`; on a CPU it measured no faster (BENCHMARKS.md).
     #[arg(long)]
     pub recognize_by_width: bool,
     /// Embed: page texts per batch.

@@ -71,6 +71,9 @@ pub struct TextDetector {
     session: OnnxSession,
     cls: Option<LineOrientation>,
     cfg: DetectConfig,
+    /// The input tensor's buffer, kept between calls (a 4-page batch is
+    /// ~34 MB: a fresh one per call faults in fresh pages every time).
+    input: Vec<f32>,
 }
 
 /// One page's lines after orientation: crops upright, boxes in the
@@ -123,6 +126,7 @@ impl TextDetector {
             session: OnnxSession::load(model, ort_lib, &cfg.onnx)?,
             cls: None,
             cfg,
+            input: Vec::new(),
         })
     }
 
@@ -159,31 +163,42 @@ impl TextDetector {
         for (w, h) in shapes {
             let group: Vec<usize> = (0..pages.len()).filter(|&i| sizes[i] == (w, h)).collect();
             let (hw, ww) = (h as usize, w as usize);
-            let mut buf = vec![0f32; group.len() * 3 * hw * ww];
+            let mut buf = std::mem::take(&mut self.input);
+            buf.clear();
+            buf.resize(group.len() * 3 * hw * ww, 0.0);
             for (n, &i) in group.iter().enumerate() {
                 let scaled = resize(pages[i], w, h);
                 write_bgr_chw(&mut buf, n, (hw, ww), &scaled, MEAN, STD);
             }
             let input = ArrayViewD::from_shape(vec![group.len(), 3, hw, ww], &buf)
                 .map_err(|e| ModelError::model("det", e))?;
-            let prob = self.session.run(input)?;
-            let shape = prob.shape().to_vec();
-            if shape.len() != 4 || shape[0] != group.len() || shape[2] != hw || shape[3] != ww {
-                return Err(ModelError::model(
+            let db = &self.cfg.db;
+            // The probability maps are read where the runtime left them.
+            let boxes = self.session.run_with(input, |prob| {
+                let shape = prob.shape().to_vec();
+                if shape.len() != 4 || shape[0] != group.len() || shape[2] != hw || shape[3] != ww {
+                    return Err(shape);
+                }
+                let flat = prob.as_standard_layout();
+                let flat = flat.as_slice().unwrap_or(&[]);
+                Ok((0..group.len())
+                    .map(|n| db_boxes(&flat[n * hw * ww..(n + 1) * hw * ww], ww, hw, db))
+                    .collect::<Vec<_>>())
+            });
+            self.input = buf;
+            let boxes = boxes?.map_err(|shape| {
+                ModelError::model(
                     self.session.name(),
                     format!("expected a [N,1,{hw},{ww}] probability map, got {shape:?}"),
-                ));
-            }
-            let flat = prob.as_standard_layout();
-            let flat = flat.as_slice().unwrap_or(&[]);
-            for (n, &i) in group.iter().enumerate() {
-                let map = &flat[n * hw * ww..(n + 1) * hw * ww];
+                )
+            })?;
+            for (&i, found) in group.iter().zip(boxes) {
                 let (sx, sy) = (
                     pages[i].width() as f32 / ww as f32,
                     pages[i].height() as f32 / hw as f32,
                 );
                 let (pw, ph) = (pages[i].width() as f32, pages[i].height() as f32);
-                out[i] = db_boxes(map, ww, hw, &self.cfg.db)
+                out[i] = found
                     .into_iter()
                     .map(|b| TextBox {
                         row: b.row,

@@ -230,6 +230,9 @@ pub struct LineRecognizer {
     cfg: RecognizeConfig,
     /// Model calls made so far (one per padded width per batch).
     model_calls: u64,
+    /// The input tensor's buffer, kept between calls so a batch writes
+    /// into memory already mapped instead of faulting in a fresh one.
+    input: Vec<f32>,
 }
 
 impl LineRecognizer {
@@ -240,6 +243,7 @@ impl LineRecognizer {
             session: OnnxSession::load(model, ort_lib, &cfg.onnx)?,
             cfg,
             model_calls: 0,
+            input: Vec::new(),
         })
     }
 
@@ -297,7 +301,9 @@ impl LineRecognizer {
         for (w, bucket) in self.buckets(&widths) {
             let (hu, wu) = (h as usize, w as usize);
             // Zero is the normalised mid-grey Paddle pads with.
-            let mut buf = vec![0f32; bucket.len() * 3 * hu * wu];
+            let mut buf = std::mem::take(&mut self.input);
+            buf.clear();
+            buf.resize(bucket.len() * 3 * hu * wu, 0.0);
             for (n, &j) in bucket.iter().enumerate() {
                 let scaled = resize(crops[usable[j]], widths[j], h);
                 write_bgr_chw(&mut buf, n, (hu, wu), &scaled, [0.5; 3], [0.5; 3]);
@@ -305,22 +311,33 @@ impl LineRecognizer {
             let input = ArrayViewD::from_shape(vec![bucket.len(), 3, hu, wu], &buf)
                 .map_err(|e| ModelError::model("rec", e))?;
             self.model_calls += 1;
-            let probs = self.session.run(input)?;
-            let shape = probs.shape().to_vec();
-            if shape.len() != 3 || shape[0] != bucket.len() || shape[2] < self.dict.len() + 1 {
-                return Err(ModelError::model(
+            let dict = &self.dict;
+            // Decode straight from the runtime's output (no copy of the
+            // N × T × classes probabilities).
+            let decoded = self.session.run_with(input, |probs| {
+                let shape = probs.shape().to_vec();
+                if shape.len() != 3 || shape[0] != bucket.len() || shape[2] < dict.len() + 1 {
+                    return Err(shape);
+                }
+                let (t, c) = (shape[1], shape[2]);
+                let flat = probs.as_standard_layout();
+                let flat = flat.as_slice().unwrap_or(&[]);
+                Ok((0..bucket.len())
+                    .map(|n| ctc_greedy(&flat[n * t * c..(n + 1) * t * c], t, c, dict))
+                    .collect::<Vec<_>>())
+            });
+            self.input = buf;
+            let decoded = decoded?.map_err(|shape| {
+                ModelError::model(
                     self.session.name(),
                     format!(
                         "expected [N, T, {}] class probabilities, got {shape:?}; does the dict match the model?",
                         self.dict.len() + 2
                     ),
-                ));
-            }
-            let flat = probs.as_standard_layout();
-            let flat = flat.as_slice().unwrap_or(&[]);
-            let (t, c) = (shape[1], shape[2]);
-            for (n, &j) in bucket.iter().enumerate() {
-                out[usable[j]] = ctc_greedy(&flat[n * t * c..(n + 1) * t * c], t, c, &self.dict);
+                )
+            })?;
+            for (&j, text) in bucket.iter().zip(decoded) {
+                out[usable[j]] = text;
             }
         }
         Ok(out)

@@ -172,11 +172,22 @@ impl OnnxSession {
 
     /// Run a single-input, single-output f32 model.
     pub fn run(&mut self, input: ArrayViewD<'_, f32>) -> Result<ArrayD<f32>, ModelError> {
+        self.run_with(input, |view| view.to_owned())
+    }
+
+    /// Run a single-input, single-output f32 model and hand `read` a view
+    /// of the output where ONNX Runtime left it: nothing is copied, so a
+    /// large output (recognition's N × T × classes) is read once, in place.
+    pub fn run_with<R>(
+        &mut self,
+        input: ArrayViewD<'_, f32>,
+        read: impl FnOnce(ArrayViewD<'_, f32>) -> R,
+    ) -> Result<R, ModelError> {
         let name = &self.name;
         let fail = |e: ort::Error| ModelError::Onnx(format!("running {name}: {e}"));
         let tensor = ort::value::TensorRef::from_array_view(input).map_err(fail)?;
         let outputs = self.session.run(ort::inputs![tensor]).map_err(fail)?;
         let view = outputs[0].try_extract_array::<f32>().map_err(fail)?;
-        Ok(view.to_owned())
+        Ok(read(view))
     }
 }
