@@ -163,35 +163,29 @@ impl TextDetector {
         for (w, h) in shapes {
             let group: Vec<usize> = (0..pages.len()).filter(|&i| sizes[i] == (w, h)).collect();
             let (hw, ww) = (h as usize, w as usize);
-            let mut buf = std::mem::take(&mut self.input);
-            buf.clear();
-            buf.resize(group.len() * 3 * hw * ww, 0.0);
-            for (n, &i) in group.iter().enumerate() {
-                let scaled = resize(pages[i], w, h);
-                write_bgr_chw(&mut buf, n, (hw, ww), &scaled, MEAN, STD);
-            }
-            let input = ArrayViewD::from_shape(vec![group.len(), 3, hw, ww], &buf)
-                .map_err(|e| ModelError::model("det", e))?;
             let db = &self.cfg.db;
+            let fill = |buf: &mut [f32]| {
+                for (n, &i) in group.iter().enumerate() {
+                    write_bgr_chw(buf, n, (hw, ww), &resize(pages[i], w, h), MEAN, STD);
+                }
+            };
             // The probability maps are read where the runtime left them.
-            let boxes = self.session.run_with(input, |prob| {
-                let shape = prob.shape().to_vec();
+            let read = |prob: ArrayViewD<'_, f32>| {
+                let shape = prob.shape();
                 if shape.len() != 4 || shape[0] != group.len() || shape[2] != hw || shape[3] != ww {
-                    return Err(shape);
+                    return Err(format!(
+                        "expected a [N,1,{hw},{ww}] probability map, got {shape:?}"
+                    ));
                 }
                 let flat = prob.as_standard_layout();
                 let flat = flat.as_slice().unwrap_or(&[]);
                 Ok((0..group.len())
                     .map(|n| db_boxes(&flat[n * hw * ww..(n + 1) * hw * ww], ww, hw, db))
                     .collect::<Vec<_>>())
-            });
-            self.input = buf;
-            let boxes = boxes?.map_err(|shape| {
-                ModelError::model(
-                    self.session.name(),
-                    format!("expected a [N,1,{hw},{ww}] probability map, got {shape:?}"),
-                )
-            })?;
+            };
+            let boxes = self
+                .session
+                .run_filled(&mut self.input, &[group.len(), 3, hw, ww], fill, read)?;
             for (&i, found) in group.iter().zip(boxes) {
                 let (sx, sy) = (
                     pages[i].width() as f32 / ww as f32,

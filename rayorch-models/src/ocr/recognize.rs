@@ -300,24 +300,24 @@ impl LineRecognizer {
         let h = self.cfg.height;
         for (w, bucket) in self.buckets(&widths) {
             let (hu, wu) = (h as usize, w as usize);
-            // Zero is the normalised mid-grey Paddle pads with.
-            let mut buf = std::mem::take(&mut self.input);
-            buf.clear();
-            buf.resize(bucket.len() * 3 * hu * wu, 0.0);
-            for (n, &j) in bucket.iter().enumerate() {
-                let scaled = resize(crops[usable[j]], widths[j], h);
-                write_bgr_chw(&mut buf, n, (hu, wu), &scaled, [0.5; 3], [0.5; 3]);
-            }
-            let input = ArrayViewD::from_shape(vec![bucket.len(), 3, hu, wu], &buf)
-                .map_err(|e| ModelError::model("rec", e))?;
             self.model_calls += 1;
             let dict = &self.dict;
+            // Zero (the buffer's fill) is the normalised mid-grey Paddle pads with.
+            let fill = |buf: &mut [f32]| {
+                for (n, &j) in bucket.iter().enumerate() {
+                    let scaled = resize(crops[usable[j]], widths[j], h);
+                    write_bgr_chw(buf, n, (hu, wu), &scaled, [0.5; 3], [0.5; 3]);
+                }
+            };
             // Decode straight from the runtime's output (no copy of the
             // N × T × classes probabilities).
-            let decoded = self.session.run_with(input, |probs| {
-                let shape = probs.shape().to_vec();
+            let read = |probs: ArrayViewD<'_, f32>| {
+                let shape = probs.shape();
                 if shape.len() != 3 || shape[0] != bucket.len() || shape[2] < dict.len() + 1 {
-                    return Err(shape);
+                    return Err(format!(
+                        "expected [N, T, {}] class probabilities, got {shape:?}; does the dict match the model?",
+                        dict.len() + 2
+                    ));
                 }
                 let (t, c) = (shape[1], shape[2]);
                 let flat = probs.as_standard_layout();
@@ -325,17 +325,10 @@ impl LineRecognizer {
                 Ok((0..bucket.len())
                     .map(|n| ctc_greedy(&flat[n * t * c..(n + 1) * t * c], t, c, dict))
                     .collect::<Vec<_>>())
-            });
-            self.input = buf;
-            let decoded = decoded?.map_err(|shape| {
-                ModelError::model(
-                    self.session.name(),
-                    format!(
-                        "expected [N, T, {}] class probabilities, got {shape:?}; does the dict match the model?",
-                        self.dict.len() + 2
-                    ),
-                )
-            })?;
+            };
+            let decoded = self
+                .session
+                .run_filled(&mut self.input, &[bucket.len(), 3, hu, wu], fill, read)?;
             for (&j, text) in bucket.iter().zip(decoded) {
                 out[usable[j]] = text;
             }

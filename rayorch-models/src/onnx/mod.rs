@@ -190,4 +190,25 @@ impl OnnxSession {
         let view = outputs[0].try_extract_array::<f32>().map_err(fail)?;
         Ok(read(view))
     }
+
+    /// Run on an input of `shape` that `fill` writes into `buf` (zeroed
+    /// first; `buf` keeps its memory between calls, so a batch writes into
+    /// pages already mapped instead of faulting in a fresh tensor), and
+    /// `read` the output in place ([`OnnxSession::run_with`]). An `Err`
+    /// from `read` (an output of the wrong shape) names this model.
+    pub fn run_filled<R>(
+        &mut self,
+        buf: &mut Vec<f32>,
+        shape: &[usize],
+        fill: impl FnOnce(&mut [f32]),
+        read: impl FnOnce(ArrayViewD<'_, f32>) -> Result<R, String>,
+    ) -> Result<R, ModelError> {
+        buf.clear();
+        buf.resize(shape.iter().product(), 0.0);
+        fill(buf);
+        let input =
+            ArrayViewD::from_shape(shape, buf).map_err(|e| ModelError::model(self.name.as_str(), e))?;
+        self.run_with(input, read)?
+            .map_err(|e| ModelError::model(self.name.as_str(), e))
+    }
 }
