@@ -9,7 +9,9 @@
 //! synthetic 1 M-page variant (the same page-count distribution, repeated). Reports commits/s, peak RSS, and RSS after 100 k
 //! and after 1 M pages (flat memory = independent of input size).
 //!
-//! Run: `cargo bench -p rayorch-bench --bench control_plane` (add `-- --quick` for a short run).
+//! Run: `cargo bench -p rayorch-bench --bench control_plane` (add `-- --quick` for a short run;
+//! `-- --fifo` reserves the page Call with `Reservation::Elastic` instead of
+//! the default `NearestCompletion`, for the policy's own cost).
 
 use std::time::Instant;
 
@@ -18,6 +20,12 @@ use rayorch::prelude::*;
 use rayorch::spi::{Engine, EngineConfig};
 
 use rayorch_bench::workload;
+
+/// `--features mimalloc`: the same passes over mimalloc instead of the
+/// system allocator.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 domain!(Doc);
 domain!(Page: Doc);
@@ -28,9 +36,18 @@ fn load(name: &str) -> Vec<u32> {
     workload::sample(&spec).1
 }
 
+/// The reservation policy of the page Call: the default unless `--fifo`.
+fn page_policy() -> Reservation {
+    if std::env::args().any(|a| a == "--fifo") {
+        Reservation::Elastic
+    } else {
+        Reservation::default()
+    }
+}
+
 fn plan() -> (Plan, Output<u32>) {
     let render = Call::map("render", |n: u32| vec![0u32; n as usize]);
-    let ocr = Call::map("ocr", |p: u32| p);
+    let ocr = Call::map("ocr", |p: u32| p).reservation(page_policy());
     let assemble = Call::map("assemble", |pages: Vec<u32>| pages.len() as u32);
     Plan::build(|b| {
         let doc = b.source::<Doc, u32>();
@@ -126,7 +143,9 @@ fn drive(docs: &[u32], marks: &[u64]) -> Figures {
 /// replica thread, so every batch crosses threads twice.
 fn through_runner(docs: &[u32]) -> (u64, f64) {
     let render = Call::map("render", |n: u32| vec![0u32; n as usize]).batch_size(64);
-    let ocr = Call::map("ocr", |p: u32| p).batch_size(64);
+    let ocr = Call::map("ocr", |p: u32| p)
+        .batch_size(64)
+        .reservation(page_policy());
     let assemble = Call::map("assemble", |pages: Vec<u32>| pages.len() as u32).batch_size(64);
     let (plan, _) = Plan::build(|b| {
         let doc = b.source::<Doc, u32>();
@@ -164,6 +183,15 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let runs = if quick { 1 } else { 3 };
     let mineru = load("mineru-3689");
+    let allocator = if cfg!(feature = "mimalloc") {
+        "mimalloc"
+    } else {
+        "system"
+    };
+    println!(
+        "allocator: {allocator}; page Call reservation: {:?}",
+        page_policy()
+    );
     if std::env::args().any(|a| a == "--profile") {
         // One engine-only pass, for `valgrind --tool=callgrind`.
         let f = drive(&mineru, &[]);

@@ -878,7 +878,7 @@ async fn decode_result(
     for o in outs {
         res.push(match o {
             WireOutcome::Ok(slots) => {
-                let mut vals = Vec::with_capacity(slots.len());
+                let mut vals = rayorch_runtime::spi::Values::with_capacity(slots.len());
                 for (i, s) in slots.into_iter().enumerate() {
                     let how = forward.get(i).copied().unwrap_or(Forward::Decode);
                     let v = match (how, s) {

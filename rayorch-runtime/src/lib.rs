@@ -84,5 +84,5 @@ pub mod spi {
     };
     pub use crate::plan::CallSpec;
     pub use crate::plan::forward::{Forward, ValueList, forwarding, split_output};
-    pub use crate::value::Value;
+    pub use crate::value::{Value, Values};
 }

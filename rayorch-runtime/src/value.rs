@@ -45,6 +45,11 @@ use std::sync::Arc;
 /// A type-erased Port value.
 pub type Value = Arc<dyn Any + Send + Sync>;
 
+/// The output values of one Grain, one per output Port of its Call, in
+/// Port order. Inline for a Call with one output (the common case): a
+/// commit allocates nothing for the list itself.
+pub type Values = smallvec::SmallVec<[Value; 1]>;
+
 /// What a Port may carry: cloneable (a value read by two consumers is cloned
 /// for the second) and shareable across threads. Wrap large payloads in `Arc`
 /// to make that clone free.

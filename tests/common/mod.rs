@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use rayorch::sim::{self, SimConfig, SimRun};
 use rayorch::spi::{
-    AttemptError, AttemptResult, Batch, BatchId, Engine, EngineConfig, EngineStats, Execution, ReportOutcome,
-    StageBox, Value,
+    AttemptError, AttemptResult, Batch, BatchId, Engine, EngineConfig, EngineStats, ErasedOutcome, Execution,
+    ReportOutcome, StageBox, Value,
 };
 use rayorch::{Data, EntityPath, Item, Outcome, Output, Plan, RootOutcome};
 
@@ -83,8 +83,8 @@ pub(crate) fn rpc_keys(run: &SimRun, c: usize) -> Vec<Vec<u64>> {
 }
 
 /// A successful single-output outcome, as a stage's erased report carries it.
-pub(crate) fn ok<T: Data>(v: T) -> Outcome<Vec<Value>> {
-    Outcome::Ok(vec![Arc::new(v) as Value])
+pub(crate) fn ok<T: Data>(v: T) -> ErasedOutcome {
+    Outcome::Ok(std::iter::once(Arc::new(v) as Value).collect())
 }
 
 /// The values a batch carries in input slot `slot` (present inputs only).

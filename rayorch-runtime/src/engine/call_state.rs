@@ -53,6 +53,8 @@ pub(crate) struct CallState {
     pub(crate) queues: Vec<CallQueues>,
     pub(crate) batches: Vec<Option<BatchRec>>,
     pub(crate) batch_free: Vec<u32>,
+    /// Grain lists of reported batches, kept for the next reservations.
+    spare: Vec<Vec<InFlightGrain>>,
     pub(crate) nonce: u32,
     pub(crate) in_flight: usize,
     /// Batches in flight per Call.
@@ -93,6 +95,7 @@ impl CallState {
             queues,
             batches: Vec::new(),
             batch_free: Vec::new(),
+            spare: Vec::new(),
             nonce: 0,
             in_flight: 0,
             in_flight_of: vec![0; n],
@@ -156,6 +159,22 @@ impl CallState {
         self.in_flight -= 1;
         self.in_flight_of[rec.call] -= 1;
         Some(rec)
+    }
+
+    /// Keep a reported batch's Grain list for a later reservation (as many
+    /// as can be in flight at once, so the pool never exceeds the peak).
+    pub(crate) fn recycle(&mut self, mut grains: Vec<InFlightGrain>) {
+        if self.spare.len() < self.batches.len() {
+            grains.clear();
+            self.spare.push(grains);
+        }
+    }
+
+    /// An empty Grain list with room for `n`, reused when one is spare.
+    fn grain_list(&mut self, n: usize) -> Vec<InFlightGrain> {
+        let mut v = self.spare.pop().unwrap_or_default();
+        v.reserve(n);
+        v
     }
 
     /// May more Grains still become ready at timed Call `c`? Yes while a
@@ -408,7 +427,7 @@ impl Core {
         };
         let mut inputs = BatchInputs::with_capacity(call.inputs.len(), entries.len());
         let mut grains = Vec::with_capacity(entries.len());
-        let mut rec = Vec::with_capacity(entries.len());
+        let mut rec = self.calls.grain_list(entries.len());
         for en in &entries {
             let e = en.entity;
             if !self.transition(plan, c, e, Transition::Reserve) {
@@ -435,6 +454,7 @@ impl Core {
                 generation: g.generation,
             });
         }
+        self.calls.queues[c].recycle(entries);
         self.calls.nonce = self.calls.nonce.wrapping_add(1);
         let nonce = self.calls.nonce;
         let slot = self.calls.store(BatchRec {

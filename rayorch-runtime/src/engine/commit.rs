@@ -33,29 +33,47 @@ impl Core {
         };
         let c = rec.call;
         let dom = plan.calls[c].domain;
-        let valid: Vec<bool> = rec
-            .grains
-            .iter()
-            .map(|g| {
-                self.lineage.doms[dom].is(g.entity, g.epoch) && {
-                    let gr = &self.calls.grains[c][g.entity as usize];
-                    gr.phase == Phase::InFlight && gr.generation == g.generation
-                }
-            })
-            .collect();
+        // The per-report flags live in reused buffers (no allocation per
+        // report on the commit path).
+        let mut valid = std::mem::take(&mut self.scratch.valid);
+        valid.clear();
+        valid.extend(rec.grains.iter().map(|g| {
+            self.lineage.doms[dom].is(g.entity, g.epoch) && {
+                let gr = &self.calls.grains[c][g.entity as usize];
+                gr.phase == Phase::InFlight && gr.generation == g.generation
+            }
+        }));
         let stale = valid.iter().filter(|v| !**v).count();
         self.calls.stats[c].stale_grains += stale as u64;
-        let live: Vec<u32> = rec
-            .grains
-            .iter()
-            .zip(&valid)
-            .filter(|(_, v)| **v)
-            .map(|(g, _)| g.entity)
-            .collect();
+        let outcome = self.judge(plan, c, &rec.grains, &valid, stale, result);
+        self.scratch.valid = valid;
+        self.calls.recycle(rec.grains);
+        outcome
+    }
+
+    /// The report of Call `c`'s batch `grains`, whose live ones `valid`
+    /// flags, with the stage's `result`.
+    fn judge(
+        &mut self,
+        plan: &PlanInner,
+        c: usize,
+        grains: &[InFlightGrain],
+        valid: &[bool],
+        stale: usize,
+        result: AttemptResult,
+    ) -> ReportOutcome {
+        let live = || -> Vec<u32> {
+            grains
+                .iter()
+                .zip(valid)
+                .filter(|(_, v)| **v)
+                .map(|(g, _)| g.entity)
+                .collect()
+        };
         match result {
-            Ok(outcomes) if outcomes.len() == rec.grains.len() => {
-                let committed = live.len();
-                self.commit(plan, c, &rec.grains, &valid, outcomes);
+            Ok(outcomes) if outcomes.len() == grains.len() => {
+                let committed = grains.len() - stale;
+                self.commit(plan, c, grains, valid, outcomes);
                 ReportOutcome::Accepted { committed, stale }
             }
             Ok(outcomes) => {
@@ -64,18 +82,18 @@ impl Core {
                     plan.calls[c].name,
                     plan.calls[c].runtime.stage_name(),
                     outcomes.len(),
-                    rec.grains.len()
+                    grains.len()
                 );
-                self.contract_error(plan, c, &live, &msg);
+                self.contract_error(plan, c, &live(), &msg);
                 ReportOutcome::Accepted { committed: 0, stale }
             }
             Err(AttemptError::Contract(msg)) => {
-                self.contract_error(plan, c, &live, &msg);
+                self.contract_error(plan, c, &live(), &msg);
                 ReportOutcome::Accepted { committed: 0, stale }
             }
             Err(err) => {
                 self.calls.stats[c].attempt_failures += 1;
-                let requeued = self.recover(plan, c, &live, rec.grains.len(), &err);
+                let requeued = self.recover(plan, c, &live(), grains.len(), &err);
                 ReportOutcome::Retried { requeued }
             }
         }
@@ -93,11 +111,14 @@ impl Core {
         // the same (Call, parent) in this very batch are suppressed too. A
         // sibling whose parent was barred before this report arrived cannot
         // commit anything, not even its own failure: it is suppressed in pass 2.
-        let barred_before: Vec<bool> = grains
-            .iter()
-            .zip(valid)
-            .map(|(g, &v)| v && self.calls.barred(plan, &self.lineage, c, g.entity))
-            .collect();
+        let mut barred_before = std::mem::take(&mut self.scratch.barred);
+        barred_before.clear();
+        barred_before.extend(
+            grains
+                .iter()
+                .zip(valid)
+                .map(|(g, &v)| v && self.calls.barred(plan, &self.lineage, c, g.entity)),
+        );
         // Whether a barrier may cover some Grain of this report: one was up
         // before, or this report installs one. Without, pass 2 skips the
         // per-Grain barrier lookup.
@@ -157,6 +178,7 @@ impl Core {
                 Outcome::GroupFailure(_) => {}
             }
         }
+        self.scratch.barred = barred_before;
     }
 
     fn install_barrier(&mut self, plan: &PlanInner, c: usize, e: u32, cause: Cause) {

@@ -91,6 +91,17 @@ pub(crate) struct Core {
     clock_us: u64,
     /// May the source still yield roots ([`Engine::set_source_open`])?
     source_open: bool,
+    /// Reused buffers of the commit gate.
+    scratch: Scratch,
+}
+
+/// Buffers the commit gate refills per report instead of allocating.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// Per Grain of the report: still the Grain that was dispatched.
+    valid: Vec<bool>,
+    /// Per Grain of the report: under a barrier before the report came.
+    barred: Vec<bool>,
 }
 
 impl Engine {
@@ -108,6 +119,7 @@ impl Engine {
             assert_transitions: true,
             clock_us: 0,
             source_open: true,
+            scratch: Scratch::default(),
             config,
         };
         Engine { plan: p, core }

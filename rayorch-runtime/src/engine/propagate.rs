@@ -149,18 +149,24 @@ impl Core {
     /// Mark the children of parent `p` in Domain `child`, and theirs,
     /// consumed: the parent has gathered them (see `admission.rs`).
     pub(crate) fn consume_children(&mut self, plan: &PlanInner, child: usize, p: u32) {
-        let mut stack: Vec<(usize, u32)> = self
-            .expands
-            .children(child, p)
-            .iter()
-            .map(|&k| (child, k))
-            .collect();
-        while let Some((d, k)) = stack.pop() {
-            if !self.lineage.doms[d].consume(k) {
-                continue; // its subtree is marked already
+        // Direct children first, without a stack: a leaf Domain (the usual
+        // case) allocates nothing.
+        let mut stack: Vec<(usize, u32)> = Vec::new();
+        let deeper = !plan.domains[child].children.is_empty();
+        for &k in self.expands.children(child, p) {
+            if self.lineage.doms[child].consume(k) && deeper {
+                stack.push((child, k));
             }
+        }
+        // Then their subtrees: a slot is pushed once it is newly marked.
+        while let Some((d, k)) = stack.pop() {
             for &ch in &plan.domains[d].children {
-                stack.extend(self.expands.children(ch, k).iter().map(|&g| (ch, g)));
+                let deeper = !plan.domains[ch].children.is_empty();
+                for &g in self.expands.children(ch, k) {
+                    if self.lineage.doms[ch].consume(g) && deeper {
+                        stack.push((ch, g));
+                    }
+                }
             }
         }
     }

@@ -22,7 +22,10 @@
 //!   `clock + AGING` or later: once the clock passes a bucket's key nothing
 //!   new can overtake it, so no parent starves (it waits at most about
 //!   `AGING × queued` Grains of newer work). Reserving is O(B log P) for P
-//!   parents with queued Grains; a push is O(log P).
+//!   parents with queued Grains; a push is O(log P), and a run of pushes
+//!   for one parent (an Expansion's children, a batch's commits) updates
+//!   the order once: the last-pushed bucket's key enters the ordered set
+//!   when another parent is pushed or a reservation reads it.
 //! - A bucket whose slot is reused by a newer parent (a different epoch) held
 //!   only Grains of a released root, all dead: it is emptied on that push.
 //! - A Call without a parent Domain has one implicit parent; its Grains use
@@ -135,13 +138,35 @@ impl Bucket {
 struct Buckets {
     by_parent: Vec<Bucket>,
     order: BTreeSet<(u64, u64, u32)>,
+    /// The parent pushed to last, with its epoch: its bucket is non-empty
+    /// and its key is *not* in `order` until [`Buckets::settle`] puts it
+    /// there. Consecutive pushes for one parent (an Expansion's children
+    /// arrive together) then cost one `order` update, not one per Grain.
+    open: Option<(u32, u32)>,
     clock: u64,
     next_seq: u64,
     len: usize,
 }
 
 impl Buckets {
+    /// Put the open bucket's key into `order` (before anything reads it).
+    #[inline]
+    fn settle(&mut self) {
+        if let Some((parent, _)) = self.open.take() {
+            let key = self.by_parent[parent as usize].key(parent);
+            self.order.insert(key);
+        }
+    }
+
     fn push(&mut self, e: Entry, parent: u32, epoch: u32, arrivals: &mut Arrivals) {
+        if self.open == Some((parent, epoch)) {
+            // Same parent as the last push: its key is out of `order` and
+            // `born`/`seq` stay; only the count (read at `settle`) grows.
+            self.by_parent[parent as usize].entries.push_back(e);
+            self.len += 1;
+            return;
+        }
+        self.settle();
         let p = parent as usize;
         if self.by_parent.len() <= p {
             self.by_parent.resize_with(p + 1, Bucket::default);
@@ -164,17 +189,20 @@ impl Buckets {
         }
         b.entries.push_back(e);
         self.len += 1;
-        self.order.insert(b.key(parent));
+        self.open = Some((parent, epoch));
     }
 
+    /// Move up to `max` live entries (in total) into `out`.
     fn reserve(
         &mut self,
+        out: &mut Vec<Entry>,
         max: usize,
         live: &impl Fn(&Entry) -> bool,
         touched: &mut u64,
         arrivals: &mut Arrivals,
-    ) -> Vec<Entry> {
-        let mut out = Vec::with_capacity(max.min(self.len));
+    ) {
+        self.settle();
+        let before = out.len();
         while out.len() < max {
             let Some((_, _, parent)) = self.order.pop_first() else {
                 break;
@@ -194,8 +222,7 @@ impl Buckets {
                 self.order.insert(b.key(parent));
             }
         }
-        self.clock += out.len() as u64;
-        out
+        self.clock += (out.len() - before) as u64;
     }
 }
 
@@ -239,32 +266,40 @@ impl Lane {
         }
     }
 
-    /// Up to `max` live entries, chosen by `policy`.
+    /// Move up to `max` live entries (in total), chosen by `policy`, into
+    /// `out` (empty on entry).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the reservation's inputs, passed through"
+    )]
     fn reserve(
         &mut self,
+        out: &mut Vec<Entry>,
         max: usize,
         policy: Reservation,
         rng: &mut u64,
         live: &impl Fn(&Entry) -> bool,
         parent: &impl Fn(&Entry) -> u32,
         touched: &mut u64,
-    ) -> Vec<Entry> {
+    ) {
         match policy {
-            Reservation::Elastic => self.elastic(max, live, touched),
-            Reservation::ParentBound => self.parent_bound(max, live, parent, touched),
-            Reservation::Unordered => self.unordered(max, rng, live, touched),
+            Reservation::Elastic => self.elastic(out, max, live, touched),
+            Reservation::ParentBound => self.parent_bound(out, max, live, parent, touched),
+            Reservation::Unordered => self.unordered(out, max, rng, live, touched),
             Reservation::NearestCompletion => {
-                let mut out = self.buckets.reserve(max, live, touched, &mut self.arrivals);
-                if out.len() < max {
-                    out.extend(self.elastic(max - out.len(), live, touched));
-                }
-                out
+                self.buckets.reserve(out, max, live, touched, &mut self.arrivals);
+                self.elastic(out, max, live, touched);
             }
         }
     }
 
-    fn elastic(&mut self, max: usize, live: &impl Fn(&Entry) -> bool, touched: &mut u64) -> Vec<Entry> {
-        let mut out = Vec::with_capacity(max.min(self.fifo.len()));
+    fn elastic(
+        &mut self,
+        out: &mut Vec<Entry>,
+        max: usize,
+        live: &impl Fn(&Entry) -> bool,
+        touched: &mut u64,
+    ) {
         while out.len() < max {
             let Some(e) = self.fifo.pop_front() else { break };
             *touched += 1;
@@ -273,20 +308,20 @@ impl Lane {
                 out.push(e);
             }
         }
-        out
     }
 
     fn parent_bound(
         &mut self,
+        out: &mut Vec<Entry>,
         max: usize,
         live: &impl Fn(&Entry) -> bool,
         parent: &impl Fn(&Entry) -> u32,
         touched: &mut u64,
-    ) -> Vec<Entry> {
+    ) {
         // Drop dead entries at the head; the first live one names the parent.
         let head_parent = loop {
             let Some(e) = self.fifo.front() else {
-                return Vec::new();
+                return;
             };
             *touched += 1;
             if live(e) {
@@ -296,7 +331,6 @@ impl Lane {
             self.fifo.pop_front();
             self.arrivals.remove(at);
         };
-        let mut out = Vec::with_capacity(max);
         let mut keep = VecDeque::with_capacity(self.fifo.len());
         while let Some(e) = self.fifo.pop_front() {
             if out.len() == max {
@@ -315,17 +349,16 @@ impl Lane {
             }
         }
         self.fifo = keep;
-        out
     }
 
     fn unordered(
         &mut self,
+        out: &mut Vec<Entry>,
         max: usize,
         rng: &mut u64,
         live: &impl Fn(&Entry) -> bool,
         touched: &mut u64,
-    ) -> Vec<Entry> {
-        let mut out = Vec::with_capacity(max);
+    ) {
         while out.len() < max && !self.fifo.is_empty() {
             // xorshift64: deterministic for a seed, independent of arrival order.
             *rng ^= *rng << 13;
@@ -339,7 +372,6 @@ impl Lane {
                 out.push(e);
             }
         }
-        out
     }
 }
 
@@ -359,6 +391,9 @@ pub(crate) struct CallQueues {
     rng: u64,
     /// Batches reserved from lanes (a timed Call's turn counter).
     turns: u64,
+    /// An entry list handed back by [`CallQueues::recycle`], refilled by the
+    /// next reservation from the lanes.
+    spare: Vec<Entry>,
 }
 
 /// Where a reserved batch came from.
@@ -486,32 +521,45 @@ impl CallQueues {
             return Reserved::Batch(g, Source::Immediate);
         }
         let mut hold = None;
-        let taken = match self.batching.take() {
-            None => self.lanes[0].reserve(max, self.policy, &mut self.rng, &live, &parent, touched),
-            Some(b) => {
-                let (taken, h) = self.timed_reserve(&b, max, now, can_grow, &live, &parent, touched);
-                self.batching = Some(b);
-                hold = h;
-                taken
+        let mut taken = std::mem::take(&mut self.spare);
+        taken.clear();
+        match self.batching.take() {
+            None => {
+                let lane = &mut self.lanes[0];
+                lane.reserve(
+                    &mut taken,
+                    max,
+                    self.policy,
+                    &mut self.rng,
+                    &live,
+                    &parent,
+                    touched,
+                );
             }
-        };
+            Some(b) => {
+                hold = self.timed_reserve(&mut taken, &b, max, now, can_grow, &live, &parent, touched);
+                self.batching = Some(b);
+            }
+        }
         if !taken.is_empty() {
             return Reserved::Batch(taken, Source::Fifo);
         }
+        self.spare = taken;
         if let Some(g) = Self::take_group(&mut self.deferred, max, &live, touched) {
             return Reserved::Batch(g, Source::Deferred);
         }
         hold.map_or(Reserved::Empty, Reserved::Hold)
     }
 
-    /// The timed reservation of the module note: a batch, or nothing and
-    /// the deadline of the oldest entry held.
+    /// The timed reservation of the module note: a batch (into `out`), or
+    /// nothing and the deadline of the oldest entry held.
     #[expect(
         clippy::too_many_arguments,
         reason = "the reservation's inputs, passed through"
     )]
     fn timed_reserve(
         &mut self,
+        out: &mut Vec<Entry>,
         b: &Batching,
         max: usize,
         now: u64,
@@ -519,21 +567,19 @@ impl CallQueues {
         live: &impl Fn(&Entry) -> bool,
         parent: &impl Fn(&Entry) -> u32,
         touched: &mut u64,
-    ) -> (Vec<Entry>, Option<u64>) {
+    ) -> Option<u64> {
         loop {
             self.drop_empty_lanes();
             // (lane, oldest arrival) of the lane holding the oldest entry.
             let oldest = |l: &Lane| l.arrivals.oldest().unwrap_or(u64::MAX);
-            let Some((first, at)) = self
+            // Nothing queued: nothing to reserve and nothing held.
+            let (first, at) = self
                 .lanes
                 .iter()
                 .enumerate()
                 .filter(|(_, l)| l.len() > 0)
                 .map(|(i, l)| (i, oldest(l)))
-                .min_by_key(|&(i, t)| (t, i))
-            else {
-                return (Vec::new(), None);
-            };
+                .min_by_key(|&(i, t)| (t, i))?;
             let overdue = b.delay_us == 0 || now.saturating_sub(at) >= b.delay_us;
             let worthy = |n: usize| {
                 if n >= max {
@@ -559,13 +605,13 @@ impl CallQueues {
                 None
             };
             let Some((lane, n)) = pick else {
-                return (Vec::new(), Some(at.saturating_add(b.delay_us)));
+                return Some(at.saturating_add(b.delay_us));
             };
-            let out = self.lanes[lane].reserve(n, self.policy, &mut self.rng, live, parent, touched);
+            self.lanes[lane].reserve(out, n, self.policy, &mut self.rng, live, parent, touched);
             if !out.is_empty() {
                 self.turns += 1;
                 self.lanes[lane].served = self.turns;
-                return (out, None);
+                return None;
             }
             // Only tombstones were there: that lane is empty now; choose again.
         }
@@ -588,6 +634,14 @@ impl CallQueues {
         }
     }
 
+    /// Hand back a reserved entry list once its Grains are dispatched: the
+    /// next reservation refills it instead of allocating.
+    pub(crate) fn recycle(&mut self, entries: Vec<Entry>) {
+        if entries.capacity() > self.spare.capacity() {
+            self.spare = entries;
+        }
+    }
+
     fn take_group(
         q: &mut VecDeque<Vec<Entry>>,
         max: usize,
@@ -607,5 +661,60 @@ impl CallQueues {
             return Some(g);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(entity: u32) -> Entry {
+        Entry {
+            entity,
+            epoch: 0,
+            generation: 1,
+            at: 0,
+        }
+    }
+
+    fn take(q: &mut CallQueues, max: usize) -> Vec<u32> {
+        let mut touched = 0;
+        match q.reserve(max, 0, false, |_| true, |_| 0, &mut touched) {
+            Reserved::Batch(es, _) => es.iter().map(|e| e.entity).collect(),
+            other => panic!("expected a batch, got {other:?}"),
+        }
+    }
+
+    /// The order key of a bucket that is pushed to several times in a row
+    /// enters the ordered set once, and reservations still see every push:
+    /// a parent with fewer queued Grains goes first, a bucket reopened
+    /// later is born at the later dispatch clock.
+    #[test]
+    fn runs_of_pushes_for_one_parent_order_as_single_pushes() {
+        let mut q = CallQueues::new(1, Reservation::NearestCompletion, None);
+        let (a, b) = (Some((0, 0)), Some((1, 0)));
+        for e in 0..3 {
+            q.push(entry(e), a, 0);
+        }
+        q.push(entry(3), b, 0);
+        q.push(entry(4), a, 0);
+        // A: born 0, 4 queued (key 8); B: born 0, 1 queued (key 2).
+        assert_eq!(take(&mut q, 2), vec![3, 0]);
+        // B reopens at clock 2 with one Grain (key 4); A has 3 left (key 6).
+        q.push(entry(5), b, 0);
+        assert_eq!(take(&mut q, 1), vec![5]);
+        assert_eq!(take(&mut q, 8), vec![1, 2, 4]);
+    }
+
+    /// A push for a reused parent slot (a newer epoch) while the old
+    /// parent's bucket is still open drops the old parent's entries.
+    #[test]
+    fn a_recycled_parent_slot_replaces_the_open_bucket() {
+        let mut q = CallQueues::new(1, Reservation::NearestCompletion, None);
+        q.push(entry(0), Some((0, 0)), 0);
+        q.push(entry(1), Some((0, 0)), 0);
+        q.push(entry(2), Some((0, 1)), 0);
+        assert_eq!(q.len_upper_bound(), 1);
+        assert_eq!(take(&mut q, 8), vec![2]);
     }
 }

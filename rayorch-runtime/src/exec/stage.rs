@@ -31,7 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::exec::records::RecordPolicy;
-use crate::value::{Outcome, Value};
+use crate::value::{Outcome, Value, Values};
 
 /// A boxed error, as stages and factories return it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -216,7 +216,7 @@ impl BatchInputs {
 }
 
 /// Erased outcome of one Grain: one value per output Port on success.
-pub type ErasedOutcome = Outcome<Vec<Value>>;
+pub type ErasedOutcome = Outcome<Values>;
 
 /// Why a whole attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -362,7 +362,7 @@ pub(crate) fn paused_runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 pub(crate) type Assemble<In> = fn(&mut std::vec::IntoIter<Option<Value>>) -> Option<In>;
-pub(crate) type Split<Out> = fn(Out) -> Vec<Value>;
+pub(crate) type Split<Out> = fn(Out) -> Values;
 pub(crate) type Factory<S> = Arc<dyn Fn() -> Result<S, BoxError> + Send + Sync>;
 
 /// The per-node glue between erased values and a stage's types.

@@ -290,7 +290,11 @@ impl<S: StageKind> Call<S> {
         I: Inputs<D>,
         S::Out: Data,
     {
-        let ports = self.node::<D, I, (S::Out,)>(inputs, |o| vec![Arc::new(o)], assemble);
+        let ports = self.node::<D, I, (S::Out,)>(
+            inputs,
+            |o| smallvec::smallvec![Arc::new(o) as crate::value::Value],
+            assemble,
+        );
         Port::from_id(ports[0])
     }
 
@@ -326,7 +330,7 @@ impl<S: StageKind> Call<S> {
     fn node<D: Domain, I: Inputs<D>, O: OutputSet>(
         &self,
         inputs: I,
-        split: fn(S::Out) -> Vec<crate::value::Value>,
+        split: fn(S::Out) -> crate::value::Values,
         assemble: Assemble<S::In>,
     ) -> Vec<u32> {
         let Some(edges) = crate::plan::port::edges_to(inputs.edges(), &format!("Call `{}`", self.name))

@@ -92,7 +92,7 @@ impl PlanBuilder {
     #[track_caller]
     pub fn sources<D: RootDomain, T: OutputSet + Data>(&mut self) -> T::Ports<D> {
         fn split<T: OutputSet + Data>(v: crate::value::Value) -> Option<Vec<crate::value::Value>> {
-            take_value::<T>(v).map(T::split)
+            take_value::<T>(v).map(|t| t.split().into_vec())
         }
         let ids = build::add_node::<D>(
             NodeKind::Source {

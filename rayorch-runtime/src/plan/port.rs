@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::plan::build::{self, Edge, NodeKind, PortRef};
 use crate::plan::domain::{ChildOf, DescendantOf, Domain};
-use crate::value::{Cause, Data, Value, take_value};
+use crate::value::{Cause, Data, Value, Values, take_value};
 
 /// The values of one Call or operator, for every Entity of Domain `D`.
 pub struct Port<D, T> {
@@ -177,7 +177,7 @@ pub trait OutputSet: Send + 'static {
     #[doc(hidden)]
     fn arity() -> usize;
     #[doc(hidden)]
-    fn split(self) -> Vec<Value>;
+    fn split(self) -> Values;
     #[doc(hidden)]
     fn ports<D>(ids: &[u32]) -> Self::Ports<D>;
 }
@@ -187,8 +187,8 @@ impl<A: Data> OutputSet for (A,) {
     fn arity() -> usize {
         1
     }
-    fn split(self) -> Vec<Value> {
-        vec![Arc::new(self.0)]
+    fn split(self) -> Values {
+        smallvec::smallvec![Arc::new(self.0) as Value]
     }
     fn ports<D>(ids: &[u32]) -> Port<D, A> {
         Port::from_id(ids[0])
@@ -202,8 +202,8 @@ macro_rules! tuple_outputs {
             fn arity() -> usize {
                 $n
             }
-            fn split(self) -> Vec<Value> {
-                vec![$(Arc::new(self.$idx) as Value),+]
+            fn split(self) -> Values {
+                smallvec::smallvec![$(Arc::new(self.$idx) as Value),+]
             }
             fn ports<D>(ids: &[u32]) -> Self::Ports<D> {
                 ($(Port::from_id(ids[$idx]),)+)
