@@ -54,6 +54,11 @@ pub struct Costs {
     /// rayorch arms only.
     #[serde(default)]
     pub raise: bool,
+    /// Roots admitted before they expand (`Runner::unexpanded_roots`);
+    /// `None`: the runner's default (render's replicas × batch size). The
+    /// rayorch arms only.
+    #[serde(default)]
+    pub unexpanded_roots: Option<usize>,
 }
 
 /// One document of a workload.
@@ -556,7 +561,11 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
     let mut correct = true;
     let watch = (arm == Arm::Watched).then(rayorch_kit::watch::Watch::new);
     let _scraper = watch.as_ref().map(Scraper::start);
-    let runner = journaled(Runner::new(&plan).window(window)).observe(watch.as_ref().map(|w| w.observer()));
+    let mut runner = Runner::new(&plan).window(window);
+    if let Some(k) = c.unexpanded_roots {
+        runner = runner.unexpanded_roots(k);
+    }
+    let runner = journaled(runner).observe(watch.as_ref().map(|w| w.observer()));
     let summary = runner
         .run(
             w.docs.iter().zip(poisoned).enumerate().map(|(idx, (d, &p))| {

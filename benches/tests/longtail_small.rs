@@ -19,6 +19,7 @@ fn small(fail_largest: usize) -> Workload {
             upload_workers: 2,
             widths: 0,
             raise: false,
+            unexpanded_roots: None,
         },
         fail_largest,
         docs: pages

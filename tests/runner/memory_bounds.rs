@@ -3,7 +3,9 @@
 //!   (roots pulled from the source ≤ roots delivered + window);
 //! - a bounded channel sink buffers at most its capacity;
 //! - `window_children` keeps the pages of admitted roots within the bound
-//!   plus one root's pages;
+//!   plus one root's pages with `unexpanded_roots(1)`, and by default still
+//!   lets the Call before the Expansion run all its replicas at once
+//!   (issue 26: it used to see one root at a time);
 //! - a child stops counting once its parent has consumed it, so a long
 //!   text-dense root does not hold short roots behind it (issue 27, item 4);
 //! - `backpressure` keeps a fast producer's outputs parked in front of a
@@ -122,6 +124,7 @@ fn the_children_window_bounds_pages_in_flight_through_the_runner() {
     Runner::new(&plan)
         .window(64)
         .window_children(1_000)
+        .unexpanded_roots(1)
         .run(
             (0..40u64).map(|k| (k, 427u32)),
             Callback::new(|o: &RootOutcome| {
@@ -200,6 +203,70 @@ impl Observer for Dispatched {
             self.batches.fetch_add(1, SeqCst);
         }
     }
+}
+
+/// Under the children window, the Call before the first Expansion gets as
+/// many roots at once as its replicas can run: each `render` waits (up to
+/// a safety timeout) until the other replica is rendering too, and counts
+/// whether it was. With `unexpanded_roots(1)` (the old rule) no two roots
+/// are ever unexpanded together, so no render ever has company.
+#[test]
+fn the_call_before_the_expansion_runs_its_replicas_in_parallel() {
+    use std::sync::{Condvar, Mutex};
+    fn run(unexpanded: Option<usize>) -> (usize, usize) {
+        // (renders running now, renders that met another one).
+        let meet = Arc::new((Mutex::new((0usize, 0usize)), Condvar::new()));
+        let m = meet.clone();
+        let render = Call::map("render", move |n: u32| {
+            let (lock, cv) = &*m;
+            let mut g = lock.lock().unwrap();
+            g.0 += 1;
+            cv.notify_all();
+            let (mut g, _) = cv
+                .wait_timeout_while(g, Duration::from_millis(300), |g| g.0 < 2)
+                .unwrap();
+            if g.0 >= 2 {
+                g.1 += 1;
+            }
+            drop(g);
+            // Stay a little so the other one sees this one too.
+            std::thread::sleep(Duration::from_millis(5));
+            lock.lock().unwrap().0 -= 1;
+            (0..n).collect::<Vec<u32>>()
+        })
+        .replicas(2)
+        .batch_size(1);
+        let ocr = Call::map("ocr", |p: u32| p + 1).batch_size(16);
+        let (plan, out) = Plan::build(|b| {
+            let d = b.source::<Doc, u32>();
+            b.output(reduce(ocr.apply(expand::<Page, _, _>(render.apply(d)))))
+        })
+        .unwrap();
+        let mut runner = Runner::new(&plan).window(16).window_children(1_000);
+        if let Some(k) = unexpanded {
+            runner = runner.unexpanded_roots(k);
+        }
+        let mut docs = 0;
+        runner
+            .run(
+                (0..6u64).map(|k| (k, 3u32)),
+                Callback::new(|o: &RootOutcome| {
+                    assert_eq!(o.get(out).present().unwrap().len(), 3);
+                    docs += 1;
+                }),
+            )
+            .unwrap();
+        (docs, meet.0.lock().unwrap().1)
+    }
+    let (docs, met) = run(None);
+    assert_eq!(docs, 6);
+    assert!(
+        met >= 2,
+        "by default two renders ran together ({met} met another)"
+    );
+    let (docs, met) = run(Some(1));
+    assert_eq!(docs, 6);
+    assert_eq!(met, 0, "one unexpanded root at a time: renders never overlap");
 }
 
 /// Issue 27, item 4: one text-dense document (10 pages of 40 lines) is

@@ -40,36 +40,44 @@
 //! window. Releasing those slots early would drop that work and change
 //! observable child outcomes, so the engine only stops counting them.
 //!
-//! A root's child count is unknown until it expands, and several roots
-//! admitted before any of them expands could together bring any number of
-//! children. So while the children window is on (and the plan expands
-//! below its roots at all), a root is admitted only when no live root is
-//! still *unexpanded* (none of its children allocated yet).
+//! A root's child count is unknown until it expands, and roots admitted
+//! before any of them expands could together bring any number of children.
+//! So while the children window is on (and the plan expands below its
+//! roots at all), a root is admitted only while fewer than `K` live roots
+//! are still *unexpanded* (none of their children allocated yet). `K` is
+//! [`EngineConfig::unexpanded_roots`](crate::spi::EngineConfig::unexpanded_roots);
+//! by default the capacity of the Calls that run before the first
+//! Expansion (the root-Domain Calls upstream of an Expansion of the root:
+//! Σ replicas × batch size × concurrency, [`pre_expansion_capacity`]), so
+//! those Calls get as many roots at once as they can run. `K = 1` admits
+//! them one at a time.
 //!
 //! Guarantee, for any schedule: when a root is admitted fewer than
 //! `window_children` children are live. Between two admissions the count
-//! grows only by Expansions inside admitted roots: the first level of the
-//! one root that has not expanded yet (the next admission waits for it),
-//! and deeper levels of any admitted root; everything else only falls. With
-//! one level below the root the live children therefore stay below
-//! `window_children` plus one root's children at every moment. Deeper
-//! levels (lines of pages) expand later, inside roots already admitted:
-//! they are counted (and hold the next admission) but not refused, so the
-//! bound holds on their parents, and the deeper children live at once are
-//! those of the parents whose Reduces are still open (pages in work), each
-//! such parent being counted too.
+//! grows only by Expansions inside admitted roots: the first levels of the
+//! at most `K` roots that have not expanded yet (further admissions wait
+//! for them once there are `K`), and deeper levels of any admitted root;
+//! everything else only falls. With one level below the root the live
+//! children therefore stay below `window_children` plus the children of
+//! `K` roots at every moment. Deeper levels (lines of pages) expand later,
+//! inside roots already admitted: they are counted (and hold the next
+//! admission) but not refused, so the bound holds on their parents, and the
+//! deeper children live at once are those of the parents whose Reduces are
+//! still open (pages in work), each such parent being counted too.
 //!
 //! No deadlock: every test is on live work, and consuming only lowers the
 //! count. With no root live there are no children and no unexpanded root,
 //! so one root is always admissible; a root with more children than the
-//! bound is admitted alone and runs to the end. A root that never expands
-//! (an empty or failed expansion) stays unexpanded only until it finishes,
+//! bound is admitted and runs to the end. A root that never expands (an
+//! empty or failed expansion) stays unexpanded only until it finishes,
 //! which it does without new admissions.
 //!
-//! The price: roots pass one at a time through the Calls before their first
-//! expansion. Pipelines that expand cheap handles early (open a document,
-//! expand page indices, render per page) lose nothing; the window in roots
-//! alone keeps the old behaviour (`window_children = usize::MAX`).
+//! The price of the bound: at most `K` roots are in the Calls before their
+//! first expansion at once. With the default `K` those Calls never wait
+//! for roots (issue 26 found the old rule, `K = 1`, halving a long-tail
+//! run whose render takes whole documents before expanding); the price is
+//! the overshoot above, `K` roots' children. The window in roots alone
+//! keeps no child bound at all (`window_children = usize::MAX`).
 
 /// The live counts the rule reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,16 +87,51 @@ pub(crate) struct Live {
     pub(crate) unexpanded_roots: usize,
 }
 
+/// The bounds the rule applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bounds {
+    pub(crate) window: usize,
+    pub(crate) window_children: usize,
+    /// Most roots live while unexpanded (at least 1).
+    pub(crate) unexpanded: usize,
+}
+
 /// May a root be admitted? `expands` says whether the plan has any Domain
 /// below its roots (without one, children are always zero).
-pub(crate) fn admissible(live: Live, window: usize, window_children: usize, expands: bool) -> bool {
-    if live.roots >= window {
+pub(crate) fn admissible(live: Live, b: Bounds, expands: bool) -> bool {
+    if live.roots >= b.window {
         return false;
     }
-    if window_children == usize::MAX || !expands {
+    if b.window_children == usize::MAX || !expands {
         return true;
     }
-    live.children < window_children && live.unexpanded_roots == 0
+    live.children < b.window_children && live.unexpanded_roots < b.unexpanded.max(1)
+}
+
+/// The default of [`EngineConfig::unexpanded_roots`](crate::spi::EngineConfig::unexpanded_roots):
+/// how many roots the Calls upstream of the plan's first-level Expansions
+/// (root-Domain Calls that feed an Expansion of the root) can hold at once,
+/// Σ replicas × batch size × concurrency; 1 when there is none.
+pub(crate) fn pre_expansion_capacity(plan: &crate::plan::PlanInner) -> usize {
+    use crate::plan::build::NodeKind;
+    let mut calls: Vec<usize> = plan
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| {
+            matches!(n.kind, NodeKind::Expand { .. }) && plan.domains[n.domain].parent == Some(plan.root)
+        })
+        .flat_map(|(ni, _)| crate::engine::call_state::calls_upstream_of(plan, ni))
+        .filter(|&c| plan.calls[c].domain == plan.root)
+        .collect();
+    calls.sort_unstable();
+    calls.dedup();
+    let capacity = calls.iter().fold(0usize, |sum, &c| {
+        let cfg = &plan.calls[c].config;
+        let one = cfg.replicas.max(1).saturating_mul(cfg.batch_size.max(1));
+        sum.saturating_add(one.saturating_mul(cfg.concurrency.max(1)))
+    });
+    capacity.max(1)
 }
 
 #[cfg(test)]
@@ -103,29 +146,44 @@ mod tests {
         }
     }
 
+    fn bounds(window: usize, window_children: usize, unexpanded: usize) -> Bounds {
+        Bounds {
+            window,
+            window_children,
+            unexpanded,
+        }
+    }
+
     #[test]
     fn an_empty_run_always_admits_one_root() {
-        assert!(admissible(live(0, 0, 0), 1, 1, true));
-        assert!(admissible(live(0, 0, 0), 64, 1, true));
+        assert!(admissible(live(0, 0, 0), bounds(1, 1, 1), true));
+        assert!(admissible(live(0, 0, 0), bounds(64, 1, 1), true));
+        assert!(
+            admissible(live(0, 0, 0), bounds(64, 1, 0), true),
+            "K = 0 reads as 1"
+        );
     }
 
     #[test]
     fn the_root_window_comes_first() {
-        assert!(!admissible(live(4, 0, 0), 4, usize::MAX, true));
-        assert!(admissible(live(3, 0, 0), 4, usize::MAX, true));
+        assert!(!admissible(live(4, 0, 0), bounds(4, usize::MAX, 1), true));
+        assert!(admissible(live(3, 0, 0), bounds(4, usize::MAX, 1), true));
     }
 
     #[test]
-    fn children_at_the_bound_or_an_unexpanded_root_hold_admission() {
-        assert!(!admissible(live(1, 10, 0), 64, 10, true));
-        assert!(admissible(live(1, 9, 0), 64, 10, true));
-        assert!(!admissible(live(1, 0, 1), 64, 10, true));
+    fn children_at_the_bound_or_k_unexpanded_roots_hold_admission() {
+        assert!(!admissible(live(1, 10, 0), bounds(64, 10, 1), true));
+        assert!(admissible(live(1, 9, 0), bounds(64, 10, 1), true));
+        assert!(!admissible(live(1, 0, 1), bounds(64, 10, 1), true));
+        assert!(admissible(live(3, 0, 3), bounds(64, 10, 4), true));
+        assert!(!admissible(live(4, 0, 4), bounds(64, 10, 4), true));
+        assert!(!admissible(live(2, 10, 1), bounds(64, 10, 4), true));
     }
 
     #[test]
     fn without_the_bound_or_without_children_domains_only_the_window_counts() {
-        assert!(admissible(live(1, 1_000, 1), 64, usize::MAX, true));
-        assert!(admissible(live(5, 0, 5), 64, 10, false));
+        assert!(admissible(live(1, 1_000, 1), bounds(64, usize::MAX, 1), true));
+        assert!(admissible(live(5, 0, 5), bounds(64, 10, 1), false));
     }
 
     use crate::engine::{Batch, Engine, EngineConfig, EntityPath, ReportOutcome};
@@ -180,9 +238,16 @@ mod tests {
     /// admission whenever the engine allows it. Records the live children
     /// after every step.
     fn drive(plan: &Plan, roots: &[u32], window: usize, window_children: usize, seed: u64) -> Seen {
+        drive_k(plan, roots, (window, window_children, Some(1)), seed)
+    }
+
+    /// [`drive`] with (window, children window, unexpanded roots).
+    fn drive_k(plan: &Plan, roots: &[u32], bounds: (usize, usize, Option<usize>), seed: u64) -> Seen {
+        let (window, window_children, unexpanded_roots) = bounds;
         let cfg = EngineConfig {
             window,
             window_children,
+            unexpanded_roots,
             seed,
         };
         let mut eng = Engine::new(plan, cfg);
@@ -250,6 +315,80 @@ mod tests {
     }
 
     #[test]
+    fn k_unexpanded_roots_stay_within_the_bound_plus_k_roots() {
+        let plan = one_level();
+        let roots = vec![427u32; 200];
+        for (k, seed) in [(2, 1), (4, 2), (8, 3)] {
+            let seen = drive_k(&plan, &roots, (64, 1_000, Some(k)), seed);
+            assert_eq!(seen.finished, 200);
+            assert!(seen.at_admission < 1_000, "K {k}: {}", seen.at_admission);
+            assert!(
+                seen.max_children < 1_000 + k * 427,
+                "K {k}: {} children live",
+                seen.max_children
+            );
+            assert!(seen.max_children >= 1_000, "K {k}: {}", seen.max_children);
+        }
+    }
+
+    #[test]
+    fn k_roots_are_admitted_before_any_of_them_expands() {
+        let plan = one_level();
+        let cfg = |unexpanded_roots| EngineConfig {
+            window: 64,
+            window_children: 1_000,
+            unexpanded_roots,
+            seed: 1,
+        };
+        let admitted = |eng: &mut Engine| {
+            let mut n = 0;
+            while eng.can_admit() {
+                eng.admit_typed(n, 3u32).unwrap();
+                n += 1;
+            }
+            n
+        };
+        assert_eq!(admitted(&mut Engine::new(&plan, cfg(Some(1)))), 1);
+        assert_eq!(admitted(&mut Engine::new(&plan, cfg(Some(5)))), 5);
+        // The default: what the Calls before the Expansion hold at once.
+        let mut eng = Engine::new(&plan, cfg(None));
+        let k = eng.unexpanded_bound();
+        assert_eq!(admitted(&mut eng) as usize, k);
+        // Once one of them expands (3 children, far below 1,000) the next
+        // root is admissible again.
+        let split = plan.calls().iter().position(|c| &*c.name == "split").unwrap();
+        let b = eng.reserve(split, 1).unwrap();
+        let out = plan.calls()[split].runtime.spawn().unwrap().run(b.inputs);
+        eng.report(b.id, out);
+        assert!(eng.can_admit());
+    }
+
+    #[test]
+    fn the_default_k_is_the_capacity_of_the_calls_before_the_first_expansion() {
+        let open = Call::map("open", |n: u32| n).replicas(2).batch_size(3);
+        let render = Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>()).batch_size(4);
+        let ocr = Call::map("ocr", |p: u32| p).replicas(8).batch_size(32);
+        let after = Call::map("after", |v: Vec<u32>| v.len() as u32).replicas(16);
+        let (plan, _) = Plan::build(|b| {
+            let d = b.source::<Doc, u32>();
+            let pages = expand::<Page, _, _>(render.apply(open.apply(d)));
+            b.output(after.apply(reduce(ocr.apply(pages))))
+        })
+        .unwrap();
+        // open: 2 × 3, render: 1 × 4; neither the page Call nor the one
+        // after the Reduce holds unexpanded roots.
+        assert_eq!(pre_expansion_capacity(&plan.inner), 6 + 4);
+        let eng = Engine::new(
+            &plan,
+            EngineConfig {
+                window: 8,
+                ..EngineConfig::default()
+            },
+        );
+        assert_eq!(eng.unexpanded_bound(), 8, "never more than the window");
+    }
+
+    #[test]
     fn a_root_bigger_than_the_bound_is_admitted_alone_and_finishes() {
         let plan = one_level();
         let seen = drive(&plan, &[5_000, 1, 3, 5_000, 0, 2], 64, 10, 3);
@@ -311,6 +450,7 @@ mod tests {
         let cfg = EngineConfig {
             window: 64,
             window_children,
+            unexpanded_roots: Some(1),
             seed: 1,
         };
         Engine::new(plan, cfg)

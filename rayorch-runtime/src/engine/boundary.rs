@@ -21,6 +21,13 @@ pub struct EngineConfig {
     /// below the root) are live; `usize::MAX` turns the bound off. See
     /// `engine/admission.rs` for the rule and its guarantee.
     pub window_children: usize,
+    /// While the children window is on: how many roots may be admitted
+    /// before they have expanded (their child counts still unknown).
+    /// `None`: as many as the Calls before the first Expansion can run at
+    /// once (Σ replicas × batch size × concurrency), so they are never
+    /// starved; `Some(1)`: one at a time, the tightest bound. See
+    /// `engine/admission.rs`.
+    pub unexpanded_roots: Option<usize>,
     /// Seed for the unordered reservation policy.
     pub seed: u64,
 }
@@ -30,6 +37,7 @@ impl Default for EngineConfig {
         EngineConfig {
             window: 64,
             window_children: usize::MAX,
+            unexpanded_roots: None,
             seed: 0x5eed,
         }
     }

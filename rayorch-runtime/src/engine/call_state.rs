@@ -201,6 +201,16 @@ fn batching(plan: &PlanInner, i: usize) -> Option<Batching> {
 
 /// The Calls whose outputs reach Call `c`'s inputs through any nodes.
 fn upstream_calls(plan: &PlanInner, c: usize) -> Vec<usize> {
+    let is_call = |ni: usize| matches!(plan.nodes[ni].kind, crate::plan::build::NodeKind::Call { .. });
+    match (0..plan.nodes.len()).find(|&ni| is_call(ni) && plan.nodes[ni].dense == c) {
+        Some(start) => calls_upstream_of(plan, start),
+        None => Vec::new(),
+    }
+}
+
+/// The Calls (dense indices, sorted) whose outputs reach node `start`'s
+/// inputs through any nodes.
+pub(crate) fn calls_upstream_of(plan: &PlanInner, start: usize) -> Vec<usize> {
     let mut producer = vec![usize::MAX; plan.ports.len()];
     for (ni, n) in plan.nodes.iter().enumerate() {
         for &p in &n.outputs {
@@ -208,9 +218,6 @@ fn upstream_calls(plan: &PlanInner, c: usize) -> Vec<usize> {
         }
     }
     let is_call = |ni: usize| matches!(plan.nodes[ni].kind, crate::plan::build::NodeKind::Call { .. });
-    let Some(start) = (0..plan.nodes.len()).find(|&ni| is_call(ni) && plan.nodes[ni].dense == c) else {
-        return Vec::new();
-    };
     let mut seen = vec![false; plan.nodes.len()];
     let mut stack = vec![start];
     let mut calls = Vec::new();

@@ -93,6 +93,9 @@ pub(crate) struct Core {
     source_open: bool,
     /// Reused buffers of the commit gate.
     scratch: Scratch,
+    /// Most roots live while unexpanded ([`EngineConfig::unexpanded_roots`],
+    /// resolved against the plan; at least 1).
+    unexpanded_bound: usize,
 }
 
 /// Buffers the commit gate refills per report instead of allocating.
@@ -108,6 +111,10 @@ impl Engine {
     /// A fresh engine for one run of `plan`.
     pub fn new(plan: &Plan, config: EngineConfig) -> Engine {
         let p = plan.inner.clone();
+        let unexpanded_bound = config
+            .unexpanded_roots
+            .unwrap_or_else(|| admission::pre_expansion_capacity(&p))
+            .clamp(1, config.window.max(1));
         let core = Core {
             lineage: LineageState::new(&p),
             calls: CallState::new(&p, config.seed),
@@ -120,6 +127,7 @@ impl Engine {
             clock_us: 0,
             source_open: true,
             scratch: Scratch::default(),
+            unexpanded_bound,
             config,
         };
         Engine { plan: p, core }
@@ -133,6 +141,13 @@ impl Engine {
     /// The children window (`usize::MAX`: off).
     pub fn window_children(&self) -> usize {
         self.core.config.window_children
+    }
+
+    /// How many roots may be live before they have expanded while the
+    /// children window is on ([`EngineConfig::unexpanded_roots`], resolved
+    /// against the plan).
+    pub fn unexpanded_bound(&self) -> usize {
+        self.core.unexpanded_bound
     }
 
     /// Roots admitted and not yet handed out.
@@ -380,7 +395,12 @@ impl Core {
             unexpanded_roots: self.lineage.unexpanded,
         };
         let expands = !plan.domains[plan.root].children.is_empty();
-        admission::admissible(live, self.config.window, self.config.window_children, expands)
+        let bounds = admission::Bounds {
+            window: self.config.window,
+            window_children: self.config.window_children,
+            unexpanded: self.unexpanded_bound,
+        };
+        admission::admissible(live, bounds, expands)
     }
 
     /// End the run with `error` unless it already ended; the first error wins.

@@ -91,6 +91,7 @@ pub struct Runner<'p> {
     plan: &'p Plan,
     window: usize,
     window_children: usize,
+    unexpanded_roots: Option<usize>,
     backpressure: Option<usize>,
     seed: u64,
     control: Arc<ControlState>,
@@ -108,6 +109,7 @@ impl<'p> Runner<'p> {
             plan,
             window: DEFAULT_WINDOW,
             window_children: DEFAULT_WINDOW_CHILDREN,
+            unexpanded_roots: None,
             backpressure: Some(DEFAULT_BACKPRESSURE),
             seed: 0x5eed,
             control: Arc::default(),
@@ -190,16 +192,18 @@ impl<'p> Runner<'p> {
     }
 
     /// No new root is admitted while `n` child Entities (all Domains below
-    /// the root, all depths) are live, nor while an admitted root has not
-    /// expanded yet: a window of 64 roots then cannot admit 64 × 427 pages
-    /// at once. A child is live from its expansion until its parent has
-    /// gathered it (every `reduce` over its Domain has decided for that
-    /// parent): a page's lines stop counting once the page is reduced, the
-    /// page once its document is, so short documents keep flowing while a
-    /// long one runs. With one level below the root the live children stay
-    /// below `n` plus the children of one root; deeper levels count while
-    /// their parent is open. A root with more children than `n` is
-    /// admitted alone, never refused.
+    /// the root, all depths) are live, nor while as many admitted roots
+    /// have not expanded yet as the Calls before the first Expansion can
+    /// run at once ([`Runner::unexpanded_roots`]): a window of 64 roots
+    /// then cannot admit 64 × 427 pages at once. A child is live from its
+    /// expansion until its parent has gathered it (every `reduce` over its
+    /// Domain has decided for that parent): a page's lines stop counting
+    /// once the page is reduced, the page once its document is, so short
+    /// documents keep flowing while a long one runs. With one level below
+    /// the root the live children stay below `n` plus the children of the
+    /// roots admitted unexpanded (one, with `unexpanded_roots(1)`); deeper
+    /// levels count while their parent is open. A root with more children
+    /// than `n` is admitted, never refused.
     /// Default: [`DEFAULT_WINDOW_CHILDREN`]; `usize::MAX` turns it off.
     ///
     /// ```
@@ -223,6 +227,19 @@ impl<'p> Runner<'p> {
     #[must_use]
     pub fn window_children(mut self, n: usize) -> Self {
         self.window_children = n.max(1);
+        self
+    }
+
+    /// While the children window is on, admit at most `n` roots that have
+    /// not expanded yet (whose child counts are unknown). Default: as many
+    /// as the root-Domain Calls before the first Expansion can run at once
+    /// (Σ replicas × batch size × concurrency), so a `render(doc)` with 4
+    /// replicas renders 4 documents at a time; `1` admits them one at a
+    /// time, which bounds the live children tightest (the window plus one
+    /// root's children) and starves those Calls of parallel work.
+    #[must_use]
+    pub fn unexpanded_roots(mut self, n: usize) -> Self {
+        self.unexpanded_roots = Some(n.max(1));
         self
     }
 
@@ -330,6 +347,7 @@ impl<'p> Runner<'p> {
             engine: EngineConfig {
                 window: self.window,
                 window_children: self.window_children,
+                unexpanded_roots: self.unexpanded_roots,
                 seed: self.seed,
             },
             backpressure: self.backpressure,
