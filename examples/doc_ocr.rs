@@ -10,6 +10,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// `--features mimalloc`: the job on mimalloc (BENCHMARKS.md, "The job's
+/// allocator").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     match rayorch_doc::ocr::run(rayorch_doc::ocr::cli::Args::parse()) {
         Ok(code) => ExitCode::from(code),

@@ -1,27 +1,31 @@
-//! The OCR job: pages/s of the job's own plan (`OcrJob::plan`) vs the same
-//! stages in a plain sequential loop, with the same ONNX Runtime threads per
-//! session.
+//! The OCR job, like for like: pages/s, CPU, page faults and context
+//! switches of the job's own plan (`OcrJob::plan`) vs a plain sequential
+//! loop over exactly the job's stages, with the same ONNX Runtime threads
+//! per session.
 //!
-//! Both sides run the same stage code with the same settings
+//! Both sides run the same stage types with the same settings
 //! (`OcrConfig::detect`, `OcrConfig::recognize`, the render config) on the
-//! healthy bundled samples: open each document (`PdfOpen`), render each
-//! page (`PdfPageRender`), detect its lines with orientation
-//! (`TextDetect`), recognise them (`TextRecognize`), join them
-//! (`page_text`), embed the page text (`SentenceEmbed`) and assemble the
-//! `Document`. The loop runs one document after another, one page after
-//! another, each stage on its own batch (all lines of a page in one
-//! recognition batch); the pipeline runs one replica per Call, so its stages
-//! overlap and recognition batches mix lines of many pages and documents.
-//! Both produce the same page texts (checked).
+//! healthy bundled samples: open each document (`PdfOpen`), render its
+//! pages (`PdfPageRender`), detect their lines with orientation
+//! (`TextDetect`: the line classifier and warped crops on both sides),
+//! recognise them (`TextRecognize`), join them (`page_text`), embed the
+//! page texts (`SentenceEmbed`) and assemble the `Document`. The loop cuts
+//! each stage into the batches of the job's Call for it (`render_batch`,
+//! `detect_batch`, `recognize_batch` over a document's lines in page
+//! order, `embed_batch`) and runs one document after another on one
+//! thread; the pipeline runs one replica per Call, so its stages overlap
+//! and its batches mix pages and documents. Both produce the same page
+//! texts (checked).
 //!
-//! Reported per thread count: the loop's and the pipeline's pages/s, the
-//! pipeline over the loop (the median of the per-round ratios; rounds
-//! alternate so load from other processes hits both alike), recognition
-//! batch fill and the recognition batches that mix pages, with recognition
-//! keyed by padded width (`--recognize-by-width`, the default on CUDA);
-//! then the same pipeline with recognition batches blind to width (no
-//! shape key, the CPU default), its pages/s, the keyed pipeline's speed
-//! over it, and recognition model calls per batch in both.
+//! Reported per thread count, medians of alternating rounds: the loop's
+//! and the job's pages/s (the job as it runs on a CPU by default, with
+//! recognition batches blind to width as the loop's are) and their ratio
+//! (the median of per-round ratios), CPU seconds, minor faults and context
+//! switches per page of each (`getrusage`, every thread), then the same
+//! pipeline with recognition keyed by padded width (`--recognize-by-width`,
+//! the CUDA default) and recognition model calls per batch in both. Run it
+//! under `taskset -c 0` for the pinned figure: the header prints the CPUs
+//! the process may use.
 //!
 //! `cargo bench -p rayorch-doc --bench doc_ocr` (env `BENCH_THREADS`,
 //! default `1,2`; `BENCH_REPEAT` copies of the corpus, default 1;
@@ -74,55 +78,105 @@ fn corpus(repeat: usize) -> Vec<PdfFile> {
         .collect()
 }
 
-/// The one value of a one-record batch.
-fn one<T>(mut out: Vec<Outcome<T>>, what: &str) -> T {
-    match out.pop() {
-        Some(Outcome::Ok(v)) if out.is_empty() => v,
-        _ => panic!("{what}: the healthy samples give one value"),
-    }
+/// The values of a batch whose records all succeed.
+fn all<T>(out: Vec<Outcome<T>>, what: &str) -> Vec<T> {
+    out.into_iter()
+        .map(|o| match o {
+            Outcome::Ok(v) => v,
+            _ => panic!("{what}: the healthy samples give a value per record"),
+        })
+        .collect()
 }
 
-/// Returns (pages, seconds, page texts per document).
-fn sequential(files: &[PdfFile], cfg: &OcrConfig, a: &Assets) -> (usize, f64, Vec<Vec<String>>) {
+/// Run `stage` over `items` in batches of `b`, in order, as the pipeline's
+/// Call of that batch size would cut them.
+fn batched<S: Stage>(
+    stage: &mut S,
+    items: Vec<S::In>,
+    b: usize,
+    cx: &StageContext,
+    what: &str,
+) -> Vec<S::Out> {
+    let mut out = Vec::with_capacity(items.len());
+    let mut it = items.into_iter().peekable();
+    while it.peek().is_some() {
+        let batch: Vec<S::In> = it.by_ref().take(b.max(1)).collect();
+        out.extend(all(
+            stage.run(batch, cx).unwrap_or_else(|e| panic!("{what}: {e}")),
+            what,
+        ));
+    }
+    out
+}
+
+/// What one run of either side gave and cost.
+struct Run {
+    pages: usize,
+    secs: f64,
+    /// Page texts per document.
+    texts: Vec<Vec<String>>,
+    /// The pipeline's summary (`None` for the loop).
+    summary: Option<rayorch::RunSummary>,
+    /// Recognition model calls.
+    calls: u64,
+    /// What the process used during the run.
+    used: Usage,
+}
+
+/// The like-for-like loop: exactly the job's stages (`OcrJob::new`'s stage
+/// types and settings, detection with orientation) in one thread, one
+/// document after another, each stage cut into the batches of the job's
+/// Call of that stage (`render_batch`, `detect_batch`, `recognize_batch`
+/// over the document's lines in page order, `embed_batch`). What differs
+/// from the pipeline is only what a pipeline is for: no stage overlap,
+/// and recognition batches that do not mix documents.
+fn sequential(files: &[PdfFile], cfg: &OcrConfig, a: &Assets) -> Run {
+    let before = usage();
     // Model loading counts on both sides: the pipeline's wall time includes
     // its replicas' initialisation.
     let t = Instant::now();
     let cx = StageContext::new("loop", 0);
+    let calls = Arc::new(AtomicU64::new(0));
     let mut open = PdfOpen;
     let mut render = PdfPageRender::new(cfg.render.clone());
     let mut detect = TextDetect::new(TextDetector::from_assets(a, cfg.detect()).expect("det loads"));
     let mut recognize =
-        TextRecognize::new(LineRecognizer::from_assets(a, cfg.recognize()).expect("rec loads"));
+        TextRecognize::new(LineRecognizer::from_assets(a, cfg.recognize()).expect("rec loads"))
+            .counting(calls.clone());
     let mut embed =
         SentenceEmbed::new(SentenceEmbedder::from_assets(a, &EmbedConfig::default()).expect("embed loads"));
     let (mut pages, mut texts) = (0, Vec::new());
     for f in files {
-        let handles = one(open.run(vec![f.clone()], &cx).expect("open runs"), "open");
-        let (mut doc_texts, mut embeddings) = (Vec::new(), Vec::new());
-        for page in handles {
-            let image = one(render.run(vec![page], &cx).expect("render runs"), "render");
-            let lines = one(detect.run(vec![image], &cx).expect("detect runs"), "detect");
-            let read: Vec<_> = recognize
-                .run(lines, &cx)
-                .expect("recognize runs")
-                .into_iter()
-                .map(|o| match o {
-                    Outcome::Ok(l) => l,
-                    _ => panic!("recognize: a sample line failed"),
-                })
-                .collect();
-            let text = page_text(&read);
-            embeddings.push(one(
-                embed.run(vec![text.clone()], &cx).expect("embed runs"),
-                "embed",
-            ));
-            doc_texts.push(text);
-            pages += 1;
-        }
+        let handles = batched(&mut open, vec![f.clone()], 1, &cx, "open").remove(0);
+        let images = batched(
+            &mut render,
+            handles.into_iter().collect(),
+            cfg.render_batch,
+            &cx,
+            "render",
+        );
+        let per_page: Vec<Vec<TextLine>> = batched(&mut detect, images, cfg.detect_batch, &cx, "detect");
+        let counts: Vec<usize> = per_page.iter().map(Vec::len).collect();
+        let lines: Vec<TextLine> = per_page.into_iter().flatten().collect();
+        let mut read = batched(&mut recognize, lines, cfg.recognize_batch, &cx, "recognize").into_iter();
+        let doc_texts: Vec<String> = counts
+            .iter()
+            .map(|&n| page_text(&read.by_ref().take(n).collect::<Vec<_>>()))
+            .collect();
+        let embeddings = batched(&mut embed, doc_texts.clone(), cfg.embed_batch, &cx, "embed");
+        pages += doc_texts.len();
         let doc = Document::assemble(&f.name, doc_texts, embeddings);
         texts.push(doc.page_texts);
     }
-    (pages, t.elapsed().as_secs_f64(), texts)
+    let secs = t.elapsed().as_secs_f64();
+    Run {
+        pages,
+        secs,
+        texts,
+        summary: None,
+        calls: calls.load(Ordering::Relaxed),
+        used: usage().since(&before),
+    }
 }
 
 /// The pipeline's recognition Call, counting its model calls into `calls`:
@@ -143,28 +197,48 @@ fn recognize(cfg: &OcrConfig, a: &Assets, by_width: bool, calls: &Arc<AtomicU64>
     }
 }
 
-/// This process's minor page faults and CPU seconds (user + system) so
-/// far, from `/proc/self/stat` (clock ticks of 1/100 s, Linux's USER_HZ).
-fn usage() -> (u64, f64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the parenthesised command name, from field 3 on.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
-    let at = |field: usize| f.get(field - 3).copied().unwrap_or(0);
-    (at(10), (at(14) + at(15)) as f64 / 100.0)
+/// What this process has used so far, every thread counted, those that
+/// have exited included (`getrusage(RUSAGE_SELF)`): minor page faults, CPU
+/// seconds (user + system), context switches (voluntary + involuntary).
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    faults: u64,
+    cpu_s: f64,
+    switches: u64,
 }
 
-/// What one pipeline run gave and cost.
-struct Run {
-    pages: usize,
-    secs: f64,
-    /// Page texts per document.
-    texts: Vec<Vec<String>>,
-    summary: rayorch::RunSummary,
-    /// Recognition model calls.
-    calls: u64,
-    /// The process's minor page faults and CPU seconds during the run.
-    used: (u64, f64),
+impl Usage {
+    fn since(&self, before: &Usage) -> Usage {
+        Usage {
+            faults: self.faults.saturating_sub(before.faults),
+            cpu_s: self.cpu_s - before.cpu_s,
+            switches: self.switches.saturating_sub(before.switches),
+        }
+    }
+}
+
+fn usage() -> Usage {
+    use nix::sys::resource::{UsageWho, getrusage};
+    use nix::sys::time::TimeValLike;
+    let Ok(ru) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return Usage::default();
+    };
+    let micros = ru.user_time().num_microseconds() + ru.system_time().num_microseconds();
+    Usage {
+        faults: ru.minor_page_faults() as u64,
+        cpu_s: micros as f64 / 1e6,
+        switches: (ru.voluntary_context_switches() + ru.involuntary_context_switches()) as u64,
+    }
+}
+
+/// The CPUs this process may run on (`Cpus_allowed_list`, e.g. `0` under
+/// `taskset -c 0`).
+fn cpus_allowed() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
 }
 
 fn pipeline(files: &[PdfFile], cfg: &OcrConfig, a: &Assets, by_width: bool) -> Run {
@@ -186,15 +260,13 @@ fn pipeline(files: &[PdfFile], cfg: &OcrConfig, a: &Assets, by_width: bool) -> R
         .expect("the run completes");
     let secs = t.elapsed().as_secs_f64();
     let pages = texts.iter().map(Vec::len).sum();
-    let after = usage();
-    let used = (after.0 - before.0, after.1 - before.1);
     Run {
         pages,
         secs,
         texts,
-        summary,
+        summary: Some(summary),
         calls: calls.load(Ordering::Relaxed),
-        used,
+        used: usage().since(&before),
     }
 }
 
@@ -216,6 +288,52 @@ fn env_num(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Medians over the rounds of one side.
+struct Side {
+    secs: Vec<f64>,
+    cpu: Vec<f64>,
+    faults: Vec<f64>,
+    switches: Vec<f64>,
+}
+
+impl Side {
+    fn new() -> Side {
+        Side {
+            secs: Vec::new(),
+            cpu: Vec::new(),
+            faults: Vec::new(),
+            switches: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, r: &Run) {
+        self.secs.push(r.secs);
+        self.cpu.push(r.used.cpu_s);
+        self.faults.push(r.used.faults as f64);
+        self.switches.push(r.used.switches as f64);
+    }
+
+    fn json(&self, pages: usize) -> serde_json::Value {
+        serde_json::json!({
+            "secs": self.secs, "cpu_s": self.cpu, "minor_faults": self.faults, "context_switches": self.switches,
+            "pages_per_s": pages as f64 / median(self.secs.clone()),
+            "cpu_s_per_page": median(self.cpu.clone()) / pages as f64,
+            "minor_faults_per_page": median(self.faults.clone()) / pages as f64,
+            "context_switches_per_page": median(self.switches.clone()) / pages as f64,
+        })
+    }
+}
+
+/// Recognition model calls per recognition batch of a pipeline run.
+fn calls_per_batch(r: &Run) -> f64 {
+    let batches = r
+        .summary
+        .as_ref()
+        .and_then(|s| s.call("recognize"))
+        .map_or(0, |c| c.rpcs);
+    r.calls as f64 / batches.max(1) as f64
+}
+
 fn main() {
     let assets = rayorch_models::assets::ensure().expect("assets (needs python3 + pip on first run)");
     let threads: Vec<usize> = std::env::var("BENCH_THREADS")
@@ -225,91 +343,87 @@ fn main() {
         .collect();
     let (repeat, rounds) = (env_num("BENCH_REPEAT", 1), env_num("BENCH_ROUNDS", 3));
     let files = corpus(repeat);
+    let cpus = cpus_allowed();
     println!(
-        "the OCR job: {} documents, open + render + detect (orientation) + recognize + embed + assemble, one replica per Call; median of {rounds} alternating rounds",
-        files.len()
+        "the OCR job: {} documents, open + render + detect (orientation) + recognize + embed + assemble, one replica per Call, CPUs {}; median of {rounds} alternating rounds",
+        files.len(),
+        cpus.as_deref().unwrap_or("?")
     );
     println!(
-        "{:>8} {:>7} {:>12} {:>12} {:>7} {:>9} {:>16} {:>12} {:>13} {:>16}",
+        "{:>7} {:>5} {:>9} {:>9} {:>10} {:>9} {:>10} {:>14} {:>9} {:>16} {:>14} {:>13}",
         "threads",
         "pages",
         "loop pg/s",
-        "pipe pg/s",
-        "ratio",
-        "rec fill",
-        "rec mixed pages",
-        "blind pg/s",
-        "pipe/blind",
-        "rec calls/batch"
+        "job pg/s",
+        "job/loop",
+        "keyed pg/s",
+        "keyed/job",
+        "CPU s/pg l|j",
+        "CPU j/l",
+        "faults/pg l|j",
+        "ctx sw/pg l|j",
+        "rec calls/b k|j"
     );
     for t in threads {
         let cfg = config(t);
         // Warm up (page cache, ORT kernels) before timing.
         let _ = sequential(&files[..1], &cfg, &assets);
         let load_start = loadavg();
-        let (mut loop_s, mut pipe_s, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut blind_s, mut blind_ratios) = (Vec::new(), Vec::new());
+        let (mut lp, mut jp, mut kp) = (Side::new(), Side::new(), Side::new());
+        let (mut job_ratio, mut keyed_ratio, mut cpu_ratio) = (Vec::new(), Vec::new(), Vec::new());
         let (mut pages, mut fill, mut mixed, mut batches) = (0, 0.0, 0, 0);
-        let (mut calls, mut blind_calls, mut blind_batches) = (0, 0, 0);
-        let (mut faults, mut blind_faults, mut cpu, mut blind_cpu) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut keyed_calls, mut job_calls) = (0.0, 0.0);
         for _ in 0..rounds.max(1) {
-            let (lp, ls, lt) = sequential(&files, &cfg, &assets);
+            let looped = sequential(&files, &cfg, &assets);
+            // The job as it runs on a CPU by default: recognition batches
+            // blind to width, which is what the loop's batches are too.
+            let job = pipeline(&files, &cfg, &assets, false);
+            // The same pipeline with recognition keyed by padded width.
             let keyed = pipeline(&files, &cfg, &assets, true);
-            // The same pipeline with recognition batches blind to width.
-            let blind = pipeline(&files, &cfg, &assets, false);
-            let (pp, ps, pt, pc, pu) = (keyed.pages, keyed.secs, keyed.texts, keyed.calls, keyed.used);
-            let (bp, bs, bt, bc, bu) = (blind.pages, blind.secs, blind.texts, blind.calls, blind.used);
-            let (summary, blind) = (keyed.summary, blind.summary);
-            faults.push(pu.0 as f64);
-            cpu.push(pu.1);
-            blind_faults.push(bu.0 as f64);
-            blind_cpu.push(bu.1);
-            assert_eq!(lp, pp, "both sides see the same pages");
-            assert_eq!(lt, pt, "both sides read the same text");
-            assert_eq!((bp, &bt), (pp, &pt), "batches by width read the same text");
-            let rec = summary.call("recognize").expect("recognize ran");
-            (pages, fill, mixed, batches) = (lp, rec.fill, rec.mixed_parent_batches, rec.rpcs);
-            (calls, blind_calls) = (pc, bc);
-            blind_batches = blind.call("recognize").expect("recognize ran").rpcs;
-            loop_s.push(ls);
-            pipe_s.push(ps);
-            ratios.push(ls / ps);
-            blind_s.push(bs);
-            blind_ratios.push(bs / ps);
+            assert_eq!(looped.pages, job.pages, "both sides see the same pages");
+            assert_eq!(looped.texts, job.texts, "both sides read the same text");
+            assert_eq!(
+                (keyed.pages, &keyed.texts),
+                (job.pages, &job.texts),
+                "batches by width read the same text"
+            );
+            let rec = job
+                .summary
+                .as_ref()
+                .and_then(|s| s.call("recognize"))
+                .expect("recognize ran");
+            (pages, fill, mixed, batches) = (looped.pages, rec.fill, rec.mixed_parent_batches, rec.rpcs);
+            (keyed_calls, job_calls) = (calls_per_batch(&keyed), calls_per_batch(&job));
+            job_ratio.push(looped.secs / job.secs);
+            keyed_ratio.push(job.secs / keyed.secs);
+            cpu_ratio.push(job.used.cpu_s / looped.used.cpu_s);
+            lp.push(&looped);
+            jp.push(&job);
+            kp.push(&keyed);
         }
         let load_end = loadavg();
-        let (ml, mp, mr) = (
-            median(loop_s.clone()),
-            median(pipe_s.clone()),
-            median(ratios.clone()),
-        );
+        let per_page = |v: &Vec<f64>| median(v.clone()) / pages as f64;
         println!(
-            "{t:>8} {pages:>7} {:>12.2} {:>12.2} {:>7.2} {:>8.0}% {:>16} {:>12.2} {:>13.3} {:>16}",
-            pages as f64 / ml,
-            pages as f64 / mp,
-            mr,
-            fill * 100.0,
-            format!("{mixed} of {batches}"),
-            pages as f64 / median(blind_s.clone()),
-            median(blind_ratios.clone()),
-            format!(
-                "{:.2} vs {:.2}",
-                calls as f64 / batches.max(1) as f64,
-                blind_calls as f64 / blind_batches.max(1) as f64
-            ),
+            "{t:>7} {pages:>5} {:>9.2} {:>9.2} {:>10.3} {:>9.2} {:>10.3} {:>14} {:>9.3} {:>16} {:>14} {:>13}",
+            pages as f64 / median(lp.secs.clone()),
+            pages as f64 / median(jp.secs.clone()),
+            median(job_ratio.clone()),
+            pages as f64 / median(kp.secs.clone()),
+            median(keyed_ratio.clone()),
+            format!("{:.3}|{:.3}", per_page(&lp.cpu), per_page(&jp.cpu)),
+            median(cpu_ratio.clone()),
+            format!("{:.0}|{:.0}", per_page(&lp.faults), per_page(&jp.faults)),
+            format!("{:.0}|{:.0}", per_page(&lp.switches), per_page(&jp.switches)),
+            format!("{keyed_calls:.2}|{job_calls:.2}"),
         );
         let line = serde_json::json!({
-            "threads": t, "pages": pages, "rounds": ratios.len(),
-            "loop_s": loop_s, "pipe_s": pipe_s, "ratio_per_round": ratios, "median_ratio": mr,
-            "loop_pages_per_s": pages as f64 / ml, "pipe_pages_per_s": pages as f64 / mp,
+            "threads": t, "pages": pages, "rounds": job_ratio.len(), "cpus_allowed": cpus,
+            "loop": lp.json(pages), "job": jp.json(pages), "keyed": kp.json(pages),
+            "job_over_loop_speed_per_round": job_ratio, "median_job_over_loop_speed": median(job_ratio.clone()),
+            "keyed_over_job_speed_per_round": keyed_ratio, "median_keyed_over_job_speed": median(keyed_ratio.clone()),
+            "job_over_loop_cpu_per_round": cpu_ratio, "median_job_over_loop_cpu": median(cpu_ratio.clone()),
             "rec_fill": fill, "rec_batches": batches, "rec_mixed_page_batches": mixed,
-            "rec_model_calls": calls, "blind_s": blind_s, "pipe_over_blind_speed_per_round": blind_ratios,
-            "blind_rec_batches": blind_batches, "blind_rec_model_calls": blind_calls,
-            "minor_faults": faults, "blind_minor_faults": blind_faults, "cpu_s": cpu, "blind_cpu_s": blind_cpu,
-            "median_cpu_s_per_page": median(cpu.clone()) / pages as f64,
-            "median_blind_cpu_s_per_page": median(blind_cpu.clone()) / pages as f64,
-            "median_minor_faults": median(faults.clone()), "median_blind_minor_faults": median(blind_faults.clone()),
+            "rec_model_calls_per_batch_keyed": keyed_calls, "rec_model_calls_per_batch_job": job_calls,
             "loadavg_start": load_start, "loadavg_end": load_end,
         });
         println!("{line}");
