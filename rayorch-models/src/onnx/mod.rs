@@ -111,6 +111,14 @@ impl OnnxSession {
             .with_intra_op_spinning(false)
             .map_err(onnx)?
             .with_log_level(ort::logging::LogLevel::Error)
+            .map_err(onnx)?
+            // No memory patterns: ORT keeps a memory plan per distinct set
+            // of input shapes and takes each run's tensors from the arena as
+            // one block of that plan's size, and our shapes vary (page
+            // sizes, line widths, batch sizes). Off, the OCR job peaks 16%
+            // lower with the same CPU (BENCHMARKS.md, "The job's allocator
+            // and ORT's memory patterns"); the arena still reuses memory.
+            .with_memory_pattern(false)
             .map_err(onnx)?;
         match cfg.device {
             Device::Cpu => {}
