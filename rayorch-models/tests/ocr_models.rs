@@ -97,6 +97,20 @@ fn recognition_reads_known_lines() {
     let same = rec.recognize(&[&crops[2], &crops[2], &crops[2]]).unwrap();
     assert_eq!(rec.model_calls(), calls + 1);
     assert!(same.iter().all(|t| t.0 == got[2].0));
+    // A cap on columns per call splits a bucket (two crops per call here)
+    // and reads the same texts.
+    let w = cfg.padded_width(crops[2].width(), crops[2].height()) as usize;
+    let mut capped = LineRecognizer::from_assets(
+        &a,
+        RecognizeConfig {
+            max_call_columns: 2 * w + w / 2,
+            ..RecognizeConfig::default()
+        },
+    )
+    .unwrap();
+    let split = capped.recognize(&[&crops[2], &crops[2], &crops[2]]).unwrap();
+    assert_eq!(capped.model_calls(), 2, "3 crops of one width, 2 per call");
+    assert_eq!(split, same);
 }
 
 #[test]

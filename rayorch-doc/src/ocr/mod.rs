@@ -203,11 +203,18 @@ impl OcrConfig {
         }
     }
 
-    /// The recognition stage's settings.
+    /// The recognition stage's settings: on a GPU a width bucket is one
+    /// model call however wide (memory is plenty, calls are not).
     pub fn recognize(&self) -> RecognizeConfig {
+        let cpu = RecognizeConfig::default();
         RecognizeConfig {
             onnx: self.onnx(),
-            ..RecognizeConfig::default()
+            max_call_columns: if self.cuda {
+                usize::MAX
+            } else {
+                cpu.max_call_columns
+            },
+            ..cpu
         }
     }
 }

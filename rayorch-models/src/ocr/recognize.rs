@@ -186,6 +186,18 @@ pub struct RecognizeConfig {
     pub bucket_ratio: f32,
     /// Lines whose confidence is under this are marked low-confidence.
     pub min_confidence: f32,
+    /// The most padded columns (crops × padded width) one model call takes:
+    /// a width bucket holding more is read in several calls of at most this
+    /// many (at least one crop each). It bounds what ONNX Runtime holds per
+    /// call, whose output alone is N × W/8 × 6.6 k floats (48 lines of
+    /// 1,600 columns: ~250 MB, kept by its arena for the rest of the run;
+    /// on 64 real pages the job peaked at 2.1 GB without a cap, 1.3 GB
+    /// with the default, BENCHMARKS.md). Results
+    /// do not change: padding depends on the crop alone. The default,
+    /// 16,384, still takes 48 crops of the narrowest width (320) in one
+    /// call; `usize::MAX` takes every bucket in one call (a GPU, where
+    /// calls cost more than memory).
+    pub max_call_columns: usize,
 }
 
 impl Default for RecognizeConfig {
@@ -197,6 +209,7 @@ impl Default for RecognizeConfig {
             max_width: 3200,
             bucket_ratio: 1.25,
             min_confidence: 0.6,
+            max_call_columns: 16_384,
         }
     }
 }
@@ -228,7 +241,8 @@ pub struct LineRecognizer {
     session: OnnxSession,
     dict: CharDict,
     cfg: RecognizeConfig,
-    /// Model calls made so far (one per padded width per batch).
+    /// Model calls made so far (one per padded width per batch, more where
+    /// a width holds over `max_call_columns`).
     model_calls: u64,
     /// The input tensor's buffer, kept between calls so a batch writes
     /// into memory already mapped instead of faulting in a fresh one.
@@ -259,7 +273,8 @@ impl LineRecognizer {
 
     /// Model calls made so far: one per padded width present in each
     /// [`LineRecognizer::recognize`] (so one per batch when a batch holds
-    /// one width bucket).
+    /// one width bucket), more where a width's crops hold over
+    /// [`RecognizeConfig::max_call_columns`] columns.
     pub fn model_calls(&self) -> u64 {
         self.model_calls
     }
@@ -274,15 +289,18 @@ impl LineRecognizer {
         padded_width(w, self.cfg.min_width, self.cfg.max_width, self.cfg.bucket_ratio)
     }
 
-    /// Width buckets: `(padded width, input indices)`, narrowest first.
-    fn buckets(&self, widths: &[u32]) -> Vec<(u32, Vec<usize>)> {
+    /// The model calls for crops scaled to `widths`: `(padded width, input
+    /// indices)`, narrowest first, one per width bucket, split where a
+    /// bucket holds over `max_call_columns` columns.
+    fn calls(&self, widths: &[u32]) -> Vec<(u32, Vec<usize>)> {
         let mut out: Vec<(u32, Vec<usize>)> = Vec::new();
         let mut order: Vec<usize> = (0..widths.len()).collect();
         order.sort_by_key(|&i| (self.padded_width(widths[i]), i));
         for i in order {
             let pw = self.padded_width(widths[i]);
+            let room = (self.cfg.max_call_columns / pw as usize).max(1);
             match out.last_mut() {
-                Some((w, b)) if *w == pw => b.push(i),
+                Some((w, b)) if *w == pw && b.len() < room => b.push(i),
                 _ => out.push((pw, vec![i])),
             }
         }
@@ -298,7 +316,7 @@ impl LineRecognizer {
             .collect();
         let widths: Vec<u32> = usable.iter().map(|&i| self.scaled_width(crops[i])).collect();
         let h = self.cfg.height;
-        for (w, bucket) in self.buckets(&widths) {
+        for (w, bucket) in self.calls(&widths) {
             let (hu, wu) = (h as usize, w as usize);
             self.model_calls += 1;
             let dict = &self.dict;
