@@ -134,10 +134,49 @@ impl Writer {
 /// points in Helvetica, top to bottom. Zero entries make a valid PDF with
 /// zero pages.
 pub fn text_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
-    build(pages, size, None)
+    build(pages, size, None, Spacing::Spaces)
 }
 
-fn build(pages: &[Vec<String>], size: f32, encrypt: Option<&str>) -> Vec<u8> {
+/// Like [`text_pdf`], but with no space characters: each line is one `TJ`
+/// array that moves the pen by 0.25 em between words (narrower than
+/// Helvetica's space, as in justified text) and kerns inside words by ±0.04
+/// em, the way typesetters position words. Readers that look for space
+/// characters run the words together; the words are only in the geometry.
+pub fn positioned_words_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
+    build(pages, size, None, Spacing::Positioned)
+}
+
+/// How a line's words are separated in the content stream.
+#[derive(Clone, Copy)]
+enum Spacing {
+    /// Space characters (`Tj` of the whole line).
+    Spaces,
+    /// Pen moves in a `TJ` array (see [`positioned_words_pdf`]).
+    Positioned,
+}
+
+/// The `TJ` array of `line`: words 250/1000 em apart, letters kerned by
+/// ∓40/1000 em in turn.
+fn positioned_line(line: &str) -> String {
+    let words: Vec<String> = line
+        .split_whitespace()
+        .map(|w| {
+            let letters: Vec<String> = w.chars().map(|c| escape(&c.to_string())).collect();
+            letters
+                .chunks(2)
+                .enumerate()
+                .map(|(i, pair)| {
+                    let kern = if i % 2 == 0 { 40 } else { -40 };
+                    format!("({}) {kern}", pair.concat())
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    format!("[{}] TJ", words.join(" -250 "))
+}
+
+fn build(pages: &[Vec<String>], size: f32, encrypt: Option<&str>, spacing: Spacing) -> Vec<u8> {
     let mut w = Writer::new();
     // Fixed numbering: 1 catalog, 2 page tree, 3 font, then (content, page) pairs.
     let n = pages.len();
@@ -152,7 +191,10 @@ fn build(pages: &[Vec<String>], size: f32, encrypt: Option<&str>) -> Vec<u8> {
             LETTER.1 - MARGIN - size
         );
         for l in lines {
-            let _ = writeln!(c, "({}) Tj T*", escape(l));
+            let _ = match spacing {
+                Spacing::Spaces => writeln!(c, "({}) Tj T*", escape(l)),
+                Spacing::Positioned => writeln!(c, "{} T*", positioned_line(l)),
+            };
         }
         c.push_str("ET");
         let content = w.stream(c.as_bytes());
@@ -200,7 +242,7 @@ pub fn encrypted_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
     let o = "<".to_string() + &"6b".repeat(32) + ">";
     let u = "<".to_string() + &"3c".repeat(32) + ">";
     let dict = format!("<< /Filter /Standard /V 1 /R 2 /Length 40 /O {o} /U {u} /P -44 >>");
-    build(pages, size, Some(&dict))
+    build(pages, size, Some(&dict), Spacing::Spaces)
 }
 
 /// What a sample file is.

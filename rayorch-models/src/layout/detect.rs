@@ -102,11 +102,6 @@ impl RegionKind {
         RegionKind::ALL.into_iter().find(|k| k.label() == s.trim())
     }
 
-    /// Does this region's text get read (all but figures)?
-    pub fn reads_text(self) -> bool {
-        self != RegionKind::Figure
-    }
-
     /// Is it part of the body text (headers and footers are not)?
     pub fn is_body(self) -> bool {
         !matches!(self, RegionKind::Header | RegionKind::Footer)
@@ -426,7 +421,6 @@ mod tests {
             assert_eq!(RegionKind::from_label(k.label()), Some(k));
         }
         assert_eq!(RegionKind::from_label("nope"), None);
-        assert!(!RegionKind::Figure.reads_text());
         assert!(!RegionKind::Footer.is_body());
     }
 

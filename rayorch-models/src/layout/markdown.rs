@@ -50,10 +50,9 @@ pub struct RegionResult {
 /// Finish one region from its OCR lines (ignored when the region has
 /// text-layer lines) and, for a table, its structure.
 pub fn finish_region(region: &Region, ocr: &[LineText], table: Option<Table>) -> RegionResult {
-    let (lines, source) = match (&region.layer, region.kind.reads_text()) {
-        (_, false) => (&[][..], TextSource::None),
-        (Some(l), true) => (&l[..], TextSource::Layer),
-        (None, true) => (ocr, TextSource::Ocr),
+    let (lines, source) = match &region.layer {
+        Some(l) => (&l[..], TextSource::Layer),
+        None => (ocr, TextSource::Ocr),
     };
     let confidence = if lines.is_empty() {
         0.0
@@ -191,14 +190,19 @@ fn one_line(text: &str) -> String {
 
 /// The Markdown of a page's regions (already in reading order): titles as
 /// headings, text as paragraphs, tables as pipe tables, figures as image
-/// placeholders, captions in italics; headers and footers left out.
+/// placeholders followed by the text read inside them, captions in
+/// italics; headers and footers left out.
 pub fn page_markdown(regions: &[RegionResult]) -> String {
     let mut blocks: Vec<String> = Vec::new();
     for r in regions.iter().filter(|r| r.kind.is_body()) {
         let text = one_line(&r.text);
         let block = match r.kind {
             RegionKind::Title => format!("## {text}"),
-            RegionKind::Figure => format!("![figure](page-{}-region-{})", r.page + 1, r.index),
+            RegionKind::Figure => match text.is_empty() {
+                true => format!("![figure](page-{}-region-{})", r.page + 1, r.index),
+                // The text drawn inside the figure, kept after its placeholder.
+                false => format!("![figure](page-{}-region-{})\n\n{text}", r.page + 1, r.index),
+            },
             RegionKind::FigureCaption | RegionKind::TableCaption => format!("*{text}*"),
             RegionKind::Table => match &r.table {
                 Some(t) if t.rows > 0 => t.to_markdown().trim_end().to_string(),

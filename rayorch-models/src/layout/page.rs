@@ -71,8 +71,6 @@ pub enum TextSource {
     Layer,
     /// Line detection and recognition on the pixels.
     Ocr,
-    /// No text read (figures).
-    None,
 }
 
 /// One region of a page, flowing from layout to its per-kind handling.
@@ -101,9 +99,12 @@ pub struct Region {
 }
 
 impl Region {
-    /// Does this region go through line detection and recognition?
+    /// Does this region go through line detection and recognition? Every
+    /// region of a page without a text layer does, figures included: text
+    /// drawn inside a figure (a form, a chart's labels, a table drawn as an
+    /// image) is kept as the figure's text, never dropped.
     pub fn needs_ocr(&self) -> bool {
-        self.kind.reads_text() && self.layer.is_none()
+        self.layer.is_none()
     }
 }
 
@@ -132,7 +133,7 @@ pub fn regions_of(page: &LayoutPage, boxes: Vec<LayoutBox>) -> Vec<Region> {
                 (bbox[2] + CROP_MARGIN).min(img.width()),
                 (bbox[3] + CROP_MARGIN).min(img.height()),
             ];
-            let layer = page.glyphs.as_ref().filter(|_| b.kind.reads_text()).map(|g| {
+            let layer = page.glyphs.as_ref().map(|g| {
                 layer_lines(
                     g,
                     [bbox[0] as f32, bbox[1] as f32, bbox[2] as f32, bbox[3] as f32],

@@ -35,6 +35,29 @@ pub struct Glyph {
     pub y: f32,
     /// Font size (em height), page pixels.
     pub size: f32,
+    /// Advance width along the baseline, page pixels: where the next glyph
+    /// would start without extra spacing (the font's width for the glyph).
+    /// `None` when the font gives none (Type 3 glyphs); an estimate from
+    /// the size is used then.
+    pub advance: Option<f32>,
+}
+
+impl Glyph {
+    /// Where the glyph ends on its baseline, page pixels: its advance, or
+    /// 0.6 em when the font gives none (wide enough for most Latin letters).
+    fn end(&self) -> f32 {
+        self.x + self.advance.unwrap_or(0.6 * self.size)
+    }
+
+    /// The gap after `prev` that reads as a word space: 0.12 em when the
+    /// advance is known (word spaces are 0.2–0.33 em, kerning and tracking
+    /// well under 0.1), 0.35 em past the estimated end otherwise.
+    fn space_after(&self, prev: &Glyph) -> f32 {
+        match prev.advance {
+            Some(_) => 0.12 * self.size,
+            None => 0.35 * self.size,
+        }
+    }
 }
 
 struct Collect {
@@ -53,6 +76,16 @@ impl<'a> Device<'a> for Collect {
             // Glyph space has 1000 units per em (hayro_font::UNITS_PER_EM).
             let up = t * Point::new(0.0, 1000.0);
             let size = ((up.x - o.x).powi(2) + (up.y - o.y).powi(2)).sqrt() as f32;
+            // Font widths are in glyph space too (1/1000 em); a Type 3
+            // glyph's are in its own font matrix, so none is taken.
+            let advance = match &**g as &HGlyph<'_> {
+                HGlyph::Outline(o) => o.advance_width(),
+                HGlyph::Type3(_) => None,
+            }
+            .map(|w| {
+                let e = t * Point::new(w as f64, 0.0);
+                ((e.x - o.x).powi(2) + (e.y - o.y).powi(2)).sqrt() as f32
+            });
             let text = match (&**g as &HGlyph<'_>).as_unicode() {
                 Some(BfString::Char(c)) => c.to_string(),
                 Some(BfString::String(s)) => s,
@@ -66,6 +99,7 @@ impl<'a> Device<'a> for Collect {
                 x: o.x as f32,
                 y: o.y as f32,
                 size,
+                advance,
             });
         }
     }
@@ -119,10 +153,12 @@ fn usable(glyphs: &[Glyph], unmapped: usize) -> bool {
 
 /// The lines of text-layer glyphs whose centre lies in `bbox` (page pixels),
 /// top to bottom, as [`LineText`]s with confidence 1. Glyphs on one baseline
-/// (within a third of the font size) form a line; a gap wider than 0.35
-/// of the font size after a glyph's estimated end (0.6 em past its origin;
-/// the layer gives no advance widths) reads as a space, and a gap wider than
-/// one em starts a new segment (a table cell, another column) on the same row.
+/// (within a third of the font size) form a line. Word gaps come from the
+/// glyphs' geometry, not from space characters (many PDFs position each
+/// word and draw no spaces): a gap after a glyph's advance wider than 0.12
+/// em reads as a space (0.35 em past an estimated end when the font gives
+/// no width), and a gap wider than one em starts a new segment (a table
+/// cell, another column) on the same row.
 pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
     let inside: Vec<&Glyph> = glyphs
         .iter()
@@ -148,7 +184,7 @@ pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
         let mut seg: Vec<&Glyph> = Vec::new();
         for g in l {
             if let Some(prev) = seg.last()
-                && g.x - (prev.x + 0.55 * prev.size) > g.size
+                && g.x - prev.end() > g.size
             {
                 out.push(segment(&seg, row));
                 seg.clear();
@@ -165,19 +201,20 @@ pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
 
 fn segment(l: &[&Glyph], row: usize) -> LineText {
     let mut text = String::new();
-    let mut prev_end: Option<f32> = None;
-    for g in l {
-        // A glyph's advance is unknown here: estimate its end from the font
-        // size (wide enough for most Latin letters).
-        let gap = prev_end.map_or(0.0, |e| g.x - e);
-        if gap > 0.35 * g.size && !text.ends_with(' ') && g.text != " " {
+    let mut prev: Option<&Glyph> = None;
+    for &g in l {
+        if let Some(p) = prev
+            && g.x - p.end() > g.space_after(p)
+            && !text.ends_with(' ')
+            && g.text != " "
+        {
             text.push(' ');
         }
         text.push_str(&g.text);
-        prev_end = Some(g.x + 0.6 * g.size);
+        prev = Some(g);
     }
     let x0 = l.iter().map(|g| g.x).fold(f32::MAX, f32::min);
-    let x1 = l.iter().map(|g| g.x + 0.55 * g.size).fold(f32::MIN, f32::max);
+    let x1 = l.iter().map(|g| g.end()).fold(f32::MIN, f32::max);
     let top = l.iter().map(|g| g.y - 0.8 * g.size).fold(f32::MAX, f32::min);
     let bottom = l.iter().map(|g| g.y + 0.2 * g.size).fold(f32::MIN, f32::max);
     LineText {
@@ -209,6 +246,7 @@ mod tests {
             x,
             y,
             size: 20.0,
+            advance: None,
         };
         let glyphs = vec![
             g("b", 110.0, 100.0),
@@ -224,6 +262,41 @@ mod tests {
         assert_eq!((lines[1].row, lines[2].row), (1, 1));
     }
 
+    /// The lines of every page of `pdf`, read from its text layer at 2
+    /// pixels per point.
+    fn page_lines(pdf: &[u8], pages: usize) -> Vec<Vec<String>> {
+        extract(pdf, &vec![2.0; pages])
+            .into_iter()
+            .map(|g| {
+                let g = g.expect("a usable text layer");
+                layer_lines(&g, [0.0, 0.0, 2.0 * 612.0, 2.0 * 792.0])
+                    .into_iter()
+                    .map(|l| l.text)
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn word_gaps_come_from_glyph_advances_when_a_pdf_draws_no_spaces() {
+        let pages = vec![
+            vec![
+                "Here is to the crazy ones.".to_string(),
+                "The misfits, the rebels, the troublemakers.".to_string(),
+            ],
+            vec!["Waterfall AVATAR kerning iiii llll mmmm WWWW".to_string()],
+        ];
+        for size in [9.0, 14.0] {
+            // Words positioned by the pen, no space characters, letters
+            // kerned by 0.04 em: every word is found, none is split.
+            let pdf = rayorch_testdata::pdfgen::positioned_words_pdf(&pages, size);
+            assert_eq!(page_lines(&pdf, 2), pages, "positioned words at {size} pt");
+            // With space characters the same lines come out.
+            let pdf = rayorch_testdata::pdfgen::text_pdf(&pages, size);
+            assert_eq!(page_lines(&pdf, 2), pages, "spaces at {size} pt");
+        }
+    }
+
     #[test]
     fn a_page_without_mapped_text_is_not_usable() {
         let g = Glyph {
@@ -231,6 +304,7 @@ mod tests {
             x: 0.0,
             y: 0.0,
             size: 1.0,
+            advance: None,
         };
         assert!(usable(&vec![g.clone(); 40], 1));
         assert!(!usable(&vec![g.clone(); 40], 10));
