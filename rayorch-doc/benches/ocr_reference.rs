@@ -17,6 +17,9 @@
 //!   detect with orientation, recognise, page text), the same Runner
 //!   settings as the command line, without the embed Call: CPU per OCR'd
 //!   page with embedding excluded, as the target is stated.
+//! - **layout**: `doc_layout` itself (`rayorch_doc::layout::run_from`) with
+//!   its defaults: the text layer where a page has one, OCR per region
+//!   where not; each page's regions in reading order.
 //!
 //! Each side runs in a fresh child process (this binary re-executed with
 //! `--side`, or the venv's Python), one after another within a round,
@@ -26,6 +29,13 @@
 //! use: the reference is single-threaded) and the word agreement of the
 //! job's page texts with the reference's (bag-of-words F1: the two order
 //! lines differently). Medians over the rounds.
+//!
+//! Then word F1 of the reference, the job and doc_layout against the
+//! truth of born-digital pages, each page's text layer as pdfium reads it
+//! (the reference script's `--truth`; pages with 20 or more characters),
+//! by kind of document ([`rayorch_testdata::real_pdfs::kind`]) — issue 27's
+//! measure. pdfium's text of a scan's invisible OCR layer is that OCR's
+//! text, not truth: read the `scan` row with that in mind.
 //!
 //! `cargo bench -p rayorch-doc --bench ocr_reference` (env `BENCH_ROUNDS`,
 //! default 2; `RAYORCH_PYTHON` the Python that makes the venv, default
@@ -112,6 +122,15 @@ fn child(side: &str, files: &[PathBuf]) {
             assert_eq!(code, 0, "doc_ocr exit status");
             documents_jsonl(&out.path().join("documents.jsonl"), files.len())
         }
+        "layout" => {
+            let out = tempfile::tempdir().expect("a temporary output folder");
+            let mut argv: Vec<std::ffi::OsString> =
+                vec!["doc_layout".into(), "--out".into(), out.path().into()];
+            argv.extend(files.iter().map(|f| f.clone().into_os_string()));
+            let code = rayorch_doc::layout::run_from(argv).unwrap_or_else(|e| panic!("doc_layout: {e}"));
+            assert_eq!(code, 0, "doc_layout exit status");
+            layout_texts(out.path(), files.len())
+        }
         "no-embed" => {
             let cfg = OcrConfig::default();
             let assets = rayorch_models::assets::ensure().expect("assets");
@@ -168,6 +187,57 @@ fn documents_jsonl(path: &Path, n: usize) -> Vec<Vec<String>> {
         texts[key] = serde_json::from_value(v["page_texts"].clone()).expect("page_texts");
     }
     texts
+}
+
+/// The page texts of doc_layout's outputs, by root key: each page's regions
+/// in reading order, one per line (headers and footers included, as the
+/// text layer has them).
+fn layout_texts(out: &Path, n: usize) -> Vec<Vec<String>> {
+    let mut texts = vec![Vec::new(); n];
+    let mut key_of = HashMap::new();
+    for line in std::fs::read_to_string(out.join("documents.jsonl"))
+        .expect("documents.jsonl")
+        .lines()
+    {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let key = v["key"].as_u64().expect("key") as usize;
+        texts[key] = vec![String::new(); v["pages"].as_u64().expect("pages") as usize];
+        key_of.insert(v["name"].as_str().expect("name").to_string(), key);
+    }
+    let mut regions: Vec<(usize, usize, u64, String)> = Vec::new();
+    for line in std::fs::read_to_string(out.join("regions.jsonl"))
+        .expect("regions.jsonl")
+        .lines()
+    {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let key = key_of[v["doc"].as_str().expect("doc")];
+        let page = v["page"].as_u64().expect("page") as usize;
+        let text = v["text"].as_str().expect("text").replace(" | ", " ");
+        regions.push((key, page, v["order"].as_u64().expect("order"), text));
+    }
+    regions.sort();
+    for (key, page, _, text) in regions {
+        let t = &mut texts[key][page];
+        if !t.is_empty() {
+            t.push('\n');
+        }
+        t.push_str(&text);
+    }
+    texts
+}
+
+/// Each page's text layer as pdfium reads it (the reference script's
+/// `--truth`): the truth of born-digital pages.
+fn truth(python: &Path, script: &Path, files: &[PathBuf]) -> Vec<Vec<String>> {
+    let out = Command::new(python)
+        .arg(script)
+        .arg("--truth")
+        .args(files)
+        .output()
+        .expect("python");
+    assert!(out.status.success(), "the truth script failed");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its JSON");
+    serde_json::from_value(v["truth"].clone()).expect("truth")
 }
 
 /// The reference's venv, made once (pinned requirements).
@@ -248,14 +318,22 @@ fn run_side(side: &str, files: &[PathBuf], python: &Path, script: &Path) -> Meas
 
 /// Bag-of-words F1 of `hyp` against `reference`, over the whole corpus.
 fn word_f1(reference: &[Vec<String>], hyp: &[Vec<String>]) -> f64 {
-    let bag = |t: &[Vec<String>]| {
+    pages_word_f1(reference.iter().flatten(), hyp.iter().flatten())
+}
+
+/// Bag-of-words F1 of the pages `hyp` against the pages `reference`.
+fn pages_word_f1<'a>(
+    reference: impl Iterator<Item = &'a String>,
+    hyp: impl Iterator<Item = &'a String>,
+) -> f64 {
+    let bag = |t: &mut dyn Iterator<Item = &'a String>| {
         let mut m: HashMap<String, i64> = HashMap::new();
-        for w in t.iter().flatten().flat_map(|p| p.split_whitespace()) {
+        for w in t.flat_map(|p| p.split_whitespace()) {
             *m.entry(w.to_lowercase()).or_default() += 1;
         }
         m
     };
-    let (r, h) = (bag(reference), bag(hyp));
+    let (r, h) = (bag(&mut { reference }), bag(&mut { hyp }));
     let common: i64 = r.iter().map(|(w, &n)| n.min(*h.get(w).unwrap_or(&0))).sum();
     let (nr, nh): (i64, i64) = (r.values().sum(), h.values().sum());
     if nr + nh == 0 {
@@ -304,7 +382,7 @@ fn main() {
         .unwrap_or(2);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_before = loadavg();
-    let sides = ["reference", "job", "no-embed"];
+    let sides = ["reference", "job", "no-embed", "layout"];
     let mut runs: HashMap<&str, Vec<Measured>> = HashMap::new();
     for r in 0..rounds {
         // Alternate the order so no side always runs first.
@@ -380,6 +458,49 @@ fn main() {
         ratio("no-embed", "reference"),
         ratio("job", "reference")
     );
+    // Against the truth: pages whose text layer pdfium reads (20 or more
+    // characters), by kind of document.
+    let truth = truth(&python, &script, &files);
+    let kinds: Vec<&str> = files
+        .iter()
+        .map(|f| rayorch_testdata::real_pdfs::kind(f).expect("a corpus file"))
+        .collect();
+    let mut kind_names: Vec<&str> = kinds.clone();
+    kind_names.sort_unstable();
+    kind_names.dedup();
+    kind_names.push("all");
+    let truth_sides = ["reference", "job", "layout"];
+    println!("Word F1 against the text layer (pdfium), pages with one:");
+    println!("| kind | pages | {} |", truth_sides.join(" | "));
+    println!("|---|---|{}", "---|".repeat(truth_sides.len()));
+    let mut against = serde_json::Map::new();
+    for kind in kind_names {
+        let pages: Vec<(usize, usize)> = (0..files.len())
+            .filter(|&d| kind == "all" || kinds[d] == kind)
+            .flat_map(|d| (0..truth[d].len()).map(move |p| (d, p)))
+            .filter(|&(d, p)| truth[d][p].trim().chars().count() >= 20)
+            .collect();
+        if pages.is_empty() {
+            continue;
+        }
+        let f1s: Vec<f64> = truth_sides
+            .iter()
+            .map(|side| {
+                let t = &runs[side][0].texts;
+                pages_word_f1(
+                    pages.iter().map(|&(d, p)| &truth[d][p]),
+                    pages.iter().map(|&(d, p)| &t[d][p]),
+                )
+            })
+            .collect();
+        let cells: Vec<String> = f1s.iter().map(|f| format!("{:.1}%", f * 100.0)).collect();
+        println!("| {kind} | {} | {} |", pages.len(), cells.join(" | "));
+        against.insert(
+            kind.to_string(),
+            serde_json::json!({"pages": pages.len(), "word_f1": f1s}),
+        );
+    }
+    summary.insert("word_f1_vs_text_layer".into(), serde_json::Value::Object(against));
     summary.insert("load_before".into(), load_before.into());
     summary.insert("load_after".into(), loadavg().into());
     println!("{}", serde_json::Value::Object(summary));

@@ -4,18 +4,22 @@
 //! come out as a healthy 2-page document.)
 
 use rayorch_models::{PdfFile, RenderConfig, RenderError, pdf::render_document};
-use rayorch_testdata::pdfgen::text_pdf;
+use rayorch_testdata::pdfgen::{text_pdf, text_pdf_tree_last};
 
-/// A generated 18-page report, a few lines per page.
-fn report() -> Vec<u8> {
-    let pages: Vec<Vec<String>> = (1..=18)
+/// The pages of a generated 18-page report, a few lines per page.
+fn report_pages() -> Vec<Vec<String>> {
+    (1..=18)
         .map(|p| {
             (1..=6)
                 .map(|l| format!("Page {p} line {l}: quarterly figures and notes"))
                 .collect()
         })
-        .collect();
-    text_pdf(&pages, 12.0)
+        .collect()
+}
+
+/// The report, its page tree first.
+fn report() -> Vec<u8> {
+    text_pdf(&report_pages(), 12.0)
 }
 
 /// Tiny renders: the page count is what is tested, not the pixels.
@@ -68,4 +72,27 @@ fn every_cut_of_a_report_fails_or_renders_all_its_pages() {
             Err(e) => assert!(matches!(e, RenderError::Corrupt { .. }), "cut at {tenth}0%: {e}"),
         }
     }
+}
+
+#[test]
+fn a_cut_that_loses_the_page_tree_is_a_failure_not_a_shorter_document() {
+    // The page tree written last (as pdfTeX does): any cut loses it, and
+    // the pages before the cut are still found by scanning.
+    let full = text_pdf_tree_last(&report_pages(), 12.0);
+    let pages = render_document(&PdfFile::from_bytes("report.pdf", full.clone()), &cfg()).unwrap();
+    assert_eq!(pages.len(), 18);
+    for tenth in 1..10 {
+        let cut = full[..full.len() * tenth / 10].to_vec();
+        match render_document(&PdfFile::from_bytes("cut.pdf", cut), &cfg()) {
+            Ok(pages) => assert_eq!(pages.len(), 18, "cut at {tenth}0%"),
+            Err(e) => assert!(matches!(e, RenderError::Corrupt { .. }), "cut at {tenth}0%: {e}"),
+        }
+    }
+    let cut = full[..full.len() * 3 / 10].to_vec();
+    let err = render_document(&PdfFile::from_bytes("report-cut.pdf", cut), &cfg()).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("report-cut.pdf:") && msg.contains("page tree is lost") && msg.contains("repair it"),
+        "{msg}"
+    );
 }

@@ -134,7 +134,21 @@ impl Writer {
 /// points in Helvetica, top to bottom. Zero entries make a valid PDF with
 /// zero pages.
 pub fn text_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
-    build(pages, size, None, Spacing::Spaces)
+    build(pages, size, Opts::PLAIN)
+}
+
+/// Like [`text_pdf`], with the page tree written after the pages, as
+/// pdfTeX and many other writers do: a file cut short loses its page tree
+/// while page objects remain (readers then find pages by scanning).
+pub fn text_pdf_tree_last(pages: &[Vec<String>], size: f32) -> Vec<u8> {
+    build(
+        pages,
+        size,
+        Opts {
+            tree_last: true,
+            ..Opts::PLAIN
+        },
+    )
 }
 
 /// Like [`text_pdf`], but with no space characters: each line is one `TJ`
@@ -143,7 +157,14 @@ pub fn text_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
 /// em, the way typesetters position words. Readers that look for space
 /// characters run the words together; the words are only in the geometry.
 pub fn positioned_words_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
-    build(pages, size, None, Spacing::Positioned)
+    build(
+        pages,
+        size,
+        Opts {
+            spacing: Spacing::Positioned,
+            ..Opts::PLAIN
+        },
+    )
 }
 
 /// How a line's words are separated in the content stream.
@@ -176,13 +197,39 @@ fn positioned_line(line: &str) -> String {
     format!("[{}] TJ", words.join(" -250 "))
 }
 
-fn build(pages: &[Vec<String>], size: f32, encrypt: Option<&str>, spacing: Spacing) -> Vec<u8> {
+/// How [`build`] writes a document.
+#[derive(Clone, Copy)]
+struct Opts<'a> {
+    /// The standard security handler's dictionary, if encrypted.
+    encrypt: Option<&'a str>,
+    spacing: Spacing,
+    /// Write the page tree after the pages (see [`text_pdf_tree_last`]).
+    tree_last: bool,
+}
+
+impl Opts<'_> {
+    const PLAIN: Opts<'static> = Opts {
+        encrypt: None,
+        spacing: Spacing::Spaces,
+        tree_last: false,
+    };
+}
+
+fn build(pages: &[Vec<String>], size: f32, opts: Opts<'_>) -> Vec<u8> {
     let mut w = Writer::new();
-    // Fixed numbering: 1 catalog, 2 page tree, 3 font, then (content, page) pairs.
+    // Fixed numbering: 1 catalog, 2 page tree, 3 font, then (content, page)
+    // pairs; with the tree last: 1 catalog, 2 font, the pairs, the tree.
     let n = pages.len();
-    let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 5 + 2 * i)).collect();
-    w.object(b"<< /Type /Catalog /Pages 2 0 R >>");
-    w.object(format!("<< /Type /Pages /Kids [{}] /Count {n} >>", kids.join(" ")).as_bytes());
+    let (tree, font, first) = match opts.tree_last {
+        false => (2, 3, 4),
+        true => (3 + 2 * n, 2, 3),
+    };
+    let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", first + 1 + 2 * i)).collect();
+    let tree_dict = format!("<< /Type /Pages /Kids [{}] /Count {n} >>", kids.join(" "));
+    w.object(format!("<< /Type /Catalog /Pages {tree} 0 R >>").as_bytes());
+    if !opts.tree_last {
+        w.object(tree_dict.as_bytes());
+    }
     w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>");
     let leading = (size * 1.6).round();
     for lines in pages {
@@ -191,7 +238,7 @@ fn build(pages: &[Vec<String>], size: f32, encrypt: Option<&str>, spacing: Spaci
             LETTER.1 - MARGIN - size
         );
         for l in lines {
-            let _ = match spacing {
+            let _ = match opts.spacing {
                 Spacing::Spaces => writeln!(c, "({}) Tj T*", escape(l)),
                 Spacing::Positioned => writeln!(c, "{} T*", positioned_line(l)),
             };
@@ -200,15 +247,18 @@ fn build(pages: &[Vec<String>], size: f32, encrypt: Option<&str>, spacing: Spaci
         let content = w.stream(c.as_bytes());
         w.object(
             format!(
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources << /Font << /F1 3 0 R >> >> /Contents {content} 0 R >>",
+                "<< /Type /Page /Parent {tree} 0 R /MediaBox [0 0 {} {}] /Resources << /Font << /F1 {font} 0 R >> >> /Contents {content} 0 R >>",
                 LETTER.0, LETTER.1
             )
             .as_bytes(),
         );
     }
+    if opts.tree_last {
+        w.object(tree_dict.as_bytes());
+    }
     let id = "<5241594f5243482053414d504c45303031>";
     let mut trailer = format!(" /ID [{id} {id}]");
-    if let Some(enc) = encrypt {
+    if let Some(enc) = opts.encrypt {
         let e = w.object(enc.as_bytes());
         let _ = write!(trailer, " /Encrypt {e} 0 R");
     }
@@ -242,7 +292,14 @@ pub fn encrypted_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
     let o = "<".to_string() + &"6b".repeat(32) + ">";
     let u = "<".to_string() + &"3c".repeat(32) + ">";
     let dict = format!("<< /Filter /Standard /V 1 /R 2 /Length 40 /O {o} /U {u} /P -44 >>");
-    build(pages, size, Some(&dict), Spacing::Spaces)
+    build(
+        pages,
+        size,
+        Opts {
+            encrypt: Some(&dict),
+            ..Opts::PLAIN
+        },
+    )
 }
 
 /// What a sample file is.

@@ -129,6 +129,23 @@ pub const PIKEPDF: Wheel = Wheel {
 /// Every pinned sdist of the corpus.
 pub const SDISTS: [Wheel; 3] = [PDF2DOCX, MARKER, PIKEPDF];
 
+/// The kind of a corpus file, from the name it is kept under (`None` for a
+/// file not in the corpus): `paper`, `report`, `table`, `form`, `layout`
+/// (sections, columns, headers and footers, scaled and tiny text,
+/// figures), `scan`.
+pub fn kind(file: &std::path::Path) -> Option<&'static str> {
+    let name = file.file_name()?.to_str()?;
+    SDISTS.iter().flat_map(|w| w.members).find(|(_, n)| *n == name)?;
+    Some(match name.split('-').next()? {
+        "paper" => "paper",
+        "report" => "report",
+        "table" => "table",
+        "form" => "form",
+        "scan" => "scan",
+        _ => "layout",
+    })
+}
+
 /// The corpus's PDF files (64 pages), fetched on first use into the assets
 /// folder ([`assets::default_dir`]), in a fixed order: sdist by sdist, as
 /// listed.
@@ -163,5 +180,19 @@ mod tests {
             names.dedup();
             assert_eq!(names.len(), w.members.len(), "{}", w.project);
         }
+    }
+
+    #[test]
+    fn every_pdf_has_a_kind() {
+        let kinds: Vec<_> = SDISTS
+            .iter()
+            .flat_map(|w| w.members)
+            .filter(|(_, n)| n.ends_with(".pdf"))
+            .map(|(_, n)| kind(std::path::Path::new(n)))
+            .collect();
+        assert!(kinds.iter().all(Option::is_some), "{kinds:?}");
+        assert_eq!(kind(std::path::Path::new("/x/paper-whisper.pdf")), Some("paper"));
+        assert_eq!(kind(std::path::Path::new("/x/multi-column.pdf")), Some("layout"));
+        assert_eq!(kind(std::path::Path::new("/x/other.pdf")), None);
     }
 }

@@ -290,7 +290,7 @@ pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
             });
         }
     };
-    check_page_count(&pdf, &doc)?;
+    check_page_count(&pdf, &doc, &bytes)?;
     Ok(PdfPages {
         doc: Arc::new(OpenPdf {
             name: file.name.clone(),
@@ -354,8 +354,11 @@ pub fn render_page<'a>(
 /// Every page the page tree declares must be readable: the parser recovers
 /// what it can from a damaged file, and a truncated file often yields fewer
 /// pages (or none), which must not pass for a shorter (or empty) document.
-/// Zero pages is legal only when the page tree says so.
-fn check_page_count(pdf: &Pdf, doc: &str) -> Result<(), RenderError> {
+/// Zero pages is legal only when the page tree says so. A file cut short
+/// of its end-of-file marker whose page tree is lost (writers that put the
+/// tree last, as pdfTeX does, lose it to any cut) has its pages found by
+/// scanning, and nothing says how many are gone: a failure too.
+fn check_page_count(pdf: &Pdf, doc: &str, bytes: &[u8]) -> Result<(), RenderError> {
     let read = pdf.pages().len();
     let xref = pdf.xref();
     let catalog: Option<Dict<'_>> = xref.get(xref.root_id());
@@ -372,9 +375,21 @@ fn check_page_count(pdf: &Pdf, doc: &str) -> Result<(), RenderError> {
         ))),
         Some(_) => Ok(()),
         None if read == 0 => Err(corrupt("no page tree could be read".into())),
-        // A damaged root whose pages were still found: their count is all we know.
+        None if !ends_with_eof_marker(bytes) => Err(corrupt(format!(
+            "the file ends without its end-of-file marker and its page tree is lost; {read} pages were \
+             found by scanning, others may be missing (is the file truncated?)"
+        ))),
+        // A complete file with a damaged root whose pages were still found:
+        // their count is all we know.
         None => Ok(()),
     }
+}
+
+/// Does `%%EOF` appear in the last kilobyte (readers allow trailing bytes
+/// after it)?
+fn ends_with_eof_marker(bytes: &[u8]) -> bool {
+    let tail = &bytes[bytes.len().saturating_sub(1024)..];
+    tail.windows(5).any(|w| w == b"%%EOF")
 }
 
 /// Opens documents: one document per Grain, parsed once, nothing rendered

@@ -152,13 +152,23 @@ fn usable(glyphs: &[Glyph], unmapped: usize) -> bool {
 }
 
 /// The lines of text-layer glyphs whose centre lies in `bbox` (page pixels),
-/// top to bottom, as [`LineText`]s with confidence 1. Glyphs on one baseline
-/// (within a third of the font size) form a line. Word gaps come from the
-/// glyphs' geometry, not from space characters (many PDFs position each
-/// word and draw no spaces): a gap after a glyph's advance wider than 0.12
-/// em reads as a space (0.35 em past an estimated end when the font gives
-/// no width), and a gap wider than one em starts a new segment (a table
-/// cell, another column) on the same row.
+/// top to bottom, as [`LineText`]s with confidence 1.
+///
+/// - **Lines**: glyphs go into runs in drawing order, a run moving forward
+///   along one baseline (a glyph behind the last one, or off its baseline
+///   by half a font size, starts the next); runs whose first baselines are
+///   within a third of the font size share a row.
+/// - **Text drawn twice** is read once: a run whose text equals an earlier
+///   run's on the same row and covers the same stretch (an invisible OCR
+///   layer over a visible one, a header repeated at another size) is
+///   dropped, and so is a glyph repeating the previous one within 0.1 em
+///   (fake bold: the same glyph drawn again slightly offset).
+/// - **Word gaps** come from the glyphs' geometry, not from space
+///   characters (many PDFs position each word and draw no spaces): a gap
+///   after a glyph's advance wider than 0.12 em reads as a space (0.35 em
+///   past an estimated end when the font gives no width), and a gap wider
+///   than one em starts a new segment (a table cell, another column) on
+///   the same row.
 pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
     let inside: Vec<&Glyph> = glyphs
         .iter()
@@ -168,17 +178,29 @@ pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
             cx >= bbox[0] && cx < bbox[2] && cy >= bbox[1] && cy < bbox[3]
         })
         .collect();
-    let mut lines: Vec<Vec<&Glyph>> = Vec::new();
-    for g in inside {
-        match lines.iter_mut().find(|l| (l[0].y - g.y).abs() < l[0].size / 3.0) {
-            Some(l) => l.push(g),
-            None => lines.push(vec![g]),
+    let mut rows: Vec<Vec<Vec<&Glyph>>> = Vec::new();
+    for run in runs(&inside) {
+        let first = run[0];
+        match rows
+            .iter_mut()
+            .find(|r| (r[0][0].y - first.y).abs() < r[0][0].size / 3.0)
+        {
+            Some(r) => {
+                if !r.iter().any(|kept| repeats(kept, &run)) {
+                    r.push(run);
+                }
+            }
+            None => rows.push(vec![run]),
         }
     }
-    lines.sort_by(|a, b| a[0].y.total_cmp(&b[0].y));
+    rows.sort_by(|a, b| a[0][0].y.total_cmp(&b[0][0].y));
     let mut out = Vec::new();
-    for (row, mut l) in lines.into_iter().enumerate() {
+    for (row, runs) in rows.into_iter().enumerate() {
+        let mut l: Vec<&Glyph> = runs.into_iter().flatten().collect();
         l.sort_by(|a, b| a.x.total_cmp(&b.x));
+        l.dedup_by(|g, prev| {
+            g.text == prev.text && !g.text.trim().is_empty() && g.x - prev.x < 0.1 * prev.size
+        });
         // A gap of more than one em splits the line into segments (table
         // cells, columns), each its own LineText on the same row.
         let mut seg: Vec<&Glyph> = Vec::new();
@@ -199,12 +221,52 @@ pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
     out
 }
 
+/// `glyphs` (in drawing order) cut into runs: a glyph continues the run
+/// when it is on the last glyph's baseline (within half a font size) and
+/// not behind it.
+fn runs<'g>(glyphs: &[&'g Glyph]) -> Vec<Vec<&'g Glyph>> {
+    let mut out: Vec<Vec<&Glyph>> = Vec::new();
+    for &g in glyphs {
+        match out.last_mut() {
+            Some(run)
+                if run.last().is_some_and(|p| {
+                    (g.y - p.y).abs() < 0.5 * p.size.max(g.size) && g.x >= p.x - 0.1 * p.size
+                }) =>
+            {
+                run.push(g)
+            }
+            _ => out.push(vec![g]),
+        }
+    }
+    out
+}
+
+/// Does `run` repeat `kept`: the same text (spaces aside) over more than
+/// half of the shorter one's stretch of the baseline?
+fn repeats(kept: &[&Glyph], run: &[&Glyph]) -> bool {
+    let text = |r: &[&Glyph]| {
+        r.iter()
+            .flat_map(|g| g.text.chars())
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+    };
+    let span = |r: &[&Glyph]| {
+        let x0 = r.iter().map(|g| g.x).fold(f32::MAX, f32::min);
+        let x1 = r.iter().map(|g| g.end()).fold(f32::MIN, f32::max);
+        (x0, x1)
+    };
+    let ((a0, a1), (b0, b1)) = (span(kept), span(run));
+    let overlap = a1.min(b1) - a0.max(b0);
+    overlap > 0.5 * (a1 - a0).min(b1 - b0) && text(kept) == text(run)
+}
+
 fn segment(l: &[&Glyph], row: usize) -> LineText {
     let mut text = String::new();
     let mut prev: Option<&Glyph> = None;
     for &g in l {
         if let Some(p) = prev
             && g.x - p.end() > g.space_after(p)
+            && !(ideographic(p) && ideographic(g))
             && !text.ends_with(' ')
             && g.text != " "
         {
@@ -229,6 +291,21 @@ fn segment(l: &[&Glyph], row: usize) -> LineText {
             bottom.max(0.0) as u32,
         ],
     }
+}
+
+/// Is the glyph Chinese or Japanese script (Han, kana, CJK punctuation,
+/// full-width forms)? Text in those scripts puts no spaces between words,
+/// so a gap between two such glyphs is layout, not a word break.
+fn ideographic(g: &Glyph) -> bool {
+    g.text.chars().next().is_some_and(|c| {
+        matches!(c as u32,
+            0x3000..=0x30FF        // CJK punctuation, hiragana, katakana
+            | 0x3400..=0x4DBF      // Han extension A
+            | 0x4E00..=0x9FFF      // Han
+            | 0xF900..=0xFAFF      // Han compatibility
+            | 0xFF00..=0xFFEF      // full-width and half-width forms
+            | 0x20000..=0x3FFFF) // Han extensions B and on
+    })
 }
 
 fn collapse_spaces(s: &str) -> String {
@@ -295,6 +372,70 @@ mod tests {
             let pdf = rayorch_testdata::pdfgen::text_pdf(&pages, size);
             assert_eq!(page_lines(&pdf, 2), pages, "spaces at {size} pt");
         }
+    }
+
+    #[test]
+    fn text_drawn_twice_is_read_once() {
+        let g = |t: char, x: f32, size: f32| Glyph {
+            text: t.to_string(),
+            x,
+            y: 100.0,
+            size,
+            advance: Some(0.6 * size),
+        };
+        let word = |s: &str, x0: f32, size: f32| -> Vec<Glyph> {
+            s.chars()
+                .enumerate()
+                .map(|(i, c)| g(c, x0 + i as f32 * 0.6 * size, size))
+                .collect()
+        };
+        let texts = |glyphs: &[Glyph]| -> Vec<String> {
+            layer_lines(glyphs, [0.0, 0.0, 1000.0, 1000.0])
+                .into_iter()
+                .map(|l| l.text)
+                .collect()
+        };
+        // The same header at two sizes from one origin (a visible line and
+        // an OCR layer over it): one line, not "TThhee".
+        let mut twice = word("The Society", 20.0, 16.0);
+        twice.extend(word("The Society", 20.0, 12.0));
+        assert_eq!(texts(&twice), vec!["The Society"]);
+        // Fake bold: every glyph drawn again 0.5 px to the right.
+        let bold: Vec<Glyph> = word("Bold", 20.0, 20.0)
+            .into_iter()
+            .flat_map(|a| {
+                let mut b = a.clone();
+                b.x += 0.5;
+                [a, b]
+            })
+            .collect();
+        assert_eq!(texts(&bold), vec!["Bold"]);
+        // Letters that repeat in a word are not duplicates, and different
+        // text over the same stretch is kept (every letter of both).
+        assert_eq!(texts(&word("small", 20.0, 20.0)), vec!["small"]);
+        let mut two = word("small", 20.0, 20.0);
+        two.extend(word("print", 20.0, 20.0));
+        assert_eq!(texts(&two).concat().len(), 10);
+    }
+
+    #[test]
+    fn no_spaces_between_ideographs_spaced_out_by_the_layout() {
+        // An OCR layer of a Japanese title: each glyph boxed on its own,
+        // 0.3 em apart; Latin letters at the same gaps are words.
+        let g = |t: &str, i: usize| Glyph {
+            text: t.into(),
+            x: 100.0 + i as f32 * 26.0,
+            y: 100.0,
+            size: 20.0,
+            advance: Some(20.0),
+        };
+        let glyphs: Vec<Glyph> = ["流", "体", "力", "学", "A", "B"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| g(t, i))
+            .collect();
+        let lines = layer_lines(&glyphs, [0.0, 0.0, 1000.0, 1000.0]);
+        assert_eq!(lines[0].text, "流体力学 A B");
     }
 
     #[test]
