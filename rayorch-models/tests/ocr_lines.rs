@@ -202,3 +202,49 @@ fn a_junk_crop_is_kept_but_marked_low_confidence() {
         "low-confidence text stays out of the page text"
     );
 }
+
+#[test]
+fn an_upright_page_of_long_small_print_lines_is_never_turned_or_flipped() {
+    // Full-width lines of 8-point print (forms, legal notices). Squeezed
+    // whole into the classifier's 4 : 1 input, a 40 : 1 line reads as noise:
+    // real upright form pages were judged upside down (issue 27).
+    let text = "Authority: Title 10, U.S. Code, Section 1553, and the regulations that carry it out. \
+        Principal purpose: to apply for the review of a discharge or dismissal from the armed forces, \
+        and to let the board decide whether a personal appearance is needed. Routine uses: the record \
+        may be disclosed outside the department as a routine use where the law allows it. Disclosure: \
+        voluntary; however, failure to provide the requested information may delay the review of the \
+        application or prevent it, and the board may return an incomplete application for correction.";
+    let lines: Vec<String> = (0..5)
+        .flat_map(|_| rayorch_testdata::pdfgen::wrap(text, 8.0, 612.0 - 120.0))
+        .collect();
+    let want = lines.join("\n");
+    let pdf = rayorch_testdata::pdfgen::text_pdf(&[lines], 8.0);
+    let pages = render_document(&PdfFile::from_bytes("notice.pdf", pdf), &RenderConfig::default()).unwrap();
+    let a = assets();
+    // The raw classifier on every line crop of the upright page.
+    let mut plain = TextDetector::from_assets(
+        &a,
+        DetectConfig {
+            orientation: false,
+            ..DetectConfig::default()
+        },
+    )
+    .unwrap();
+    let found = plain.detect_lines(&[&*pages[0].image]).unwrap().remove(0);
+    assert!(found.lines.len() >= 20, "{} lines", found.lines.len());
+    let mut cls =
+        rayorch_models::ocr::LineOrientation::load(&a.cls_model, &a.ort_lib, &Default::default()).unwrap();
+    let crops: Vec<&RgbImage> = found.lines.iter().map(|l| &l.1).collect();
+    let p = cls.upside_down(&crops).unwrap();
+    let flipped = p
+        .iter()
+        .filter(|&&q| q >= DetectConfig::default().flip_thresh)
+        .count();
+    assert_eq!(flipped, 0, "upright lines judged upside down: {p:?}");
+    // The job's detection: no turn, every line read.
+    let mut ocr = Ocr::new();
+    let (turns, got) = ocr.lines(&pages);
+    assert_eq!(turns[0], 0);
+    let cer = rayorch_testdata::cer::cer(&want, &ocr.text(&got[0]));
+    assert!(cer <= 0.03, "CER {cer}");
+}

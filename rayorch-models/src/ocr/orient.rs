@@ -41,8 +41,38 @@ impl LineOrientation {
         })
     }
 
-    /// For each crop, the probability that it is upside down (empty crops: 0).
+    /// For each crop, the probability that it is upside down (empty crops:
+    /// 0). A line longer than the model's 4 : 1 input is not squeezed into
+    /// it (a 45 : 1 line squeezed that far reads as noise, and upright form
+    /// lines came out "upside down" at 0.5–0.95): up to [`PIECES`] pieces
+    /// of 4 : 1 at the line's own scale, spread along it, are classified
+    /// and their probabilities averaged. A crop's result depends on the
+    /// crop alone.
     pub fn upside_down(&mut self, crops: &[&RgbImage]) -> Result<Vec<f32>, ModelError> {
+        let mut pieces: Vec<RgbImage> = Vec::new();
+        let mut owner: Vec<usize> = Vec::new();
+        for (i, c) in crops.iter().enumerate() {
+            for p in line_pieces(c) {
+                pieces.push(p);
+                owner.push(i);
+            }
+        }
+        let p = self.classify(&pieces.iter().collect::<Vec<_>>())?;
+        let (mut sum, mut n) = (vec![0.0f32; crops.len()], vec![0u32; crops.len()]);
+        for (&i, q) in owner.iter().zip(p) {
+            sum[i] += q;
+            n[i] += 1;
+        }
+        Ok(sum
+            .iter()
+            .zip(&n)
+            .map(|(&s, &k)| if k == 0 { 0.0 } else { s / k as f32 })
+            .collect())
+    }
+
+    /// The classifier's upside-down probability of each crop, squeezed into
+    /// the model's input as PaddleOCR does.
+    fn classify(&mut self, crops: &[&RgbImage]) -> Result<Vec<f32>, ModelError> {
         let mut out = vec![0.0; crops.len()];
         let usable: Vec<usize> = (0..crops.len())
             .filter(|&i| crops[i].width() > 0 && crops[i].height() > 0)
@@ -76,6 +106,35 @@ impl LineOrientation {
         }
         Ok(out)
     }
+}
+
+/// At most this many pieces of a long line are classified.
+pub const PIECES: usize = 3;
+
+/// The pieces of `crop` the classifier reads: the crop itself when it is
+/// no longer than the model's 4 : 1 input (none when empty), else up to
+/// [`PIECES`] crops of 4 : 1 at its own height, the first at its start, the
+/// last at its end, the rest evenly between.
+fn line_pieces(crop: &RgbImage) -> Vec<RgbImage> {
+    let (w, h) = crop.dimensions();
+    if w == 0 || h == 0 {
+        return Vec::new();
+    }
+    let pw = h.saturating_mul(W / H).max(1);
+    if w <= pw {
+        return vec![crop.clone()];
+    }
+    let n = ((w / pw) as usize).clamp(1, PIECES);
+    (0..n)
+        .map(|k| {
+            let x = if n == 1 {
+                0
+            } else {
+                (w - pw) as u64 * k as u64 / (n - 1) as u64
+            } as u32;
+            image::imageops::crop_imm(crop, x, 0, pw, h).to_image()
+        })
+        .collect()
 }
 
 /// Is the box taller than wide enough to be read turned a quarter?
