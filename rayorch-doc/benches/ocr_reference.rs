@@ -33,8 +33,9 @@
 //! Then word F1 of the reference, the job and doc_layout against the
 //! truth of born-digital pages, each page's text layer as pdfium reads it
 //! (the reference script's `--truth`; pages with 20 or more characters),
-//! by kind of document ([`rayorch_testdata::real_pdfs::kind`]) — issue 27's
-//! measure. pdfium's text of a scan's invisible OCR layer is that OCR's
+//! by kind of document ([`rayorch_testdata::real_pdfs::kind`]), with the
+//! CER in reading order and order-free (words sorted per page) — issue
+//! 27's measures. pdfium's text of a scan's invisible OCR layer is that OCR's
 //! text, not truth: read the `scan` row with that in mind.
 //!
 //! `cargo bench -p rayorch-doc --bench ocr_reference` (env `BENCH_ROUNDS`,
@@ -342,6 +343,30 @@ fn pages_word_f1<'a>(
     2.0 * common as f64 / (nr + nh) as f64
 }
 
+/// Character error rate of the pages `hyp` against the pages `truth`,
+/// summed over the pages (edits over truth characters, whitespace runs as
+/// one space): in reading order, and order-free (each page's words sorted
+/// first, so only misread, lost or extra words count, not their order).
+fn pages_cer(truth: &[&String], hyp: &[&String]) -> (f64, f64) {
+    use rayorch_testdata::cer::{levenshtein, normalize_whitespace};
+    let sorted = |t: &str| {
+        let mut w: Vec<&str> = t.split_whitespace().collect();
+        w.sort_unstable();
+        w.join(" ")
+    };
+    let (mut edits, mut free, mut chars) = (0usize, 0usize, 0usize);
+    for (t, h) in truth.iter().zip(hyp) {
+        let (tn, hn) = (normalize_whitespace(t), normalize_whitespace(h));
+        let (tc, hc): (Vec<char>, Vec<char>) = (tn.chars().collect(), hn.chars().collect());
+        edits += levenshtein(&tc, &hc);
+        let (ts, hs): (Vec<char>, Vec<char>) = (sorted(&tn).chars().collect(), sorted(&hn).chars().collect());
+        free += levenshtein(&ts, &hs);
+        chars += tc.len();
+    }
+    let rate = |e: usize| e as f64 / chars.max(1) as f64;
+    (rate(edits), rate(free))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -470,7 +495,9 @@ fn main() {
     kind_names.dedup();
     kind_names.push("all");
     let truth_sides = ["reference", "job", "layout"];
-    println!("Word F1 against the text layer (pdfium), pages with one:");
+    println!(
+        "Against the text layer (pdfium), pages with one: word F1 / CER in reading order / order-free CER"
+    );
     println!("| kind | pages | {} |", truth_sides.join(" | "));
     println!("|---|---|{}", "---|".repeat(truth_sides.len()));
     let mut against = serde_json::Map::new();
@@ -493,11 +520,24 @@ fn main() {
                 )
             })
             .collect();
-        let cells: Vec<String> = f1s.iter().map(|f| format!("{:.1}%", f * 100.0)).collect();
+        let cers: Vec<(f64, f64)> = truth_sides
+            .iter()
+            .map(|side| {
+                let t = &runs[side][0].texts;
+                let truths: Vec<&String> = pages.iter().map(|&(d, p)| &truth[d][p]).collect();
+                let hyps: Vec<&String> = pages.iter().map(|&(d, p)| &t[d][p]).collect();
+                pages_cer(&truths, &hyps)
+            })
+            .collect();
+        let cells: Vec<String> = f1s
+            .iter()
+            .zip(&cers)
+            .map(|(f, (c, o))| format!("{:.1}% / {:.1}% / {:.1}%", f * 100.0, c * 100.0, o * 100.0))
+            .collect();
         println!("| {kind} | {} | {} |", pages.len(), cells.join(" | "));
         against.insert(
             kind.to_string(),
-            serde_json::json!({"pages": pages.len(), "word_f1": f1s}),
+            serde_json::json!({"pages": pages.len(), "word_f1": f1s, "cer_order_free_cer": cers}),
         );
     }
     summary.insert("word_f1_vs_text_layer".into(), serde_json::Value::Object(against));
