@@ -34,7 +34,13 @@ def main():
     if args.truth:
         import pypdfium2 as pdfium
 
-        truth = [[page.get_textpage().get_text_bounded() for page in pdfium.PdfDocument(p)] for p in args.pdfs]
+        # pdfium marks a word hyphenated across lines with \x02 and joins it;
+        # the page draws "ro-" at a line's end and "bustness" on the next,
+        # which is what any reader of the pixels or glyphs sees.
+        truth = [
+            [page.get_textpage().get_text_bounded().replace("\x02", "-\n") for page in pdfium.PdfDocument(p)]
+            for p in args.pdfs
+        ]
         json.dump({"truth": truth}, sys.stdout)
         sys.stdout.write("\n")
         return
