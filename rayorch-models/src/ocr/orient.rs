@@ -14,6 +14,7 @@
 //! down. Only lines at least three times longer than thick vote: single
 //! characters have no reading direction.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use image::RgbImage;
@@ -49,7 +50,7 @@ impl LineOrientation {
     /// and their probabilities averaged. A crop's result depends on the
     /// crop alone.
     pub fn upside_down(&mut self, crops: &[&RgbImage]) -> Result<Vec<f32>, ModelError> {
-        let mut pieces: Vec<RgbImage> = Vec::new();
+        let mut pieces: Vec<Cow<'_, RgbImage>> = Vec::new();
         let mut owner: Vec<usize> = Vec::new();
         for (i, c) in crops.iter().enumerate() {
             for p in line_pieces(c) {
@@ -57,7 +58,7 @@ impl LineOrientation {
                 owner.push(i);
             }
         }
-        let p = self.classify(&pieces.iter().collect::<Vec<_>>())?;
+        let p = self.classify(&pieces.iter().map(|p| &**p).collect::<Vec<_>>())?;
         let (mut sum, mut n) = (vec![0.0f32; crops.len()], vec![0u32; crops.len()]);
         for (&i, q) in owner.iter().zip(p) {
             sum[i] += q;
@@ -111,18 +112,18 @@ impl LineOrientation {
 /// At most this many pieces of a long line are classified.
 pub const PIECES: usize = 3;
 
-/// The pieces of `crop` the classifier reads: the crop itself when it is
-/// no longer than the model's 4 : 1 input (none when empty), else up to
-/// [`PIECES`] crops of 4 : 1 at its own height, the first at its start, the
-/// last at its end, the rest evenly between.
-fn line_pieces(crop: &RgbImage) -> Vec<RgbImage> {
+/// The pieces of `crop` the classifier reads: the crop itself (borrowed)
+/// when it is no longer than the model's 4 : 1 input (none when empty),
+/// else up to [`PIECES`] crops of 4 : 1 at its own height, the first at its
+/// start, the last at its end, the rest evenly between.
+fn line_pieces(crop: &RgbImage) -> Vec<Cow<'_, RgbImage>> {
     let (w, h) = crop.dimensions();
     if w == 0 || h == 0 {
         return Vec::new();
     }
     let pw = h.saturating_mul(W / H).max(1);
     if w <= pw {
-        return vec![crop.clone()];
+        return vec![Cow::Borrowed(crop)];
     }
     let n = ((w / pw) as usize).clamp(1, PIECES);
     (0..n)
@@ -132,7 +133,7 @@ fn line_pieces(crop: &RgbImage) -> Vec<RgbImage> {
             } else {
                 (w - pw) as u64 * k as u64 / (n - 1) as u64
             } as u32;
-            image::imageops::crop_imm(crop, x, 0, pw, h).to_image()
+            Cow::Owned(image::imageops::crop_imm(crop, x, 0, pw, h).to_image())
         })
         .collect()
 }
