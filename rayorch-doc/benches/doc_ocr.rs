@@ -5,7 +5,8 @@
 //!
 //! Both sides run the same stage types with the same settings
 //! (`OcrConfig::detect`, `OcrConfig::recognize`, the render config) on the
-//! healthy bundled samples: open each document (`PdfOpen`), render its
+//! healthy bundled samples, the job with `force_ocr` (every page OCR'd,
+//! as the loop does): open each document (`PdfOpen`), render its
 //! pages (`PdfPageRender`), detect their lines with orientation
 //! (`TextDetect`: the line classifier and warped crops on both sides),
 //! recognise them (`TextRecognize`), join them (`page_text`), embed the
@@ -41,9 +42,10 @@ use rayorch::sink::Callback;
 use rayorch::{Call, Outcome, RootOutcome, Runner, Stage, StageContext};
 use rayorch_doc::Document;
 use rayorch_doc::ocr::{Knobs, OcrConfig, OcrJob};
+use rayorch_models::pdf::text::{TextSource, Verdict};
 use rayorch_models::{
-    Assets, EmbedConfig, LineRecognizer, PdfFile, PdfOpen, PdfPageRender, SentenceEmbed, SentenceEmbedder,
-    TextDetect, TextDetector, TextLine, TextRecognize, page_text,
+    Assets, EmbedConfig, LineRecognizer, PageText, PdfFile, PdfOpen, PdfPageRender, SentenceEmbed,
+    SentenceEmbedder, TextDetect, TextDetector, TextLine, TextRecognize, page_text,
 };
 use rayorch_testdata::pdfgen::{SampleKind, samples};
 
@@ -61,6 +63,9 @@ fn config(threads: usize) -> OcrConfig {
             recognize_replicas: 1,
             embed_replicas: 1,
         },
+        // OCR on every page, as the loop does: the bench measures the OCR
+        // path, not the text layer's shortcut.
+        force_ocr: true,
         ..d
     }
 }
@@ -165,7 +170,15 @@ fn sequential(files: &[PdfFile], cfg: &OcrConfig, a: &Assets) -> Run {
             .collect();
         let embeddings = batched(&mut embed, doc_texts.clone(), cfg.embed_batch, &cx, "embed");
         pages += doc_texts.len();
-        let doc = Document::assemble(&f.name, doc_texts, embeddings);
+        let pages_read = doc_texts
+            .into_iter()
+            .map(|text| PageText {
+                text,
+                source: TextSource::Ocr,
+                verdict: Verdict::Forced,
+            })
+            .collect();
+        let doc = Document::assemble(&f.name, pages_read, embeddings);
         texts.push(doc.page_texts);
     }
     let secs = t.elapsed().as_secs_f64();

@@ -12,11 +12,13 @@
 //!   defaults, no angle classifier, 1 ONNX Runtime and OpenCV thread.
 //! - **job**: `doc_ocr` itself (`rayorch_doc::ocr::run_from`) with its
 //!   defaults on this machine's cores, orientation on, embeddings and all
-//!   outputs written.
-//! - **job, no embedding**: the job's own Calls (`OcrJob::new`: render,
-//!   detect with orientation, recognise, page text), the same Runner
-//!   settings as the command line, without the embed Call: CPU per OCR'd
-//!   page with embedding excluded, as the target is stated.
+//!   outputs written: each page's trusted text layer where it has one, OCR
+//!   where not.
+//! - **job, no embedding**: the job's own Calls (`OcrJob::new` with
+//!   `force_ocr`: read and render every page, detect with orientation,
+//!   recognise, page text), the same Runner settings as the command line,
+//!   without the embed Call: CPU per OCR'd page with embedding excluded, as
+//!   the target is stated.
 //! - **layout**: `doc_layout` itself (`rayorch_doc::layout::run_from`) with
 //!   its defaults: the text layer where a page has one, OCR per region
 //!   where not; each page's regions in reading order.
@@ -30,7 +32,8 @@
 //! job's page texts with the reference's (bag-of-words F1: the two order
 //! lines differently). Medians over the rounds.
 //!
-//! Then word F1 of the reference, the job and doc_layout against the
+//! Then word F1 of the reference, the job OCR'ing every page (no-embed),
+//! the job as it runs (layer where trusted) and doc_layout against the
 //! truth of born-digital pages, each page's text layer as pdfium reads it
 //! (the reference script's `--truth`; pages with 20 or more characters),
 //! by kind of document ([`rayorch_testdata::real_pdfs::kind`]), with the
@@ -53,25 +56,28 @@ use rayorch::prelude::*;
 use rayorch::sink::Callback;
 use rayorch::{Output, PlanErrors, RootOutcome, Runner};
 use rayorch_doc::ocr::{Line, OcrConfig, OcrJob, Page, Pdf};
-use rayorch_models::{LineText, PdfFile, PdfOpen, PdfPageRender, TextDetect, TextRecognize};
+use rayorch_models::ocr::PageDetect;
+use rayorch_models::{LineText, PageText, PdfFile, PdfOpen, PdfPageRead, ReadPage, TextRecognize};
 
 /// The job without its embed Call: exactly `OcrJob`'s Calls up to the page
 /// texts, gathered per document.
 struct OcrNoEmbed {
     open: Call<PdfOpen>,
-    render: Call<PdfPageRender>,
-    detect: Call<TextDetect>,
+    read: Call<PdfPageRead>,
+    detect: Call<PageDetect>,
+    layer: FnCall<ReadPage, ReadPage>,
     recognize: Call<TextRecognize>,
-    page_text: FnCall<Vec<LineText>, String>,
+    page_text: FnCall<(ReadPage, Vec<LineText>), PageText>,
+    text: FnCall<PageText, String>,
 }
 
 #[pipeline]
 impl OcrNoEmbed {
     fn forward(&self, pdfs: Port<Pdf, PdfFile>) -> Port<Pdf, Vec<String>> {
-        let pages = self.render(expand!(self.open(pdfs) => Page));
+        let pages = self.read(expand!(self.open(pdfs) => Page));
         let lines = expand!(self.detect(pages) => Line);
-        let text = self.page_text(reduce!(self.recognize(lines)));
-        reduce!(text)
+        let page = self.page_text(self.layer(pages), reduce!(self.recognize(lines)));
+        reduce!(self.text(page))
     }
 }
 
@@ -133,15 +139,21 @@ fn child(side: &str, files: &[PathBuf]) {
             layout_texts(out.path(), files.len())
         }
         "no-embed" => {
-            let cfg = OcrConfig::default();
+            // Every page OCR'd: this side measures the OCR path itself.
+            let cfg = OcrConfig {
+                force_ocr: true,
+                ..OcrConfig::default()
+            };
             let assets = rayorch_models::assets::ensure().expect("assets");
             let job = OcrJob::new(&cfg, &assets);
             let p = OcrNoEmbed {
                 open: job.open,
-                render: job.render,
+                read: job.read,
                 detect: job.detect,
+                layer: job.layer,
                 recognize: job.recognize,
                 page_text: job.page_text,
+                text: job.text,
             };
             let (plan, out) = p.plan_of().expect("the plan is valid");
             let d = rayorch_doc::ocr::cli::Args::try_parse_from(["doc_ocr"]).expect("the defaults parse");
@@ -494,7 +506,7 @@ fn main() {
     kind_names.sort_unstable();
     kind_names.dedup();
     kind_names.push("all");
-    let truth_sides = ["reference", "job", "layout"];
+    let truth_sides = ["reference", "no-embed", "job", "layout"];
     println!(
         "Against the text layer (pdfium), pages with one: word F1 / CER in reading order / order-free CER"
     );

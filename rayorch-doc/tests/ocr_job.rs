@@ -8,7 +8,10 @@
 //! - the exit status is 3 when a document failed, 0 when all were written
 //!   (or all ended as the manifest says);
 //! - replicas and threads default from the core count, flags override them;
-//! - the timeline has one rectangle per batch, on its replica's row.
+//! - the timeline has one rectangle per batch, on its replica's row;
+//! - each page's record says where its text came from and why: a page
+//!   whose text layer passes every check is never detected or recognised,
+//!   a blank one is OCR'd, and `--force-ocr` OCRs both.
 
 use std::path::Path;
 
@@ -44,12 +47,17 @@ fn jsonl(path: &Path) -> Vec<serde_json::Value> {
 
 /// Run the job on `inputs` into `out` at 10 dpi, with `extra` flags.
 fn run_job(inputs: &[String], out: &Path, extra: &[&str]) -> Ran {
+    run_job_at("10", inputs, out, extra)
+}
+
+/// [`run_job`] at `dpi`.
+fn run_job_at(dpi: &str, inputs: &[String], out: &Path, extra: &[&str]) -> Ran {
     let out_s = out.display().to_string();
     let mut argv = vec![
         "doc_ocr",
         "--no-progress",
         "--dpi",
-        "10",
+        dpi,
         "--threads",
         "1",
         "--out",
@@ -198,15 +206,76 @@ fn the_timeline_draws_every_batch_on_its_replica_row() {
         rpcs,
         "one rectangle per batch"
     );
-    let render = calls.iter().find(|c| c["name"] == "render").unwrap();
-    assert_eq!(render["rpcs"], 15, "one page per render batch");
-    // Rows: the render Call's two replicas, one for each other Call.
+    let read = calls.iter().find(|c| c["name"] == "read").unwrap();
+    assert_eq!(read["rpcs"], 15, "one page per read batch");
+    // Rows: the read Call's two replicas, one for each other Call.
     assert!(
-        ran.timeline.contains("render (B=1") && ran.timeline.contains(">#1<"),
+        ran.timeline.contains("read (B=1") && ran.timeline.contains(">#1<"),
         "{}",
         ran.timeline
     );
     assert!(ran.timeline.contains("documents written"));
+}
+
+/// The summary's figure `field` for the Call named `call`.
+fn call_stat(ran: &Ran, call: &str, field: &str) -> u64 {
+    ran.summary["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == call)
+        .unwrap_or_else(|| panic!("no Call {call}"))[field]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let lines = vec![
+        "Every parent document returns to its own place.".to_string(),
+        "Pages from many documents share one batch.".to_string(),
+    ];
+    // A born-digital page, then a blank one (no text layer at all).
+    let pdf = dir.join("mixed.pdf");
+    std::fs::write(&pdf, text_pdf(&[lines.clone(), vec![]], 18.0)).unwrap();
+    let inputs = [pdf.display().to_string()];
+    let column = |ran: &Ran, field: &str| -> Vec<String> {
+        serde_json::from_value(ran.written[0][field].clone()).unwrap()
+    };
+
+    let ran = run_job_at("150", &inputs, &dir.join("auto"), &[]);
+    assert_eq!(column(&ran, "page_sources"), ["layer", "ocr"]);
+    let reasons = column(&ran, "page_reasons");
+    assert_eq!(reasons[0], "the text layer passed every check");
+    assert!(reasons[1].starts_with("no text layer"), "{reasons:?}");
+    assert_eq!(column(&ran, "page_texts")[0], lines.join("\n"));
+    assert_eq!(
+        (
+            &ran.summary["job"]["pages_from_layer"],
+            &ran.summary["job"]["pages_ocr"]
+        ),
+        (&1.into(), &1.into())
+    );
+    // The layer page gave no lines and the blank page none either: the
+    // recognition model never ran.
+    assert_eq!(call_stat(&ran, "recognize", "grains_dispatched"), 0);
+
+    let ran = run_job_at("150", &inputs, &dir.join("forced"), &["--force-ocr"]);
+    assert_eq!(column(&ran, "page_sources"), ["ocr", "ocr"]);
+    assert!(
+        column(&ran, "page_reasons").iter().all(|r| r.contains("forced")),
+        "{:?}",
+        column(&ran, "page_reasons")
+    );
+    assert_eq!(
+        call_stat(&ran, "recognize", "grains_dispatched"),
+        lines.len() as u64,
+        "each line of the digital page recognised"
+    );
+    let ocr = &column(&ran, "page_texts")[0];
+    assert!(ocr.contains("parent document"), "{ocr}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The OCR job on the bundled samples with the real models, through its own
-//! command line (what `cargo run --example doc_ocr` runs): open → expand
-//! Page → render → detect → expand Line → recognize → reduce → page text →
+//! command line (what `cargo run --example doc_ocr -- --force-ocr` runs:
+//! every page OCR'd, not read from its text layer): open → expand
+//! Page → read (render) → detect → expand Line → recognize → reduce → page text →
 //! embed → reduce → assemble, pages rendered one per Grain under a window in
 //! pages and backpressure.
 //!
@@ -34,6 +35,9 @@ fn the_job_writes_healthy_documents_and_a_failure_line_per_bad_input() {
         "6",
         "--backpressure",
         "1",
+        // The samples are born digital: by default every page would come
+        // from its text layer. This test is about OCR on real models.
+        "--force-ocr",
     ])
     .unwrap();
     assert_eq!(code, 0, "every sample ends as its manifest says");

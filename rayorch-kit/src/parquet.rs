@@ -343,11 +343,15 @@ pub mod col {
     }
 
     /// A `list<utf8>` column.
-    pub fn strings<T>(rows: &[T], f: impl Fn(&T) -> &[String]) -> ArrayRef {
+    pub fn strings<'a, T, I>(rows: &'a [T], f: impl Fn(&'a T) -> I) -> ArrayRef
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
         let mut b = ListBuilder::new(StringBuilder::new());
         for r in rows {
             for s in f(r) {
-                b.values().append_value(s);
+                b.values().append_value(s.as_ref());
             }
             b.append(true);
         }

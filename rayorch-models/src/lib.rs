@@ -60,6 +60,6 @@ pub use ocr::{DetectConfig, LineRecognizer, RecognizeConfig, TextDetect, TextDet
 pub use onnx::{Device, OnnxConfig, OnnxSession};
 #[cfg(feature = "pdf")]
 pub use pdf::{
-    PdfFile, PdfOpen, PdfPage, PdfPageRender, PdfPages, PdfSource, RenderConfig, RenderError, open_document,
-    render_document, render_page,
+    PageText, PdfFile, PdfOpen, PdfPage, PdfPageRead, PdfPageRender, PdfPages, PdfSource, ReadPage,
+    RenderConfig, RenderError, open_document, render_document, render_page,
 };

@@ -33,10 +33,11 @@ use std::sync::Weak;
 use image::RgbImage;
 
 use crate::PageImage;
-#[cfg(feature = "ocr")]
-use crate::ocr::{LineText, TextLine};
+use crate::lines::{LineText, TextLine};
 #[cfg(feature = "pdf")]
-use crate::pdf::{OpenPdf, PdfFile, PdfPage, PdfPages, PdfSource, open_document};
+use crate::pdf::text::Verdict;
+#[cfg(feature = "pdf")]
+use crate::pdf::{OpenPdf, PageText, PdfFile, PdfPage, PdfPages, PdfSource, ReadPage, open_document};
 
 /// The most pixels a decoded image may declare (2^28, about 268 M: an A0
 /// page rendered at 400 dpi is 248 M), whatever bytes follow: a page or a
@@ -102,6 +103,11 @@ impl<'a> Reader<'a> {
     pub fn u64(&mut self, what: &str) -> Result<u64, String> {
         let s = self.take(8, what)?;
         Ok(u64::from_le_bytes(s.try_into().unwrap_or([0; 8])))
+    }
+
+    /// One byte.
+    pub fn u8(&mut self, what: &str) -> Result<u8, String> {
+        Ok(self.take(1, what)?[0])
     }
 
     /// A little-endian `u32`.
@@ -233,13 +239,12 @@ wire_list!(
     String => "strings",
     Vec<f32> => "f32 lists",
 );
-#[cfg(feature = "ocr")]
+
 wire_list!(
     TextLine => "text lines",
     LineText => "line texts",
 );
 
-#[cfg(feature = "ocr")]
 impl Wire for LineText {
     const TAG: &'static str = "line text";
     fn put(&self, out: &mut Vec<u8>) {
@@ -393,7 +398,6 @@ impl Wire for PageImage {
     }
 }
 
-#[cfg(feature = "ocr")]
 impl Wire for TextLine {
     const TAG: &'static str = "text line";
     fn put(&self, out: &mut Vec<u8>) {
@@ -419,6 +423,111 @@ impl Wire for TextLine {
         })
     }
 }
+
+/// A verdict travels as one byte naming it, then its measure (a `u32`
+/// percent) where it has one.
+#[cfg(feature = "pdf")]
+fn put_verdict(out: &mut Vec<u8>, v: Verdict) {
+    let (code, percent) = match v {
+        Verdict::Trusted => (0, None),
+        Verdict::Forced => (1, None),
+        Verdict::NoLayer => (2, None),
+        Verdict::Unmapped { percent } => (3, Some(percent)),
+        Verdict::Garbage { percent } => (4, Some(percent)),
+        Verdict::SpacedOut { percent } => (5, Some(percent)),
+        Verdict::Scrambled { percent } => (6, Some(percent)),
+        Verdict::TextInImages { percent } => (7, Some(percent)),
+        Verdict::Unreadable => (8, None),
+    };
+    out.push(code);
+    if let Some(p) = percent {
+        out.extend_from_slice(&p.to_le_bytes());
+    }
+}
+
+#[cfg(feature = "pdf")]
+fn get_verdict(r: &mut Reader<'_>) -> Result<Verdict, String> {
+    const WHAT: &str = "a text-layer verdict's measure";
+    Ok(match r.u8("a text-layer verdict")? {
+        0 => Verdict::Trusted,
+        1 => Verdict::Forced,
+        2 => Verdict::NoLayer,
+        3 => Verdict::Unmapped {
+            percent: r.u32(WHAT)?,
+        },
+        4 => Verdict::Garbage {
+            percent: r.u32(WHAT)?,
+        },
+        5 => Verdict::SpacedOut {
+            percent: r.u32(WHAT)?,
+        },
+        6 => Verdict::Scrambled {
+            percent: r.u32(WHAT)?,
+        },
+        7 => Verdict::TextInImages {
+            percent: r.u32(WHAT)?,
+        },
+        8 => Verdict::Unreadable,
+        t => return Err(format!("bad value: a text-layer verdict of {t}, expected 0 to 8")),
+    })
+}
+
+#[cfg(feature = "pdf")]
+impl Wire for ReadPage {
+    const TAG: &'static str = "read page";
+    fn put(&self, out: &mut Vec<u8>) {
+        put_bytes(out, self.doc.as_bytes());
+        put_u64(out, self.page as u64);
+        put_verdict(out, self.verdict);
+        self.layer.put(out);
+        match &self.image {
+            None => out.push(0),
+            Some(im) => {
+                out.push(1);
+                im.put(out);
+            }
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<ReadPage, String> {
+        let doc = r.string("a document name")?.into();
+        let page = r.u64("a page number")? as usize;
+        let verdict = get_verdict(r)?;
+        let layer = Arc::new(Vec::<LineText>::get(r)?);
+        let image = match r.u8("an image flag")? {
+            0 => None,
+            1 => Some(PageImage::get(r)?),
+            t => return Err(format!("bad value: an image flag of {t}, expected 0 or 1")),
+        };
+        Ok(ReadPage {
+            doc,
+            page,
+            verdict,
+            layer,
+            image,
+        })
+    }
+}
+
+#[cfg(feature = "pdf")]
+impl Wire for PageText {
+    const TAG: &'static str = "page text";
+    fn put(&self, out: &mut Vec<u8>) {
+        self.text.put(out);
+        put_verdict(out, self.verdict);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<PageText, String> {
+        let text = String::get(r)?;
+        let verdict = get_verdict(r)?;
+        Ok(PageText {
+            text,
+            source: verdict.source(),
+            verdict,
+        })
+    }
+}
+
+#[cfg(feature = "pdf")]
+wire_list!(PageText => "page texts");
 
 #[cfg(all(test, feature = "pdf", feature = "ocr"))]
 mod tests {

@@ -15,10 +15,11 @@ use std::sync::{Arc, Once};
 
 use image::RgbImage;
 use proptest::prelude::*;
+use rayorch_models::LineText;
 use rayorch_models::PageImage;
-use rayorch_models::wire::{MAX_IMAGE_PIXELS, Wire};
 #[cfg(feature = "ocr")]
-use rayorch_models::{LineText, TextLine};
+use rayorch_models::TextLine;
+use rayorch_models::wire::{MAX_IMAGE_PIXELS, Wire};
 use tracking_allocator::{AllocationGroupId, AllocationRegistry, AllocationTracker, Allocator};
 
 #[global_allocator]
@@ -120,13 +121,21 @@ fn decode_all(b: &[u8]) -> usize {
             ls.iter().for_each(|l| check_image("line crop", &l.crop));
             ok += 1;
         }
-        ok += usize::from(decode_as::<LineText>(b).is_some());
-        ok += usize::from(decode_as::<Vec<LineText>>(b).is_some());
     }
+    ok += usize::from(decode_as::<LineText>(b).is_some());
+    ok += usize::from(decode_as::<Vec<LineText>>(b).is_some());
     #[cfg(feature = "pdf")]
     {
         // Only the document's source: a page handle opens its document.
         ok += usize::from(decode_as::<rayorch_models::pdf::PdfFile>(b).is_some());
+        if let Some(p) = decode_as::<rayorch_models::ReadPage>(b) {
+            if let Some(im) = &p.image {
+                check_image("read page", &im.image);
+            }
+            ok += 1;
+        }
+        ok += usize::from(decode_as::<rayorch_models::PageText>(b).is_some());
+        ok += usize::from(decode_as::<Vec<rayorch_models::PageText>>(b).is_some());
     }
     ok
 }
@@ -175,7 +184,6 @@ fn text_line() -> impl Strategy<Value = TextLine> {
         })
 }
 
-#[cfg(feature = "ocr")]
 fn line_text() -> impl Strategy<Value = LineText> {
     (
         text(),
@@ -190,6 +198,49 @@ fn line_text() -> impl Strategy<Value = LineText> {
             low_confidence,
             row: row as usize,
             bbox,
+        })
+}
+
+#[cfg(feature = "pdf")]
+fn verdict() -> impl Strategy<Value = rayorch_models::pdf::text::Verdict> {
+    use rayorch_models::pdf::text::Verdict;
+    prop_oneof![
+        Just(Verdict::Trusted),
+        Just(Verdict::Forced),
+        Just(Verdict::NoLayer),
+        Just(Verdict::Unreadable),
+        any::<u32>().prop_map(|percent| Verdict::Unmapped { percent }),
+        any::<u32>().prop_map(|percent| Verdict::Garbage { percent }),
+        any::<u32>().prop_map(|percent| Verdict::SpacedOut { percent }),
+        any::<u32>().prop_map(|percent| Verdict::Scrambled { percent }),
+        any::<u32>().prop_map(|percent| Verdict::TextInImages { percent }),
+    ]
+}
+
+#[cfg(feature = "pdf")]
+fn page_text_value() -> impl Strategy<Value = rayorch_models::PageText> {
+    (text(), verdict()).prop_map(|(text, verdict)| rayorch_models::PageText {
+        text,
+        source: verdict.source(),
+        verdict,
+    })
+}
+
+#[cfg(feature = "pdf")]
+fn read_page() -> impl Strategy<Value = rayorch_models::ReadPage> {
+    (
+        text(),
+        any::<u32>(),
+        verdict(),
+        proptest::collection::vec(line_text(), 0..3),
+        proptest::option::of(page_image()),
+    )
+        .prop_map(|(doc, page, verdict, layer, image)| rayorch_models::ReadPage {
+            doc: doc.into(),
+            page: page as usize,
+            verdict,
+            layer: Arc::new(layer),
+            image,
         })
 }
 
@@ -209,10 +260,14 @@ fn frame() -> BoxedStrategy<Vec<u8>> {
             s,
             text_line().prop_map(|l| l.to_wire()),
             proptest::collection::vec(text_line(), 0..3).prop_map(|v| v.to_wire()),
-            proptest::collection::vec(line_text(), 0..3).prop_map(|v| v.to_wire()),
         ]
         .boxed();
     }
+    s = prop_oneof![
+        s,
+        proptest::collection::vec(line_text(), 0..3).prop_map(|v| v.to_wire()),
+    ]
+    .boxed();
     #[cfg(feature = "pdf")]
     {
         use rayorch_models::pdf::PdfFile;
@@ -227,6 +282,9 @@ fn frame() -> BoxedStrategy<Vec<u8>> {
             }),
             (text(), proptest::collection::vec(any::<u8>(), 0..16))
                 .prop_map(|(n, b)| PdfFile::from_bytes(n, b).to_wire()),
+            read_page().prop_map(|p| p.to_wire()),
+            page_text_value().prop_map(|p| p.to_wire()),
+            proptest::collection::vec(page_text_value(), 0..3).prop_map(|v| v.to_wire()),
         ]
         .boxed();
     }

@@ -54,10 +54,16 @@ pub struct Args {
     /// Largest page in pixels (bigger pages render at a lower DPI).
     #[arg(long, default_value_t = 6_000_000)]
     pub max_pixels: u64,
-    /// Render: replicas. Default: from the core count.
+    /// OCR every page, even one whose text layer passes every check (by
+    /// default such a page's text is its layer: exact, and several times
+    /// cheaper).
+    #[arg(long)]
+    pub force_ocr: bool,
+    /// Read (text layer, and rendering for the pages OCR reads): replicas.
+    /// Default: from the core count.
     #[arg(long)]
     pub render_replicas: Option<usize>,
-    /// Render: pages per batch (from any documents).
+    /// Read: pages per batch (from any documents).
     #[arg(long, default_value_t = 2)]
     pub render_batch: usize,
     /// Detect: pages per batch.
@@ -139,6 +145,7 @@ impl Args {
                 dpi: self.dpi,
                 max_pixels: self.max_pixels,
             },
+            force_ocr: self.force_ocr,
             det_max_side: self.det_max_side,
             orientation: !self.no_orientation,
             cuda: self.cuda,

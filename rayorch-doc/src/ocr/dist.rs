@@ -17,7 +17,9 @@ use std::sync::Arc;
 use rayorch::spi::Value;
 use rayorch_dist::{Codecs, DistConfig};
 use rayorch_models::wire::Wire;
-use rayorch_models::{LineText, PageImage, PdfFile, PdfPage, PdfPages, PdfSource, TextLine};
+use rayorch_models::{
+    LineText, PageImage, PageText, PdfFile, PdfPage, PdfPages, PdfSource, ReadPage, TextLine,
+};
 
 use super::cli::Args;
 use crate::document::Document;
@@ -31,6 +33,9 @@ pub fn codecs() -> Codecs {
     let c = add::<PdfPages>(c);
     let c = add::<PdfPage>(c);
     let c = add::<PageImage>(c);
+    let c = add::<ReadPage>(c);
+    let c = add::<PageText>(c);
+    let c = add::<Vec<PageText>>(c);
     let c = add::<Vec<TextLine>>(c);
     let c = add::<TextLine>(c);
     let c = add::<LineText>(c);

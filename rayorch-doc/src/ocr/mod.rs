@@ -2,15 +2,22 @@
 //! streamed per document.
 //!
 //! ```text
-//! Pdf ─open─► expand Page ─render─► detect─► expand Line ─recognize─► reduce (page lines)
-//!     ─page_text─► embed ─► reduce (page texts, page embeddings) ─assemble─► Document
+//! Pdf ─open─► expand Page ─read─► detect ─► expand Line ─recognize─► reduce (page lines)
+//!                            └──layer──────────────────────────────────┴─page_text─► embed
+//!     ─► reduce (page texts, page embeddings) ─assemble─► Document
 //! ```
 //! A document is parsed once (`open`) and expanded into page handles; each
-//! page is rendered in its own Grain, so rendered pages in flight are bounded
+//! page is read in its own Grain (`read`): a page whose text layer passes
+//! the checks of `rayorch_models::pdf::text::Verdict` takes its text from
+//! the layer and is never rendered, detected or recognised (it expands to
+//! no lines); any other page is rendered and OCR'd. Every page's record
+//! says which, and why (`Document::page_sources`, `page_reasons`);
+//! `--force-ocr` OCRs every page. Rendered pages in flight are bounded
 //! by batch sizes, replicas and backpressure, not by document length, and a
 //! window in child pages and lines (a line counts until its page is
 //! reduced, a page until its document is) bounds how much work the admitted
-//! documents bring.
+//! documents bring. A page's text is in reading order across columns
+//! (`rayorch_models::lines::reading_order`), from the layer or from OCR.
 //! Rendering is hayro, detection and recognition PP-OCRv6 tiny on ONNX
 //! Runtime, embeddings all-MiniLM-L6-v2 on candle. Recognition batches mix
 //! line crops of many pages and documents; each document is written the
@@ -29,9 +36,9 @@ mod run;
 use rayorch::prelude::*;
 use rayorch::{Output, PlanErrors};
 use rayorch_models::{
-    Assets, DetectConfig, Device, EmbedConfig, LineText, OnnxConfig, PdfFile, PdfOpen, PdfPageRender,
-    RecognizeConfig, RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector, TextRecognize,
-    page_text,
+    Assets, DetectConfig, Device, EmbedConfig, LineText, OnnxConfig, PageText, PdfFile, PdfOpen, PdfPageRead,
+    ReadPage, RecognizeConfig, RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector,
+    TextRecognize, ocr::PageDetect,
 };
 
 pub use dist::codecs;
@@ -47,20 +54,24 @@ pub use crate::domains::{Page, Pdf};
 pub struct Line;
 
 /// What `assemble` takes: the document name, its page texts and page embeddings.
-pub type Parts = (String, Vec<String>, Vec<Vec<f32>>);
+pub type Parts = (String, Vec<PageText>, Vec<Vec<f32>>);
 
 /// Every Call of the job.
 pub struct OcrJob {
     /// Parse a document into page handles (once per document).
     pub open: Call<PdfOpen>,
-    /// Render one page.
-    pub render: Call<PdfPageRender>,
-    /// Detect a page's text lines (with orientation).
-    pub detect: Call<TextDetect>,
+    /// Read one page: its trusted text layer, or its pixels for OCR.
+    pub read: Call<PdfPageRead>,
+    /// Detect the text lines (with orientation) of a page OCR reads.
+    pub detect: Call<PageDetect>,
+    /// A read page without its pixels (what waits for its OCR lines).
+    pub layer: FnCall<ReadPage, ReadPage>,
     /// Recognise one line (batches mix lines of many pages and documents).
     pub recognize: Call<TextRecognize>,
-    /// Join a page's lines into its text.
-    pub page_text: FnCall<Vec<LineText>, String>,
+    /// A page's text, from its layer or its OCR lines, in reading order.
+    pub page_text: FnCall<(ReadPage, Vec<LineText>), PageText>,
+    /// The text alone (what is embedded).
+    pub text: FnCall<PageText, String>,
     /// Embed one page text.
     pub embed: Call<SentenceEmbed>,
     /// The document's name.
@@ -69,16 +80,17 @@ pub struct OcrJob {
     pub assemble: FnCall<Parts, Document>,
 }
 
-/// The pipeline: Pdf → pages → text lines, recognized in batches that mix
-/// lines of many pages and documents, gathered back in reading order.
+/// The pipeline: Pdf → pages, each read from its text layer or OCR'd
+/// (text lines recognized in batches that mix lines of many pages and
+/// documents, gathered back in reading order).
 #[pipeline]
 impl OcrJob {
     fn forward(&self, pdfs: Port<Pdf, PdfFile>) -> Port<Pdf, Document> {
-        let pages = self.render(expand!(self.open(pdfs) => Page));
+        let pages = self.read(expand!(self.open(pdfs) => Page));
         let lines = expand!(self.detect(pages) => Line);
-        let text = self.page_text(reduce!(self.recognize(lines)));
-        let embedding = self.embed(text);
-        self.assemble(self.name(pdfs), reduce!(text), reduce!(embedding))
+        let page = self.page_text(self.layer(pages), reduce!(self.recognize(lines)));
+        let embedding = self.embed(self.text(page));
+        self.assemble(self.name(pdfs), reduce!(page), reduce!(embedding))
     }
 }
 
@@ -87,7 +99,7 @@ impl OcrJob {
 pub struct Knobs {
     /// ONNX Runtime intra-op threads per session (per replica).
     pub threads: usize,
-    /// Render replicas.
+    /// Read (and render) replicas.
     pub render_replicas: usize,
     /// Detect replicas.
     pub detect_replicas: usize,
@@ -122,7 +134,7 @@ impl Knobs {
     /// The replicas of the Call named `call` (1 for the cheap ones).
     pub fn replicas_of(&self, call: &str) -> usize {
         match call {
-            "render" => self.render_replicas,
+            "read" => self.render_replicas,
             "detect" => self.detect_replicas,
             "recognize" => self.recognize_replicas,
             "embed" => self.embed_replicas,
@@ -141,6 +153,8 @@ pub fn machine_cores() -> usize {
 pub struct OcrConfig {
     /// Page rendering.
     pub render: RenderConfig,
+    /// OCR every page, trusting no text layer.
+    pub force_ocr: bool,
     /// Detect: longest side of the detection input in pixels (0 = the full page).
     pub det_max_side: u32,
     /// Detect: turn pages by 90/180/270° and flip upside-down lines.
@@ -149,7 +163,7 @@ pub struct OcrConfig {
     pub cuda: bool,
     /// Replicas and threads.
     pub knobs: Knobs,
-    /// Render: pages per batch.
+    /// Read (render): pages per batch.
     pub render_batch: usize,
     /// Detect: pages per batch.
     pub detect_batch: usize,
@@ -170,6 +184,7 @@ impl Default for OcrConfig {
     fn default() -> OcrConfig {
         OcrConfig {
             render: RenderConfig::default(),
+            force_ocr: false,
             det_max_side: 960,
             orientation: true,
             cuda: false,
@@ -224,19 +239,25 @@ impl OcrJob {
     /// replica loads its model when the run starts it).
     pub fn new(cfg: &OcrConfig, assets: &Assets) -> OcrJob {
         let k = cfg.knobs;
-        let render_cfg = cfg.render.clone();
+        let (render_cfg, force_ocr) = (cfg.render.clone(), cfg.force_ocr);
         let (a1, a3) = (assets.clone(), assets.clone());
         let (det_cfg, rec_cfg) = (cfg.detect(), cfg.recognize());
         OcrJob {
             open: Call::new("open", || Ok(PdfOpen)).batch_size(1),
-            render: Call::new("render", move || Ok(PdfPageRender::new(render_cfg.clone())))
-                .replicas(k.render_replicas)
-                .batch_size(cfg.render_batch),
+            read: Call::new("read", move || {
+                Ok(PdfPageRead::new(render_cfg.clone(), force_ocr))
+            })
+            .replicas(k.render_replicas)
+            .batch_size(cfg.render_batch),
             detect: Call::new("detect", move || {
-                Ok(TextDetect::new(TextDetector::from_assets(&a1, det_cfg.clone())?))
+                Ok(PageDetect(TextDetect::new(TextDetector::from_assets(
+                    &a1,
+                    det_cfg.clone(),
+                )?)))
             })
             .replicas(k.detect_replicas)
             .batch_size(cfg.detect_batch),
+            layer: Call::map("layer", ReadPage::without_image),
             recognize: crate::calls::recognize(
                 assets,
                 rec_cfg,
@@ -244,7 +265,10 @@ impl OcrJob {
                 cfg.recognize_batch,
                 cfg.recognize_by_width,
             ),
-            page_text: Call::map("page_text", |lines: Vec<LineText>| page_text(&lines)),
+            page_text: Call::map("page_text", |(page, lines): (ReadPage, Vec<LineText>)| {
+                page.text(&lines)
+            }),
+            text: Call::map("text", |page: PageText| page.text),
             embed: Call::new("embed", move || {
                 Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
                     &a3,

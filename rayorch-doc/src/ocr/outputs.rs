@@ -23,6 +23,7 @@ use rayorch::sink::{FailureLine, LinesFile, Sink};
 use rayorch::{BoxError, Item, ItemKind, Output, RootOutcome};
 use rayorch_kit::parquet::ParquetSegments;
 use rayorch_kit::progress::Progress;
+use rayorch_models::pdf::text::TextSource;
 use rayorch_testdata::cer::cer;
 use rayorch_testdata::pdfgen::{Sample, SampleKind};
 use serde::Serialize;
@@ -92,6 +93,8 @@ pub struct Outputs {
     pub seen: Vec<u64>,
     /// Pages written.
     pub pages: usize,
+    /// Pages written whose text is their text layer (the others were OCR'd).
+    pub layer_pages: usize,
     /// Each document scored against the manifest (when there is one).
     pub scores: Vec<Score>,
 }
@@ -142,6 +145,7 @@ impl Outputs {
             unexpected: 0,
             seen: Vec::new(),
             pages: 0,
+            layer_pages: 0,
             scores: Vec::new(),
         })
     }
@@ -231,11 +235,17 @@ impl Sink for Outputs {
                 })?)?;
                 self.written += 1;
                 self.pages += doc.pages;
+                let layer = doc
+                    .page_sources
+                    .iter()
+                    .filter(|&&s| s == TextSource::Layer)
+                    .count();
+                self.layer_pages += layer;
                 self.written_at.push(t);
                 self.written_at_pages.push((t, doc.pages));
                 let cer_text = cer.map_or(String::new(), |c| format!(", CER {:.2}%", c * 100.0));
                 self.progress.println(format!(
-                    "{t:>7.2}s  wrote  {name} ({} pages{cer_text})",
+                    "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer{cer_text})",
                     doc.pages
                 ));
                 self.parquet.write((o.key, doc))?;

@@ -72,7 +72,7 @@ pub fn run(args: Args) -> Result<u8, Error> {
 
 /// The Calls a distributed run's owner runs itself by default: the cheap
 /// steps next to the data (so it never re-parses a PDF a worker opened).
-const OWNER_CALLS: &str = "open:1,name:1,page_text:1,assemble:1";
+const OWNER_CALLS: &str = "open:1,name:1,layer:1,page_text:1,text:1,assemble:1";
 
 /// The documents, outputs and journal of a run in this process: the whole
 /// job (`owner` `None`), or the owner of a distributed one.
@@ -140,7 +140,7 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
                 .journal_source(source);
             let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
             progress.println(format!(
-                "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, replicas render {} detect {} recognize {} embed {}, outputs in {}",
+                "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, replicas read {} detect {} recognize {} embed {}, outputs in {}",
                 files.len(),
                 args.window,
                 k.threads,
@@ -195,6 +195,8 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
         "documents_written": outputs.written,
         "documents_failed": outputs.failed,
         "pages_written": outputs.pages,
+        "pages_from_layer": outputs.layer_pages,
+        "pages_ocr": outputs.pages - outputs.layer_pages,
         "pages_per_s": pages_per_s,
         "first_outcome_s": summary.first_root_s,
         "first_present_s": summary.first_present_s,
@@ -207,7 +209,7 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
         "documents_unexpected": outputs.unexpected,
         "threads_per_session": k.threads,
         "replicas": {
-            "render": k.render_replicas,
+            "read": k.render_replicas,
             "detect": k.detect_replicas,
             "recognize": k.recognize_replicas,
             "embed": k.embed_replicas,

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::layout::reading_order::reading_order;
 use crate::layout::table::Table;
 use crate::layout::{Orientation, PageInfo, Region, RegionKind, TextSource};
+use crate::pdf::text::Verdict;
 use crate::{LineText, page_text};
 
 /// One finished region: what the per-region records hold.
@@ -95,6 +96,11 @@ pub struct PageResult {
     pub page: usize,
     /// Where the page's text came from.
     pub text_source: TextSource,
+    /// Why: the text-layer checks' verdict on the page, and its reason.
+    pub verdict: Verdict,
+    /// The verdict in words.
+    #[serde(default)]
+    pub reason: String,
     /// What was done to bring the page upright before layout (region boxes
     /// are in the upright page's pixels).
     #[serde(default)]
@@ -178,6 +184,8 @@ pub fn assemble_page(info: PageInfo, regions: Vec<RegionResult>) -> PageResult {
     PageResult {
         page: info.page,
         text_source: info.text_source,
+        verdict: info.verdict,
+        reason: info.verdict.to_string(),
         orientation: info.orientation,
         regions: out,
         markdown,
@@ -296,6 +304,7 @@ mod tests {
         let info = PageInfo {
             page: 0,
             text_source: TextSource::Ocr,
+            verdict: Verdict::NoLayer,
             orientation: Orientation::default(),
         };
         let p = assemble_page(info, regions);

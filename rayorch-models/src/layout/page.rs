@@ -11,7 +11,8 @@ use super::detect::{LayoutBox, RegionKind};
 use super::{leftover, upright};
 use crate::image::{PageImage, crop};
 use crate::ocr::LineText;
-use crate::pdf::text::{Glyph, layer_lines};
+pub use crate::pdf::text::TextSource;
+use crate::pdf::text::{Glyph, Verdict, layer_lines};
 use upright::Orientation;
 
 /// A rendered page on its way to layout, with its text layer when usable.
@@ -22,6 +23,8 @@ pub struct LayoutPage {
     /// The page's text layer in page pixels; `None` when OCR reads the page
     /// (no usable layer, or OCR forced).
     pub glyphs: Option<Arc<Vec<Glyph>>>,
+    /// Why the page's text comes from where it does.
+    pub verdict: Verdict,
     /// What was done to bring `image` upright (nothing until
     /// [`upright::PageUpright`] has seen the page).
     pub orientation: Orientation,
@@ -46,6 +49,7 @@ impl LayoutPage {
         PageInfo {
             page: self.image.page,
             text_source: self.text_source(),
+            verdict: self.verdict,
             orientation: self.orientation,
         }
     }
@@ -59,18 +63,10 @@ pub struct PageInfo {
     pub page: usize,
     /// Where the page's text came from.
     pub text_source: TextSource,
+    /// Why (the text-layer checks' verdict).
+    pub verdict: Verdict,
     /// What was done to bring the page upright.
     pub orientation: Orientation,
-}
-
-/// Where a region's text came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TextSource {
-    /// The PDF's own text layer.
-    Layer,
-    /// Line detection and recognition on the pixels.
-    Ocr,
 }
 
 /// One region of a page, flowing from layout to its per-kind handling.

@@ -18,7 +18,7 @@ use rayorch::{Cause, Outcome, Stage, StageContext, StageResult};
 use crate::image::crop;
 use crate::layout::{LayoutPage, Region};
 use crate::ocr::detect::TextDetector;
-use crate::pdf::text as textlayer;
+use crate::pdf::text::{self as textlayer, Verdict};
 use crate::pdf::{RenderConfig, render_document};
 use crate::{PdfFile, PdfSource, TextLine};
 
@@ -44,18 +44,25 @@ pub fn render_with_layer(
         source: PdfSource::Bytes(bytes.clone()),
     };
     let pages = render_document(&in_memory, cfg).map_err(|e| e.to_string())?;
-    let layers = if force_ocr {
-        vec![None; pages.len()]
+    let verdicts: Vec<(Option<Vec<textlayer::Glyph>>, Verdict)> = if force_ocr {
+        pages.iter().map(|_| (None, Verdict::Forced)).collect()
     } else {
         let scales: Vec<f32> = pages.iter().map(|p| p.dpi / 72.0).collect();
         textlayer::extract(&bytes, &scales)
+            .into_iter()
+            .map(|l| {
+                let v = l.verdict;
+                (l.trusted(), v)
+            })
+            .collect()
     };
     Ok(pages
         .into_iter()
-        .zip(layers)
-        .map(|(image, g)| LayoutPage {
+        .zip(verdicts)
+        .map(|(image, (g, verdict))| LayoutPage {
             image,
             glyphs: g.map(Arc::new),
+            verdict,
             orientation: Default::default(),
             lines: None,
         })

@@ -302,19 +302,51 @@ impl Stage for TextDetect {
     type Out = Vec<TextLine>;
 
     fn run(&mut self, batch: Vec<PageImage>, _cx: &StageContext) -> StageResult<Vec<TextLine>> {
-        let _span = tracing::debug_span!("text_detect", pages = batch.len()).entered();
-        let images: Vec<&RgbImage> = batch.iter().map(|p| &*p.image).collect();
+        let pages: Vec<&PageImage> = batch.iter().collect();
+        Ok(self.lines(&pages)?.into_iter().map(Outcome::Ok).collect())
+    }
+}
+
+impl TextDetect {
+    /// The text lines of each of `pages`, in reading order.
+    fn lines(&mut self, pages: &[&PageImage]) -> Result<Vec<Vec<TextLine>>, ModelError> {
+        if pages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let _span = tracing::debug_span!("text_detect", pages = pages.len()).entered();
+        let images: Vec<&RgbImage> = pages.iter().map(|p| &*p.image).collect();
         let found = self.det.detect_lines(&images)?;
-        Ok(batch
+        Ok(pages
             .iter()
             .zip(found)
             .map(|(page, found)| {
                 if found.turn != 0 || found.skew_deg.abs() >= 0.5 {
                     tracing::debug!(doc = %page.doc, page = page.page, turn = found.turn, skew = found.skew_deg, "page orientation");
                 }
-                let lines = found.into_text_lines(page);
-                Outcome::Ok(lines)
+                found.into_text_lines(page)
             })
+            .collect())
+    }
+}
+
+/// Detection over read pages ([`crate::pdf::PdfPageRead`]): the model runs
+/// on the pages that carry an image (those OCR reads), in one batch; a
+/// page whose text layer is trusted gives no lines.
+#[cfg(feature = "pdf")]
+#[derive(Debug)]
+pub struct PageDetect(pub TextDetect);
+
+#[cfg(feature = "pdf")]
+impl Stage for PageDetect {
+    type In = crate::pdf::ReadPage;
+    type Out = Vec<TextLine>;
+
+    fn run(&mut self, batch: Vec<crate::pdf::ReadPage>, _cx: &StageContext) -> StageResult<Vec<TextLine>> {
+        let images: Vec<&PageImage> = batch.iter().filter_map(|p| p.image.as_ref()).collect();
+        let mut found = self.0.lines(&images)?.into_iter();
+        Ok(batch
+            .iter()
+            .map(|p| Outcome::Ok(p.image.as_ref().and_then(|_| found.next()).unwrap_or_default()))
             .collect())
     }
 }

@@ -20,6 +20,8 @@ pub mod recognize;
 
 pub use crate::lines::{LineText, TextLine, page_text};
 pub use db::{DbParams, TextBox, db_boxes, skew_deg};
+#[cfg(feature = "pdf")]
+pub use detect::PageDetect;
 pub use detect::{DetectConfig, PageLines, TextDetect, TextDetector};
 pub use orient::{LineOrientation, is_tall, page_turn, turn};
 pub use recognize::{CharDict, LineRecognizer, RecognizeConfig, TextRecognize, ctc_greedy, padded_width};

@@ -5,17 +5,20 @@
 //! | --- | --- |
 //! | [`PdfOpen`] | a [`PdfFile`] → [`PdfPages`] (parsed once; cheap page handles to `expand!`) |
 //! | [`PdfPageRender`] | a [`PdfPage`] → [`PageImage`](crate::PageImage) (one page per Grain, batches mix documents) |
+//! | [`PdfPageRead`] | a [`PdfPage`] → [`ReadPage`]: its trusted text layer, or its pixels for OCR (the decision and its reason per page) |
 //! | [`text`] | the text a PDF already carries: glyphs, positions, usable or not, lines |
 //!
 //! [`render_document`] renders a whole document at once (the same images
 //! as page by page).
 
+mod read;
 mod render;
 pub mod text;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use read::{PageText, PdfPageRead, ReadPage};
 pub use render::{
     OpenPdf, PdfOpen, PdfPage, PdfPageIter, PdfPageRender, PdfPages, RenderConfig, RenderError,
     open_document, render_document, render_page,

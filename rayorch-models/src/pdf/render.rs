@@ -151,7 +151,7 @@ pub struct OpenPdf {
         expect(dead_code, reason = "read by the wire formats only")
     )]
     pub(crate) source: PdfSource,
-    pdf: Pdf,
+    pub(crate) pdf: Pdf,
 }
 
 impl std::fmt::Debug for OpenPdf {
@@ -313,14 +313,7 @@ pub fn render_page<'a>(
         detail,
     };
     let p = &page.doc.pdf.pages()[i];
-    let (w, h) = p.render_dimensions();
-    let mut scale = cfg.dpi / 72.0;
-    let px = (w * scale) as f64 * (h * scale) as f64;
-    if px > cfg.max_pixels as f64 {
-        scale *= (cfg.max_pixels as f64 / px).sqrt() as f32;
-    }
-    // Pixmaps are u16-sized.
-    scale = scale.min(16_000.0 / w.max(h).max(1.0));
+    let scale = page_scale(p, cfg);
     let pix = catch_unwind(AssertUnwindSafe(|| {
         hayro::render(
             p,
@@ -349,6 +342,19 @@ pub fn render_page<'a>(
         image: Arc::new(image),
         dpi: scale * 72.0,
     })
+}
+
+/// Pixels per PDF point for rendering `page` with `cfg`: the resolution,
+/// lowered for a page that would pass `cfg.max_pixels` or a 16,000-pixel
+/// side (pixmaps are u16-sized).
+pub(crate) fn page_scale(page: &hayro::hayro_syntax::page::Page<'_>, cfg: &RenderConfig) -> f32 {
+    let (w, h) = page.render_dimensions();
+    let mut scale = cfg.dpi / 72.0;
+    let px = (w * scale) as f64 * (h * scale) as f64;
+    if px > cfg.max_pixels as f64 {
+        scale *= (cfg.max_pixels as f64 / px).sqrt() as f32;
+    }
+    scale.min(16_000.0 / w.max(h).max(1.0))
 }
 
 /// Every page the page tree declares must be readable: the parser recovers
@@ -435,28 +441,37 @@ impl Stage for PdfPageRender {
     type Out = PageImage;
 
     fn run(&mut self, batch: Vec<PdfPage>, _cx: &StageContext) -> StageResult<PageImage> {
-        let mut out: Vec<Option<Outcome<PageImage>>> = batch.iter().map(|_| None).collect();
-        for (i, first) in batch.iter().enumerate() {
-            if out[i].is_some() {
-                continue;
+        Ok(per_document(&batch, |page, cache| {
+            let _span =
+                tracing::debug_span!("pdf_render_page", doc = &*page.doc.name, page = page.index).entered();
+            match render_page(page, cache, &self.cfg) {
+                Ok(image) => Outcome::Ok(image),
+                // The document cannot be complete: skip its other pages.
+                Err(e) => Outcome::GroupFailure(Cause::new(e.to_string())),
             }
-            // One cache per document in this batch: it borrows the document.
-            let cache = RenderCache::new();
-            for (j, page) in batch.iter().enumerate().skip(i) {
-                if out[j].is_none() && Arc::ptr_eq(&page.doc, &first.doc) {
-                    let _span =
-                        tracing::debug_span!("pdf_render_page", doc = &*page.doc.name, page = page.index)
-                            .entered();
-                    out[j] = Some(match render_page(page, &cache, &self.cfg) {
-                        Ok(image) => Outcome::Ok(image),
-                        // The document cannot be complete: skip its other pages.
-                        Err(e) => Outcome::GroupFailure(Cause::new(e.to_string())),
-                    });
-                }
+        }))
+    }
+}
+
+/// `f` on each page of `batch`, in order, the pages of one document sharing
+/// one render cache (it borrows the document, so it is made per batch).
+pub(crate) fn per_document<T>(
+    batch: &[PdfPage],
+    mut f: impl for<'a> FnMut(&'a PdfPage, &RenderCache<'a>) -> Outcome<T>,
+) -> Vec<Outcome<T>> {
+    let mut out: Vec<Option<Outcome<T>>> = batch.iter().map(|_| None).collect();
+    for (i, first) in batch.iter().enumerate() {
+        if out[i].is_some() {
+            continue;
+        }
+        let cache = RenderCache::new();
+        for (j, page) in batch.iter().enumerate().skip(i) {
+            if out[j].is_none() && Arc::ptr_eq(&page.doc, &first.doc) {
+                out[j] = Some(f(page, &cache));
             }
         }
-        Ok(out.into_iter().flatten().collect())
     }
+    out.into_iter().flatten().collect()
 }
 
 #[cfg(test)]

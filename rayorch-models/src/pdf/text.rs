@@ -4,9 +4,12 @@
 //! Invariants:
 //! - Positions are in the pixels of the page image rendered at the same
 //!   scale (y down), so a layout box selects glyphs directly.
-//! - A page's layer is *usable* only if most glyphs map to Unicode; a page
-//!   that draws its text as paths or images, or with fonts without a
-//!   Unicode mapping, has no usable layer and goes through OCR.
+//! - A page's layer is *trusted* only when it passes every check of
+//!   [`Verdict`] (enough mapped glyphs, no garbage or control characters,
+//!   words that are not spaced out letters or scrambled, and no page-sized
+//!   image carrying text the layer lacks); any other page goes through OCR,
+//!   and the verdict (with its measure) is what the records give as the
+//!   reason.
 //! - Nothing here panics on user data: the interpreter runs under
 //!   `catch_unwind`, and a failure means "no layer" (OCR still reads it).
 
@@ -22,7 +25,128 @@ use hayro::hayro_interpret::{
 };
 use hayro::hayro_syntax::Pdf;
 
+use serde::{Deserialize, Serialize};
+
 use crate::lines::LineText;
+
+/// Where a page's text comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextSource {
+    /// The PDF's own text layer.
+    Layer,
+    /// Line detection and recognition on the pixels.
+    Ocr,
+}
+
+/// What the text-layer checks found on a page: [`Verdict::Trusted`] sends
+/// the page's text from its layer, anything else through OCR. Each check
+/// that fails gives its measure, so a record says why a page was OCR'd.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "verdict")]
+pub enum Verdict {
+    /// Every check passed.
+    Trusted,
+    /// OCR was asked for (`--force-ocr`).
+    Forced,
+    /// Fewer than 10 visible glyphs: no text layer (a scan, text drawn as
+    /// paths).
+    NoLayer,
+    /// More than 5% of the glyphs have no Unicode value (fonts without a
+    /// mapping).
+    Unmapped {
+        /// Glyphs without a Unicode value, % of all.
+        percent: u32,
+    },
+    /// More than 5% of the characters are control, private-use or
+    /// replacement characters.
+    Garbage {
+        /// Such characters, % of all visible ones.
+        percent: u32,
+    },
+    /// More than half the words are single letters ("H e l l o"): the
+    /// layer places letters, not words.
+    SpacedOut {
+        /// One-letter words, % of words with letters.
+        percent: u32,
+    },
+    /// More than a quarter of the Latin words of four letters or more have
+    /// no vowel: a font whose mapping scrambles letters.
+    Scrambled {
+        /// Such words without a vowel, %.
+        percent: u32,
+    },
+    /// Images cover most of the page and almost no layer text lies on
+    /// them: the page's text is in its pixels (a table or a page pasted
+    /// as a picture).
+    TextInImages {
+        /// The page area the images cover, %.
+        percent: u32,
+    },
+    /// The PDF interpreter failed on the page.
+    Unreadable,
+}
+
+impl Verdict {
+    /// Where the page's text comes from.
+    pub fn source(self) -> TextSource {
+        match self {
+            Verdict::Trusted => TextSource::Layer,
+            _ => TextSource::Ocr,
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Trusted => write!(f, "the text layer passed every check"),
+            Verdict::Forced => write!(f, "OCR forced (--force-ocr)"),
+            Verdict::NoLayer => write!(f, "no text layer (fewer than 10 visible glyphs)"),
+            Verdict::Unmapped { percent } => write!(f, "{percent}% of the glyphs have no Unicode value"),
+            Verdict::Garbage { percent } => {
+                write!(
+                    f,
+                    "{percent}% of the layer's characters are control or private-use characters"
+                )
+            }
+            Verdict::SpacedOut { percent } => {
+                write!(
+                    f,
+                    "spaced-out letters: {percent}% of the layer's words are single letters"
+                )
+            }
+            Verdict::Scrambled { percent } => {
+                write!(
+                    f,
+                    "scrambled text: {percent}% of the layer's long Latin words have no vowel"
+                )
+            }
+            Verdict::TextInImages { percent } => write!(
+                f,
+                "images cover {percent}% of the page and carry no layer text (text in pixels)"
+            ),
+            Verdict::Unreadable => write!(f, "the text layer could not be read"),
+        }
+    }
+}
+
+/// A page's text layer as read: its glyphs (kept whatever the verdict, for
+/// a caller that wants them anyway) and the verdict on them.
+#[derive(Clone, Debug)]
+pub struct PageLayer {
+    /// The glyphs in drawing order, page pixels.
+    pub glyphs: Vec<Glyph>,
+    /// Whether the layer is trusted, and if not why.
+    pub verdict: Verdict,
+}
+
+impl PageLayer {
+    /// The glyphs when the layer is trusted.
+    pub fn trusted(self) -> Option<Vec<Glyph>> {
+        (self.verdict == Verdict::Trusted).then_some(self.glyphs)
+    }
+}
 
 /// One glyph of the text layer.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +187,8 @@ impl Glyph {
 struct Collect {
     glyphs: Vec<Glyph>,
     unmapped: usize,
+    /// Device-space bounds of every image drawn.
+    images: Vec<Rect>,
 }
 
 impl<'a> Device<'a> for Collect {
@@ -103,52 +229,141 @@ impl<'a> Device<'a> for Collect {
             });
         }
     }
-    fn draw_image(&mut self, _: Image<'a, '_>, _: ImageDrawProps<'a>) {}
+    fn draw_image(&mut self, _: Image<'a, '_>, props: ImageDrawProps<'a>) {
+        // An image fills the unit square of its transform.
+        self.images
+            .push(props.transform.transform_rect_bbox(Rect::new(0.0, 0.0, 1.0, 1.0)));
+    }
     fn pop_clip(&mut self) {}
     fn pop_transparency_group(&mut self) {}
 }
 
-/// The glyphs of each page of `pdf`, positioned for a rendering at
-/// `scales[i]` pixels per point (pages without a scale are skipped). A page
-/// whose layer is not usable (see module docs) gives `None`.
-pub fn extract(pdf: &[u8], scales: &[f32]) -> Vec<Option<Vec<Glyph>>> {
+/// The text layer of each page of `pdf`, positioned for a rendering at
+/// `scales[i]` pixels per point (pages without a scale are skipped), with
+/// the verdict on each (see [`Verdict`]).
+pub fn extract(pdf: &[u8], scales: &[f32]) -> Vec<PageLayer> {
+    let unreadable = || PageLayer {
+        glyphs: Vec::new(),
+        verdict: Verdict::Unreadable,
+    };
     let run = || {
         let Ok(pdf) = Pdf::new(pdf.to_vec()) else {
-            return vec![None; scales.len()];
+            return vec![unreadable(); scales.len()];
         };
-        let cache = InterpreterCache::new();
         let pages = pdf.pages();
         scales
             .iter()
             .enumerate()
-            .map(|(i, &s)| {
-                let page = pages.get(i)?;
-                let (w, h) = page.render_dimensions();
-                let transform = Affine::scale(s as f64) * page.initial_transform(true).to_kurbo();
-                let mut cx = Context::new(
-                    transform,
-                    Rect::new(0.0, 0.0, (w * s) as f64, (h * s) as f64),
-                    &cache,
-                    page.xref(),
-                    InterpreterSettings::default(),
-                );
-                let mut dev = Collect {
-                    glyphs: Vec::new(),
-                    unmapped: 0,
-                };
-                interpret_page(page, &mut cx, &mut dev);
-                usable(&dev.glyphs, dev.unmapped).then_some(dev.glyphs)
-            })
+            .map(|(i, &s)| pages.get(i).map_or_else(unreadable, |p| read_page(p, s)))
             .collect()
     };
-    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|_| vec![None; scales.len()])
+    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|_| vec![unreadable(); scales.len()])
 }
 
-/// A layer is usable when it has some visible text and at most 5% of its
-/// glyphs lack a Unicode value.
-fn usable(glyphs: &[Glyph], unmapped: usize) -> bool {
-    let visible = glyphs.iter().filter(|g| !g.text.trim().is_empty()).count();
-    visible >= 10 && unmapped * 20 <= glyphs.len() + unmapped
+/// The text layer of one parsed page at `scale` pixels per point, judged.
+/// Never panics: an interpreter failure is [`Verdict::Unreadable`].
+pub fn read_page(page: &hayro::hayro_syntax::page::Page<'_>, scale: f32) -> PageLayer {
+    let run = || {
+        let cache = InterpreterCache::new();
+        let (w, h) = page.render_dimensions();
+        let transform = Affine::scale(scale as f64) * page.initial_transform(true).to_kurbo();
+        let area = Rect::new(0.0, 0.0, (w * scale) as f64, (h * scale) as f64);
+        let mut cx = Context::new(
+            transform,
+            area,
+            &cache,
+            page.xref(),
+            InterpreterSettings::default(),
+        );
+        let mut dev = Collect {
+            glyphs: Vec::new(),
+            unmapped: 0,
+            images: Vec::new(),
+        };
+        interpret_page(page, &mut cx, &mut dev);
+        let verdict = judge(&dev, area);
+        PageLayer {
+            glyphs: dev.glyphs,
+            verdict,
+        }
+    };
+    catch_unwind(AssertUnwindSafe(run)).unwrap_or(PageLayer {
+        glyphs: Vec::new(),
+        verdict: Verdict::Unreadable,
+    })
+}
+
+/// The checks of [`Verdict`], in its order; the first that fails decides.
+fn judge(dev: &Collect, page: Rect) -> Verdict {
+    let percent = |n: usize, of: usize| (100 * n / of.max(1)) as u32;
+    let glyphs = &dev.glyphs;
+    let visible: Vec<&Glyph> = glyphs.iter().filter(|g| !g.text.trim().is_empty()).collect();
+    if visible.len() < 10 {
+        return Verdict::NoLayer;
+    }
+    if dev.unmapped * 20 > glyphs.len() + dev.unmapped {
+        return Verdict::Unmapped {
+            percent: percent(dev.unmapped, glyphs.len() + dev.unmapped),
+        };
+    }
+    let chars: Vec<char> = visible.iter().flat_map(|g| g.text.chars()).collect();
+    let garbage = chars
+        .iter()
+        .filter(|&&c| c.is_control() || c == '\u{FFFD}' || ('\u{E000}'..='\u{F8FF}').contains(&c))
+        .count();
+    if garbage * 20 > chars.len() {
+        return Verdict::Garbage {
+            percent: percent(garbage, chars.len()),
+        };
+    }
+    let lines = layer_lines(glyphs, [f32::MIN, f32::MIN, f32::MAX, f32::MAX]);
+    let words: Vec<&str> = lines.iter().flat_map(|l| l.text.split_whitespace()).collect();
+    let letters = |w: &str| w.chars().filter(|c| c.is_alphabetic()).count();
+    let worded: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|w| letters(w) > 0 && !w.chars().any(ideograph))
+        .collect();
+    let single = worded.iter().filter(|w| letters(w) == 1).count();
+    if worded.len() >= 20 && single * 2 > worded.len() {
+        return Verdict::SpacedOut {
+            percent: percent(single, worded.len()),
+        };
+    }
+    let latin: Vec<&str> = words
+        .iter()
+        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphabetic()))
+        .filter(|w| w.len() >= 4 && w.chars().all(|c| c.is_ascii_alphabetic()))
+        .collect();
+    let vowelless = latin
+        .iter()
+        .filter(|w| !w.chars().any(|c| "aeiouyAEIOUY".contains(c)))
+        .count();
+    if latin.len() >= 20 && vowelless * 4 > latin.len() {
+        return Verdict::Scrambled {
+            percent: percent(vowelless, latin.len()),
+        };
+    }
+    let page_area = page.area().max(1.0);
+    let cover: f64 = dev
+        .images
+        .iter()
+        .map(|r| r.intersect(page).area().max(0.0))
+        .sum::<f64>()
+        .min(page_area);
+    let on_images = visible
+        .iter()
+        .filter(|g| {
+            let p = Point::new((g.x + 0.25 * g.size) as f64, (g.y - 0.35 * g.size) as f64);
+            dev.images.iter().any(|r| r.contains(p))
+        })
+        .count();
+    if cover > 0.6 * page_area && on_images * 20 < visible.len() {
+        return Verdict::TextInImages {
+            percent: (100.0 * cover / page_area) as u32,
+        };
+    }
+    Verdict::Trusted
 }
 
 /// The lines of text-layer glyphs whose centre lies in `bbox` (page pixels),
@@ -297,7 +512,12 @@ fn segment(l: &[&Glyph], row: usize) -> LineText {
 /// full-width forms)? Text in those scripts puts no spaces between words,
 /// so a gap between two such glyphs is layout, not a word break.
 fn ideographic(g: &Glyph) -> bool {
-    g.text.chars().next().is_some_and(|c| {
+    g.text.chars().next().is_some_and(ideograph)
+}
+
+/// Is `c` Chinese or Japanese script (see [`ideographic`])?
+fn ideograph(c: char) -> bool {
+    {
         matches!(c as u32,
             0x3000..=0x30FF        // CJK punctuation, hiragana, katakana
             | 0x3400..=0x4DBF      // Han extension A
@@ -305,7 +525,7 @@ fn ideographic(g: &Glyph) -> bool {
             | 0xF900..=0xFAFF      // Han compatibility
             | 0xFF00..=0xFFEF      // full-width and half-width forms
             | 0x20000..=0x3FFFF) // Han extensions B and on
-    })
+    }
 }
 
 fn collapse_spaces(s: &str) -> String {
@@ -345,7 +565,7 @@ mod tests {
         extract(pdf, &vec![2.0; pages])
             .into_iter()
             .map(|g| {
-                let g = g.expect("a usable text layer");
+                let g = g.trusted().expect("a trusted text layer");
                 layer_lines(&g, [0.0, 0.0, 2.0 * 612.0, 2.0 * 792.0])
                     .into_iter()
                     .map(|l| l.text)
@@ -439,16 +659,83 @@ mod tests {
     }
 
     #[test]
-    fn a_page_without_mapped_text_is_not_usable() {
-        let g = Glyph {
-            text: "x".into(),
-            x: 0.0,
-            y: 0.0,
-            size: 1.0,
-            advance: None,
+    fn a_layer_is_judged_by_its_mapping_characters_words_and_images() {
+        let page = Rect::new(0.0, 0.0, 1000.0, 1000.0);
+        let line = |text: &str, y: f32| -> Vec<Glyph> {
+            text.chars()
+                .enumerate()
+                .map(|(i, c)| Glyph {
+                    text: c.to_string(),
+                    x: 20.0 + 6.0 * i as f32,
+                    y,
+                    size: 10.0,
+                    advance: Some(6.0),
+                })
+                .collect()
         };
-        assert!(usable(&vec![g.clone(); 40], 1));
-        assert!(!usable(&vec![g.clone(); 40], 10));
-        assert!(!usable(&vec![g; 3], 0));
+        let dev = |glyphs: Vec<Glyph>, unmapped: usize, images: Vec<Rect>| Collect {
+            glyphs,
+            unmapped,
+            images,
+        };
+        let prose = "The quick brown fox jumps over the lazy dog while seven wizards quietly judge \
+                     boxing matches and a tired lion sleeps under the warm summer sun again";
+        let text = line(prose, 100.0);
+        assert_eq!(judge(&dev(text.clone(), 0, vec![]), page), Verdict::Trusted);
+        assert_eq!(
+            judge(&dev(line("short", 100.0), 0, vec![]), page),
+            Verdict::NoLayer
+        );
+        assert!(matches!(
+            judge(&dev(text.clone(), 20, vec![]), page),
+            Verdict::Unmapped { .. }
+        ));
+        let garbage: String = prose
+            .chars()
+            .map(|c| if c == 'e' { '\u{E012}' } else { c })
+            .collect();
+        assert!(matches!(
+            judge(&dev(line(&garbage, 100.0), 0, vec![]), page),
+            Verdict::Garbage { .. }
+        ));
+        let spaced: String = prose.chars().flat_map(|c| [c, ' ']).collect();
+        assert!(matches!(
+            judge(&dev(line(&spaced, 100.0), 0, vec![]), page),
+            Verdict::SpacedOut { percent } if percent > 90
+        ));
+        // A font whose mapping shifts every letter by 7.
+        let shifted: String = prose
+            .chars()
+            .map(|c| match c {
+                'a'..='z' => (b'a' + (c as u8 - b'a' + 7) % 26) as char,
+                _ => c,
+            })
+            .collect();
+        // Two lines of it: the check wants at least 20 words of 4+ letters.
+        let two_lines = [line(&shifted, 100.0), line(&shifted, 120.0)].concat();
+        assert!(matches!(
+            judge(&dev(two_lines, 0, vec![]), page),
+            Verdict::Scrambled { .. }
+        ));
+        // One line is too few words to call a mapping scrambled.
+        assert_eq!(
+            judge(&dev(line(&shifted, 100.0), 0, vec![]), page),
+            Verdict::Trusted
+        );
+        // A page-sized picture with a caption under it: text in pixels. The
+        // same picture under the text (a scan with its OCR layer) is fine.
+        let picture = Rect::new(0.0, 200.0, 1000.0, 1000.0);
+        assert_eq!(
+            judge(&dev(text.clone(), 0, vec![picture]), page),
+            Verdict::TextInImages { percent: 80 }
+        );
+        assert_eq!(
+            judge(&dev(line(prose, 500.0), 0, vec![picture]), page),
+            Verdict::Trusted
+        );
+        assert_eq!(
+            judge(&dev(text, 0, vec![Rect::new(0.0, 200.0, 500.0, 600.0)]), page),
+            Verdict::Trusted
+        );
     }
 }
