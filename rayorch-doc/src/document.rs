@@ -233,6 +233,7 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
     Ok((schema.unwrap_or_else(|| document_schema(0)), out))
 }
 
+#[cfg(feature = "dist")]
 mod wire {
     use rayorch_models::wire::{Reader, Wire, put_u64};
 
@@ -354,6 +355,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "dist")]
     #[test]
     fn documents_cross_the_wire_bit_for_bit() {
         use rayorch_models::wire::Wire;

@@ -1,6 +1,6 @@
 //! rayorch's document jobs as library code: each job's pipeline, its Calls
 //! and plan, its command line and its outputs. The examples
-//! (`examples/doc_ocr.rs`, `examples/doc_layout.rs`) parse arguments and call
+//! (`rayorch-doc/examples/doc_ocr.rs`, `rayorch-doc/examples/doc_layout.rs`) parse arguments and call
 //! [`ocr::run`] / [`layout::run`]; tests and benches build the jobs' own
 //! plans ([`ocr::OcrJob::plan`], [`layout::LayoutJob::plan`]).
 //!

@@ -327,3 +327,64 @@ fn the_help_names_the_exit_codes() {
         "{help}"
     );
 }
+
+/// A default build carries no NATS client and no trace exporter: the
+/// distributed flags and `--otlp` are refused with the command that
+/// rebuilds the job with them, before anything in `--out` is touched.
+#[cfg(not(any(feature = "dist", feature = "otlp")))]
+#[test]
+fn a_default_build_refuses_what_it_was_built_without_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("documents.jsonl"), "{\"key\":0}\n").unwrap();
+    let listing = |d: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(&out);
+    let o = out.display().to_string();
+    for (argv, flag, rebuild) in [
+        (
+            vec!["doc_ocr", "--nats", "nats://127.0.0.1:4222", "--out", &o],
+            "--nats",
+            "--features dist --example doc_ocr",
+        ),
+        (
+            vec![
+                "doc_ocr",
+                "--nats",
+                "nats://127.0.0.1:4222",
+                "--role",
+                "worker",
+                "--out",
+                &o,
+            ],
+            "--nats",
+            "--features dist --example doc_ocr",
+        ),
+        (
+            vec!["doc_ocr", "--serve-nats", "4222", "--out", &o],
+            "--serve-nats",
+            "--features dist --example doc_ocr",
+        ),
+        (
+            vec!["doc_ocr", "--otlp", "http://127.0.0.1:4318", "--out", &o],
+            "--otlp",
+            "--features otlp --example",
+        ),
+    ] {
+        let err = rayorch_doc::ocr::run_from(&argv).unwrap_err().to_string();
+        assert!(err.starts_with(flag) && err.contains(rebuild), "{argv:?}: {err}");
+        assert_eq!(listing(&out), before, "{argv:?} touched {}", out.display());
+        assert_eq!(
+            std::fs::read_to_string(out.join("documents.jsonl")).unwrap(),
+            "{\"key\":0}\n"
+        );
+    }
+    assert!(!out.join("nats").exists());
+}

@@ -11,7 +11,7 @@
 //! | [`check`] | after the run: every root once, the same in each output |
 //! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
 //! | [`otlp`] | the run's batch and root spans posted to an OpenTelemetry collector over OTLP/HTTP (the exporter: feature `otlp`) |
-//! | [`role`] | local, owner, worker or broker from one command line (feature `dist`) |
+//! | [`role`] | local, owner, worker or broker from one command line (the distributed roles: feature `dist`) |
 //!
 //! Failure lines are the runtime's ([`rayorch::sink::FailuresSink`],
 //! [`rayorch::sink::FailureLine`]); the document jobs (`rayorch-doc`) and
@@ -23,7 +23,6 @@ pub mod otlp;
 pub mod parquet;
 pub mod progress;
 pub mod resume;
-#[cfg(feature = "dist")]
 pub mod role;
 pub mod stop;
 pub mod timeline;

@@ -1,7 +1,13 @@
-//! One binary, every role of a distributed run (feature `dist`): the same
-//! pipeline binary runs locally, as the lineage owner, as a worker, or as
-//! the broker, chosen by its command line ([`DistArgs`], flattened into a
-//! job's own arguments).
+//! One binary, every role of a distributed run: the same pipeline binary
+//! runs locally, as the lineage owner, as a worker, or as the broker,
+//! chosen by its command line ([`DistArgs`], flattened into a job's own
+//! arguments).
+//!
+//! The flags always parse; running a distributed role needs the `dist`
+//! feature (rayorch-dist, async-nats and its TLS stack). A binary built
+//! without it refuses those flags with the command that rebuilds it
+//! ([`DistArgs::role_in_this_build`]), before touching any output, instead
+//! of failing on an unknown flag or quietly running alone.
 //!
 //! | flags | role |
 //! | --- | --- |
@@ -14,12 +20,17 @@
 //! `--calls` serves every other Call ([`default_worker_calls`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+#[cfg(feature = "dist")]
 use std::path::Path;
 
 use rayorch::Plan;
+#[cfg(feature = "dist")]
 use rayorch::RunSummary;
+#[cfg(feature = "dist")]
 use rayorch::sink::Sink;
+#[cfg(feature = "dist")]
 use rayorch::spi::{JournalOptions, Value};
+#[cfg(feature = "dist")]
 use rayorch_dist::{Codecs, DistConfig, Owner, WorkerSummary};
 
 /// A process's part in a distributed run.
@@ -111,6 +122,28 @@ impl DistArgs {
         }
     }
 
+    /// The role these flags ask for, when this binary can play it: a
+    /// binary built without the `dist` feature runs [`Role::Local`] only,
+    /// and refuses `--serve-nats`/`--nats` with [`NotBuilt`], whose message
+    /// gives `rebuild` (the job's build command with the feature, e.g.
+    /// `cargo run --release --features dist --example doc_ocr --`).
+    pub fn role_in_this_build(&self, rebuild: &str) -> Result<Role, NotBuilt> {
+        let role = self.role();
+        let flag = match &role {
+            Role::Local => return Ok(role),
+            Role::Broker { .. } => "--serve-nats",
+            Role::Owner { .. } | Role::Worker { .. } => "--nats",
+        };
+        if cfg!(feature = "dist") {
+            Ok(role)
+        } else {
+            Err(NotBuilt {
+                flag,
+                rebuild: rebuild.to_string(),
+            })
+        }
+    }
+
     /// The job name on the broker: `--job`, else `default`.
     pub fn job_name(&self, default: &str) -> String {
         self.job.clone().unwrap_or_else(|| default.to_string())
@@ -120,6 +153,18 @@ impl DistArgs {
     pub fn owner_calls<'a>(&'a self, default: &'a str) -> &'a str {
         self.owner_calls.as_deref().unwrap_or(default)
     }
+}
+
+/// A distributed role asked of a binary built without the `dist` feature.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{flag}: this binary was built without distributed runs (no NATS client in it); rebuild it with the `dist` feature: {rebuild} {flag} ..."
+)]
+pub struct NotBuilt {
+    /// The flag that asked for a distributed role.
+    pub flag: &'static str,
+    /// The job's build command with the feature.
+    pub rebuild: String,
 }
 
 /// `--calls` when none is given: every Call of `plan` the owner does not
@@ -140,6 +185,7 @@ pub fn default_worker_calls(plan: &Plan, owner_calls: &str, slots: impl Fn(&str)
 }
 
 /// Serve `calls` of `plan` until the owner ends the run.
+#[cfg(feature = "dist")]
 pub fn run_worker(
     plan: &Plan,
     codecs: Codecs,
@@ -152,6 +198,7 @@ pub fn run_worker(
 
 /// The owner of a distributed run of `plan`, journaled, running
 /// `owner_calls` itself (add `.observe(...)`, take its `cancel_handle()`).
+#[cfg(feature = "dist")]
 pub fn owner(
     plan: &Plan,
     codecs: Codecs,
@@ -166,6 +213,7 @@ pub fn owner(
 
 /// Run `roots` through the workers into `sink` (closed at the end) on a
 /// runtime of its own.
+#[cfg(feature = "dist")]
 pub fn run_owner(
     owner: &mut Owner,
     roots: Vec<(u64, Value)>,
@@ -181,6 +229,7 @@ pub fn run_owner(
 /// it ends (killed, Ctrl-C, a crash): it runs under the parent-death signal
 /// ([`rayorch_dist::server::dying_with_this_thread`]); call this on a thread
 /// that lives as long as the broker should.
+#[cfg(feature = "dist")]
 pub fn serve_nats(listen: SocketAddr, dir: &Path) -> Result<u8, rayorch::BoxError> {
     let bin = rayorch_dist::server::binary()?;
     std::fs::create_dir_all(dir)?;
@@ -258,5 +307,32 @@ mod tests {
         assert!(Cli::try_parse_from(["job", "--role", "worker"]).is_err());
         assert!(Cli::try_parse_from(["job", "--role", "boss", "--nats", "u"]).is_err());
         assert!(Cli::try_parse_from(["job", "--serve-nats", "1", "--nats", "u"]).is_err());
+    }
+
+    fn in_this_build(args: &str) -> Result<Role, NotBuilt> {
+        let cli = Cli::try_parse_from(args.split_whitespace()).unwrap();
+        cli.dist
+            .role_in_this_build("cargo run --features dist --example job --")
+    }
+
+    #[test]
+    fn distributed_roles_need_the_feature() {
+        assert_eq!(in_this_build("job").unwrap(), Role::Local);
+        for (args, flag) in [
+            ("job --serve-nats 4222", "--serve-nats"),
+            ("job --nats nats://h:1", "--nats"),
+            ("job --nats nats://h:1 --role worker", "--nats"),
+        ] {
+            let got = in_this_build(args);
+            if cfg!(feature = "dist") {
+                assert_eq!(got.unwrap(), role(args));
+            } else {
+                let msg = got.unwrap_err().to_string();
+                assert!(
+                    msg.starts_with(flag) && msg.contains("cargo run --features dist --example job -- "),
+                    "{msg}"
+                );
+            }
+        }
     }
 }

@@ -9,20 +9,119 @@
 //! workers run the same stages on the same bytes. Page handles travel as their file's path and page number; the
 //! worker opens the file itself, so workers must see the inputs at the same
 //! paths (the owner passes absolute ones).
+//!
+//! Compiled with the crate's `dist` feature only: a default build of the
+//! job carries no NATS client and refuses `--nats`/`--serve-nats` with the
+//! command that rebuilds it (`super::run`).
 
 use std::any::Any;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rayorch::spi::Value;
-use rayorch_dist::{Codecs, DistConfig};
+use rayorch::spi::{JournalOptions, Value};
+use rayorch_dist::{Codecs, DistConfig, OwnerStats};
+use rayorch_kit::role::{self, Role};
+use rayorch_kit::stop;
 use rayorch_models::wire::Wire;
 use rayorch_models::{
     LineText, PageImage, PageText, PdfFile, PdfPage, PdfPages, PdfSource, ReadPage, TextLine,
 };
 
 use super::cli::Args;
+use super::run::{Distributed, Ran, run_here, run_local};
+use super::{OcrJob, machine_cores};
 use crate::document::Document;
+
+type Error = rayorch::BoxError;
+
+/// The Calls a distributed run's owner runs itself by default: the cheap
+/// steps next to the data (so it never re-parses a PDF a worker opened).
+const OWNER_CALLS: &str = "open:1,name:1,layer:1,page_text:1,text:1,assemble:1";
+
+/// Play `role`: the whole job in this process, the broker, a worker, or
+/// the owner (which writes the outputs as a local run does).
+pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
+    match role {
+        Role::Broker { listen } => role::serve_nats(listen, &args.out.join("nats")),
+        Role::Worker { url, calls } => {
+            let cfg = args.config(machine_cores());
+            let (plan, _) = OcrJob::new(&cfg, &rayorch_models::assets::ensure()?).plan()?;
+            let owner_calls = args.dist.owner_calls(OWNER_CALLS);
+            let calls = calls.unwrap_or_else(|| {
+                role::default_worker_calls(&plan, owner_calls, |c| cfg.knobs.replicas_of(c))
+            });
+            eprintln!(
+                "doc_ocr worker: job `{}` at {url}, serving {calls}",
+                args.dist.job_name("doc_ocr")
+            );
+            let s = role::run_worker(&plan, codecs(), config(args, &url), &calls)?;
+            println!(
+                "doc_ocr worker: {} batches, {} grains; the owner ended the run",
+                s.batches, s.grains
+            );
+            Ok(0)
+        }
+        Role::Owner { url } => run_here(args, |here, outputs| {
+            let mut owner = role::owner(
+                here.plan,
+                codecs(),
+                config(args, &url),
+                JournalOptions::new(here.journal, here.source),
+                args.dist.owner_calls(OWNER_CALLS),
+            )
+            .observe(here.observer);
+            let interrupts = stop::on_ctrl_c(owner.cancel_handle(), "documents")?;
+            here.progress.println(format!(
+                "doc_ocr owner: {} documents, job `{}` at {url}, window {}, outputs in {}",
+                here.files.len(),
+                args.dist.job_name("doc_ocr"),
+                args.window,
+                args.out.display()
+            ));
+            let summary = role::run_owner(&mut owner, sources(here.files), outputs)?;
+            let stats = owner.stats();
+            let workers = workers_table(&summary, &stats);
+            Ok(Ran {
+                summary,
+                interrupts,
+                distributed: Some(Distributed {
+                    job: args.dist.job_name("doc_ocr"),
+                    owner_bytes: owner_bytes(&stats),
+                    workers,
+                }),
+            })
+        }),
+        Role::Local => run_local(args),
+    }
+}
+
+/// What crossed the broker for the owner, and what it had to decode.
+fn owner_bytes(stats: &OwnerStats) -> serde_json::Value {
+    let [inline, stored, fetched, messages] = stats.bytes.snapshot();
+    serde_json::json!({
+        "decoded": stats.bytes.decoded.load(std::sync::atomic::Ordering::Relaxed),
+        "inline_sent": inline,
+        "stored": stored,
+        "fetched": fetched,
+        "messages": messages,
+    })
+}
+
+/// A distributed run: which worker ran how many Grains of each Call, and
+/// the payload bytes the owner decoded.
+fn workers_table(summary: &rayorch::RunSummary, stats: &OwnerStats) -> String {
+    use std::fmt::Write;
+    let mut t = format!("{:<24} {:<10} {:>8}\n", "worker", "call", "grains");
+    for w in &summary.workers {
+        let _ = writeln!(t, "{:<24} {:<10} {:>8}", w.worker, w.call, w.grains);
+    }
+    let _ = writeln!(
+        t,
+        "the owner decoded {} payload bytes",
+        stats.bytes.decoded.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    t
+}
 
 /// The codecs of every value that crosses between the owner and the workers.
 pub fn codecs() -> Codecs {
@@ -48,7 +147,7 @@ pub fn codecs() -> Codecs {
 }
 
 /// The broker settings of a run with these flags.
-pub(super) fn config(args: &Args, url: &str) -> DistConfig {
+fn config(args: &Args, url: &str) -> DistConfig {
     let mut cfg = DistConfig::new(url, args.dist.job_name("doc_ocr"));
     cfg.window = args.window;
     cfg.window_children = args.window_pages;
@@ -58,7 +157,7 @@ pub(super) fn config(args: &Args, url: &str) -> DistConfig {
 
 /// The documents as the owner sends them: named as given (so outputs match
 /// a local run), read from absolute paths (so workers elsewhere find them).
-pub(super) fn sources(files: &[PathBuf]) -> Vec<(u64, Value)> {
+fn sources(files: &[PathBuf]) -> Vec<(u64, Value)> {
     files
         .iter()
         .enumerate()

@@ -29,6 +29,7 @@
 //! local, or owner / worker / broker of a distributed run (`dist`).
 
 pub mod cli;
+#[cfg(feature = "dist")]
 mod dist;
 pub mod outputs;
 mod run;
@@ -41,6 +42,7 @@ use rayorch_models::{
     TextRecognize, ocr::PageDetect,
 };
 
+#[cfg(feature = "dist")]
 pub use dist::codecs;
 pub use run::{run, run_from};
 

@@ -18,10 +18,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 use rayorch::Runner;
-use rayorch::spi::JournalOptions;
 use rayorch_kit::progress::Progress;
 use rayorch_kit::resume::{self, Start};
-use rayorch_kit::role::{self, Role};
 use rayorch_kit::stop;
 use rayorch_kit::timeline::{self, SpanLog};
 use rayorch_kit::watch;
@@ -30,7 +28,7 @@ use rayorch_testdata::pdfgen::read_manifest;
 
 use super::cli::{self, Args};
 use super::outputs::Outputs;
-use super::{Line, OcrJob, Page, Pdf, dist, embedding_dim, machine_cores};
+use super::{Line, OcrJob, Page, Pdf, embedding_dim, machine_cores};
 use crate::document::read_documents;
 use crate::inputs::discover;
 
@@ -44,39 +42,105 @@ pub fn run_from<T: Into<std::ffi::OsString> + Clone>(argv: impl IntoIterator<Ite
 
 /// Run the job; `Ok` carries the exit status (see `cli::EXIT_CODES`).
 pub fn run(args: Args) -> Result<u8, Error> {
-    let assets = || rayorch_models::assets::ensure();
-    let cfg = args.config(machine_cores());
-    match args.dist.role() {
-        Role::Broker { listen } => role::serve_nats(listen, &args.out.join("nats")),
-        Role::Worker { url, calls } => {
-            let (plan, _) = OcrJob::new(&cfg, &assets()?).plan()?;
-            let owner_calls = args.dist.owner_calls(OWNER_CALLS);
-            let calls = calls.unwrap_or_else(|| {
-                role::default_worker_calls(&plan, owner_calls, |c| cfg.knobs.replicas_of(c))
-            });
-            eprintln!(
-                "doc_ocr worker: job `{}` at {url}, serving {calls}",
-                args.dist.job_name("doc_ocr")
-            );
-            let s = role::run_worker(&plan, dist::codecs(), dist::config(&args, &url), &calls)?;
-            println!(
-                "doc_ocr worker: {} batches, {} grains; the owner ended the run",
-                s.batches, s.grains
-            );
-            Ok(0)
-        }
-        Role::Owner { url } => run_here(&args, Some(&url)),
-        Role::Local => run_here(&args, None),
-    }
+    let role = args.dist.role_in_this_build(REBUILD)?;
+    #[cfg(feature = "dist")]
+    let code = super::dist::run_role(&args, role);
+    #[cfg(not(feature = "dist"))]
+    let code = {
+        debug_assert_eq!(
+            role,
+            rayorch_kit::role::Role::Local,
+            "the other roles need `dist`"
+        );
+        run_local(&args)
+    };
+    code
 }
 
-/// The Calls a distributed run's owner runs itself by default: the cheap
-/// steps next to the data (so it never re-parses a PDF a worker opened).
-const OWNER_CALLS: &str = "open:1,name:1,layer:1,page_text:1,text:1,assemble:1";
+/// The whole job in this process.
+pub(super) fn run_local(args: &Args) -> Result<u8, Error> {
+    run_here(args, |here, outputs| {
+        let runner = Runner::new(here.plan)
+            .window(here.args.window)
+            .window_children(here.args.window_pages)
+            .backpressure(here.args.backpressure)
+            .observe(here.observer)
+            .journal(here.journal)
+            .journal_source(here.source);
+        let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
+        let k = here.cfg.knobs;
+        here.progress.println(format!(
+            "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, replicas read {} detect {} recognize {} embed {}, outputs in {}",
+            here.files.len(),
+            here.args.window,
+            k.threads,
+            k.render_replicas,
+            k.detect_replicas,
+            k.recognize_replicas,
+            k.embed_replicas,
+            here.args.out.display()
+        ));
+        let roots = here
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i as u64, PdfFile::from_path(p)));
+        Ok(Ran {
+            summary: runner.run(roots, outputs)?,
+            interrupts,
+            distributed: None,
+        })
+    })
+}
 
-/// The documents, outputs and journal of a run in this process: the whole
-/// job (`owner` `None`), or the owner of a distributed one.
-fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
+/// The job's build command with the `dist` feature (what a default build
+/// names when refusing `--nats` or `--serve-nats`).
+const REBUILD: &str = "cargo run --release --features dist --example doc_ocr --";
+
+/// What a run needs, prepared by [`run_here`] for its run step: in this
+/// process ([`run`]) or as the owner of a distributed run (`dist`).
+pub(super) struct Here<'a> {
+    pub(super) args: &'a Args,
+    pub(super) cfg: &'a super::OcrConfig,
+    pub(super) files: &'a [PathBuf],
+    pub(super) plan: &'a rayorch::Plan,
+    pub(super) journal: &'a Path,
+    pub(super) source: String,
+    pub(super) observer: JobObserver,
+    pub(super) progress: &'a Arc<Progress>,
+}
+
+/// The observer every run of the job reports to: progress bars, the
+/// timeline's spans, and the live page when `--metrics` is given.
+pub(super) type JobObserver = (
+    rayorch_kit::progress::ProgressObserver,
+    (SpanLog, Option<watch::WatchObserver>),
+);
+
+/// What a run step hands back to the report.
+pub(super) struct Ran {
+    pub(super) summary: rayorch::RunSummary,
+    pub(super) interrupts: stop::Interrupts,
+    /// A distributed run's part of the report.
+    pub(super) distributed: Option<Distributed>,
+}
+
+/// A distributed run's part of the report.
+pub(super) struct Distributed {
+    /// The job's name on the broker.
+    pub(super) job: String,
+    /// What crossed the broker for the owner (`summary.json`'s `owner_bytes`).
+    pub(super) owner_bytes: serde_json::Value,
+    /// Which worker ran how many Grains of each Call (for the console).
+    pub(super) workers: String,
+}
+
+/// The documents, outputs and journal of a run in this process, run by
+/// `step`: the whole job, or the owner of a distributed one.
+pub(super) fn run_here(
+    args: &Args,
+    step: impl FnOnce(Here<'_>, &mut Outputs) -> Result<Ran, Error>,
+) -> Result<u8, Error> {
     // First: a bad --otlp fails before any output is touched.
     let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "doc_ocr")?;
     let default_inputs = args.inputs.is_empty();
@@ -128,55 +192,21 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
     let spans = SpanLog::default();
     let (watch, _server) = watch::serve(args.metrics, &progress)?;
     let observer = (progress.observer(), (spans.clone(), watch));
-    let k = cfg.knobs;
-    let (summary, interrupts, owner_stats) = match owner {
-        None => {
-            let runner = Runner::new(&plan)
-                .window(args.window)
-                .window_children(args.window_pages)
-                .backpressure(args.backpressure)
-                .observe(observer)
-                .journal(&journal)
-                .journal_source(source);
-            let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
-            progress.println(format!(
-                "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, replicas read {} detect {} recognize {} embed {}, outputs in {}",
-                files.len(),
-                args.window,
-                k.threads,
-                k.render_replicas,
-                k.detect_replicas,
-                k.recognize_replicas,
-                k.embed_replicas,
-                args.out.display()
-            ));
-            let roots = files
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (i as u64, PdfFile::from_path(p)));
-            (runner.run(roots, &mut outputs)?, interrupts, None)
-        }
-        Some(url) => {
-            let mut owner = role::owner(
-                &plan,
-                dist::codecs(),
-                dist::config(args, url),
-                JournalOptions::new(&journal, source),
-                args.dist.owner_calls(OWNER_CALLS),
-            )
-            .observe(observer);
-            let interrupts = stop::on_ctrl_c(owner.cancel_handle(), "documents")?;
-            progress.println(format!(
-                "doc_ocr owner: {} documents, job `{}` at {url}, window {}, outputs in {}",
-                files.len(),
-                args.dist.job_name("doc_ocr"),
-                args.window,
-                args.out.display()
-            ));
-            let summary = role::run_owner(&mut owner, dist::sources(&files), &mut outputs)?;
-            (summary, interrupts, Some(owner.stats()))
-        }
+    let here = Here {
+        args,
+        cfg: &cfg,
+        files: &files,
+        plan: &plan,
+        journal: &journal,
+        source,
+        observer,
+        progress: &progress,
     };
+    let Ran {
+        summary,
+        interrupts,
+        distributed,
+    } = step(here, &mut outputs)?;
     progress.finish();
     if let Some(t) = traces {
         println!("{}", t.finish());
@@ -207,21 +237,21 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
         "resumed_documents": summary.journal_skipped,
         "not_started": not_started(&files, &outputs.seen, &done),
         "documents_unexpected": outputs.unexpected,
-        "threads_per_session": k.threads,
+        "threads_per_session": cfg.knobs.threads,
         "replicas": {
-            "read": k.render_replicas,
-            "detect": k.detect_replicas,
-            "recognize": k.recognize_replicas,
-            "embed": k.embed_replicas,
+            "read": cfg.knobs.render_replicas,
+            "detect": cfg.knobs.detect_replicas,
+            "recognize": cfg.knobs.recognize_replicas,
+            "embed": cfg.knobs.embed_replicas,
         },
         "window": args.window,
         "window_pages": args.window_pages,
         "backpressure": args.backpressure,
         "scores": outputs.scores,
     });
-    if let Some(stats) = &owner_stats {
-        json["job"]["distributed"] = serde_json::json!(args.dist.job_name("doc_ocr"));
-        json["owner_bytes"] = owner_bytes(stats);
+    if let Some(d) = &distributed {
+        json["job"]["distributed"] = serde_json::json!(d.job);
+        json["owner_bytes"] = d.owner_bytes.clone();
     }
     rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
     let title = format!(
@@ -250,8 +280,8 @@ fn run_here(args: &Args, owner: Option<&str>) -> Result<u8, Error> {
         first_text.unwrap_or(f64::NAN)
     );
     print!("{}", summary.calls_table());
-    if let Some(stats) = &owner_stats {
-        print_workers(&summary, stats);
+    if let Some(d) = &distributed {
+        print!("{}", d.workers);
     }
     outputs.print_scores();
     println!("outputs in {}", args.out.display());
@@ -272,31 +302,6 @@ fn not_started(files: &[PathBuf], seen: &[u64], done: &HashSet<u64>) -> Vec<Stri
         .filter(|k| !seen.contains(k) && !done.contains(k))
         .map(|k| files[k as usize].display().to_string())
         .collect()
-}
-
-/// What crossed the broker for the owner, and what it had to decode.
-fn owner_bytes(stats: &rayorch_dist::OwnerStats) -> serde_json::Value {
-    let [inline, stored, fetched, messages] = stats.bytes.snapshot();
-    serde_json::json!({
-        "decoded": stats.bytes.decoded.load(std::sync::atomic::Ordering::Relaxed),
-        "inline_sent": inline,
-        "stored": stored,
-        "fetched": fetched,
-        "messages": messages,
-    })
-}
-
-/// A distributed run: which worker ran how many Grains of each Call, and
-/// the payload bytes the owner decoded.
-fn print_workers(summary: &rayorch::RunSummary, stats: &rayorch_dist::OwnerStats) {
-    println!("{:<24} {:<10} {:>8}", "worker", "call", "grains");
-    for w in &summary.workers {
-        println!("{:<24} {:<10} {:>8}", w.worker, w.call, w.grains);
-    }
-    println!(
-        "the owner decoded {} payload bytes",
-        stats.bytes.decoded.load(std::sync::atomic::Ordering::Relaxed)
-    );
 }
 
 /// Check that the outputs hold each document once, the same ones in
