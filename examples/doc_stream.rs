@@ -8,7 +8,7 @@
 //! pipeline is a `#[pipeline]` struct: Domain mistakes in `forward` are
 //! compile errors.
 //!
-//! Run: `cargo run --example doc_stream [path/to/library.md]`
+//! Run: `cargo run -p rayorch --example doc_stream [path/to/library.md]`
 
 use std::time::{Duration, Instant};
 
