@@ -1,0 +1,124 @@
+//! Inputs from object storage: `s3://`, `gs://`, `az://` URLs (a prefix or a
+//! glob) and `http(s)://` objects, listed as a stream of roots and fetched
+//! by a Call inside the pipeline.
+//!
+//! What every build has: [`is_url`] (which inputs are URLs) and
+//! [`refuse_urls`] (the clear error of a build without the `store`
+//! feature), and [`root_key`]. With `store`: `Stores` (one client per
+//! bucket or origin, configured from the environment), `list` (the
+//! streaming listing), `Object` and `Fetch` (the per-object Call), and
+//! `testing` (a real S3 server and a fault proxy for tests and benches).
+//!
+//! Invariants:
+//! - **A root's key is a function of its URL alone** ([`root_key`]: FNV-1a
+//!   64 of the URL's bytes), never of the listing order: a journal resumes
+//!   over the same objects however the store orders or pages them.
+//! - **The listing streams**: `list` yields objects page by page as the
+//!   store returns them; the run admits roots while its window has room, so
+//!   the first document starts before a long listing ends, and memory holds
+//!   one page of names, not the listing.
+//! - **The source never reads an object.** A missing or unreadable object is
+//!   that root's failure at the fetch Call (the URL in its cause); the run
+//!   goes on. Only a listing that cannot start (a bad URL, a missing bucket,
+//!   refused credentials) is an error before the run.
+//! - **Credentials come from the environment** (`AWS_*`, with
+//!   `AWS_ENDPOINT_URL` for an S3-compatible store; `GOOGLE_*`; `AZURE_*`),
+//!   never from a flag that lands in shell history.
+//! - Retries: every request is retried by the store client on 5xx, 429,
+//!   SlowDown, timeouts and cut connections (exponential backoff,
+//!   `StoreOptions`); the fetch Call retries the whole object on top of
+//!   that (its record retries).
+
+#[cfg(feature = "store")]
+mod remote;
+#[cfg(feature = "store")]
+pub mod testing;
+
+#[cfg(feature = "store")]
+pub use remote::{Fetch, Fetched, Object, StoreError, StoreOptions, Stores, list};
+
+/// The URL schemes inputs may use (`file://` is read as a local path).
+pub const SCHEMES: &[&str] = &[
+    "s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "http", "https", "file",
+];
+
+/// Is `input` a URL (`scheme://…` with a scheme of [`SCHEMES`]) rather than a
+/// local path or pattern?
+///
+/// ```
+/// use rayorch_kit::store::is_url;
+/// assert!(is_url("s3://bucket/docs/**/*.pdf"));
+/// assert!(is_url("HTTPS://example.org/a.pdf"));
+/// assert!(!is_url("docs/*.pdf"));
+/// assert!(!is_url("c:/docs"));
+/// ```
+pub fn is_url(input: &str) -> bool {
+    input
+        .split_once("://")
+        .is_some_and(|(scheme, _)| SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)))
+}
+
+/// A local path for a `file://` URL (`file:///data/a.pdf` → `/data/a.pdf`);
+/// `None` for any other input.
+///
+/// ```
+/// assert_eq!(rayorch_kit::store::file_url_path("file:///data/a.pdf").as_deref(), Some("/data/a.pdf"));
+/// assert_eq!(rayorch_kit::store::file_url_path("s3://b/a.pdf"), None);
+/// ```
+pub fn file_url_path(input: &str) -> Option<String> {
+    let (scheme, rest) = input.split_once("://")?;
+    if !scheme.eq_ignore_ascii_case("file") {
+        return None;
+    }
+    // `file://localhost/x` and `file:///x` both name `/x`.
+    let path = rest.strip_prefix("localhost").unwrap_or(rest);
+    Some(if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    })
+}
+
+/// The root key of the object at `url`: FNV-1a 64 of its UTF-8 bytes. Stable
+/// across builds, machines and listing orders; two URLs of one run that
+/// collide (odds about n²/2⁶⁵ for n objects) are refused by the engine as
+/// a key given twice, never merged.
+///
+/// ```
+/// use rayorch_kit::store::root_key;
+/// assert_eq!(root_key("s3://b/a.pdf"), root_key("s3://b/a.pdf"));
+/// assert_ne!(root_key("s3://b/a.pdf"), root_key("s3://b/b.pdf"));
+/// assert_eq!(root_key(""), 0xcbf2_9ce4_8422_2325);
+/// ```
+pub fn root_key(url: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in url.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Whether this build reads URLs (the `store` feature).
+pub const BUILT_WITH_STORE: bool = cfg!(feature = "store");
+
+/// In a build without the `store` feature, the error for the first URL
+/// among `inputs`, naming the command that builds a job with it
+/// (`rebuild`); `Ok` when there is none or the build has the feature.
+///
+/// ```
+/// let inputs = ["a.pdf".to_string(), "s3://b/x/".to_string()];
+/// let r = rayorch_kit::store::refuse_urls(&inputs, "cargo run --features store --example job --");
+/// if rayorch_kit::store::BUILT_WITH_STORE {
+///     assert!(r.is_ok());
+/// } else {
+///     assert!(r.unwrap_err().contains("--features store"));
+/// }
+/// ```
+pub fn refuse_urls(inputs: &[String], rebuild: &str) -> Result<(), String> {
+    match inputs.iter().find(|i| is_url(i) && file_url_path(i).is_none()) {
+        Some(url) if !BUILT_WITH_STORE => Err(format!(
+            "{url}: this binary was built without object-storage inputs (the `store` feature); rebuild with `{rebuild} {url}`"
+        )),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,543 @@
+//! The object-store side of [`crate::store`] (feature `store`): clients per
+//! bucket, the streaming listing and the fetch Call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use futures::stream::{self, BoxStream, StreamExt};
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::http::HttpBuilder;
+use object_store::path::Path as Key;
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
+use rayorch::{AsyncRecordStage, Cause, Outcome, RecordResult, StageContext};
+
+/// How the store clients retry and time out (every request; the fetch Call
+/// retries a whole object on top, with its own record retries).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreOptions {
+    /// Retries of one request after a 5xx, 429, SlowDown, timeout or cut
+    /// connection (default 10).
+    pub max_retries: usize,
+    /// No retry starts later than this after a request's first attempt
+    /// (default 3 minutes).
+    pub retry_timeout: Duration,
+    /// The first backoff between retries (default 100 ms; doubles, at most
+    /// 15 s).
+    pub backoff: Duration,
+    /// One request's deadline, body included (default 60 s).
+    pub request_timeout: Duration,
+    /// The deadline to connect (default 5 s).
+    pub connect_timeout: Duration,
+    /// Settings applied after the environment's, as the store's own keys
+    /// (`aws_endpoint`, `aws_access_key_id`, `google_service_account`, …):
+    /// for tests and programs that hold their configuration elsewhere. The
+    /// job command lines leave this empty: credentials come from the
+    /// environment only.
+    pub config: Vec<(String, String)>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_retries: 10,
+            retry_timeout: Duration::from_secs(180),
+            backoff: Duration::from_millis(100),
+            request_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(5),
+            config: Vec::new(),
+        }
+    }
+}
+
+/// Why a listing could not start or go on, or a client could not be made.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The input is not a URL of a store this build reads.
+    #[error("{input}: {why}")]
+    BadUrl {
+        /// The input as given.
+        input: String,
+        /// What is wrong and what to write instead.
+        why: String,
+    },
+    /// The client for a bucket or origin could not be configured.
+    #[error(
+        "{origin}: could not configure the store client: {cause} (credentials and endpoint come from the environment: AWS_*, AWS_ENDPOINT_URL, GOOGLE_*, AZURE_*)"
+    )]
+    Client {
+        /// `scheme://bucket` or the HTTP origin.
+        origin: String,
+        /// The client's error.
+        cause: String,
+    },
+    /// Listing failed after the client's retries.
+    #[error("{input}: listing failed after {listed} objects: {cause}")]
+    List {
+        /// The input being listed.
+        input: String,
+        /// Objects it had yielded before the failure.
+        listed: u64,
+        /// The client's error.
+        cause: String,
+    },
+}
+
+/// One object to read: its URL (also its name in outputs and failure
+/// lines, and the source of its [`root_key`](super::root_key)) and its size
+/// when the listing said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Object {
+    /// `s3://bucket/key`, `gs://…`, `az://…` or `http(s)://…`.
+    pub url: Arc<str>,
+    /// Bytes, from the listing (`None` for an object named directly).
+    pub size: Option<u64>,
+}
+
+impl Object {
+    /// The object at `url`, size unknown.
+    pub fn new(url: impl Into<Arc<str>>) -> Object {
+        Object {
+            url: url.into(),
+            size: None,
+        }
+    }
+
+    /// Its root key ([`root_key`](super::root_key) of its URL).
+    pub fn key(&self) -> u64 {
+        super::root_key(&self.url)
+    }
+}
+
+/// Where an input points: a bucket's objects, or one HTTP object.
+enum Target {
+    /// `scheme://bucket/rest`: `rest` is a key, a prefix or a pattern.
+    Bucket {
+        scheme: String,
+        bucket: String,
+        rest: String,
+    },
+    /// `http(s)://host/path`: one object.
+    Http(String),
+}
+
+fn target_of(input: &str) -> Result<Target, StoreError> {
+    let bad = |why: &str| StoreError::BadUrl {
+        input: input.to_string(),
+        why: why.to_string(),
+    };
+    let (scheme, rest) = input.split_once("://").ok_or_else(|| bad("not a URL"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    match scheme.as_str() {
+        "http" | "https" => {
+            let url = url::Url::parse(input).map_err(|e| bad(&format!("not a valid URL ({e})")))?;
+            if url.path().len() <= 1 {
+                return Err(bad(
+                    "an http(s) input names one object (a path after the host); listing over HTTP is not supported",
+                ));
+            }
+            Ok(Target::Http(input.to_string()))
+        }
+        "s3" | "s3a" | "gs" | "az" | "azure" | "abfs" | "abfss" => {
+            let (bucket, rest) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad(&format!("no bucket: write {scheme}://BUCKET/PREFIX")));
+            }
+            Ok(Target::Bucket {
+                scheme,
+                bucket: bucket.to_string(),
+                rest: rest.to_string(),
+            })
+        }
+        "file" => Err(bad("a file:// URL is a local path: read it as one")),
+        other => Err(bad(&format!(
+            "unknown scheme `{other}` (s3, gs, az, http, https or file)"
+        ))),
+    }
+}
+
+/// The store clients of a run, one per bucket (or HTTP origin), made on
+/// first use from the environment and [`StoreOptions`], shared by the
+/// listing and every fetch replica.
+pub struct Stores {
+    opts: StoreOptions,
+    by_origin: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// rustls's process-wide provider: ring's (the one crypto library in the
+/// tree; reqwest is built without a bundled provider).
+fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Err: one was installed already (by this process's own TLS code).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+impl Stores {
+    /// Clients configured from the environment and `opts`.
+    pub fn new(opts: StoreOptions) -> Arc<Stores> {
+        install_crypto();
+        Arc::new(Stores {
+            opts,
+            by_origin: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn retry(&self) -> RetryConfig {
+        RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: self.opts.backoff,
+                max_backoff: Duration::from_secs(15).max(self.opts.backoff),
+                base: 2.0,
+            },
+            max_retries: self.opts.max_retries,
+            retry_timeout: self.opts.retry_timeout,
+        }
+    }
+
+    fn client_options(&self, allow_http: bool) -> ClientOptions {
+        ClientOptions::new()
+            .with_timeout(self.opts.request_timeout)
+            .with_connect_timeout(self.opts.connect_timeout)
+            .with_allow_http(allow_http)
+    }
+
+    /// Is plain HTTP what the user configured (an `http://` endpoint)?
+    fn http_endpoint(&self, keys: &[&str]) -> bool {
+        let from_config = self
+            .opts
+            .config
+            .iter()
+            .rev()
+            .find(|(k, _)| keys.contains(&k.to_ascii_lowercase().as_str()))
+            .map(|(_, v)| v.clone());
+        let from_env = || {
+            keys.iter()
+                .find_map(|k| std::env::var(k.to_ascii_uppercase()).ok())
+        };
+        from_config
+            .or_else(from_env)
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("http://"))
+    }
+
+    fn build(&self, scheme: &str, bucket: &str) -> Result<Arc<dyn ObjectStore>, String> {
+        let origin = format!("{scheme}://{bucket}");
+        // The same steps for each cloud's builder type: the environment,
+        // the URL, `StoreOptions::config` on top, retries and timeouts.
+        macro_rules! client {
+            ($builder:ty, $http:expr) => {{
+                let mut b = <$builder>::from_env().with_url(&origin);
+                for (k, v) in &self.opts.config {
+                    let key = k
+                        .to_ascii_lowercase()
+                        .parse()
+                        .map_err(|e| format!("{k}: {e}"))?;
+                    b = b.with_config(key, v);
+                }
+                let b = b
+                    .with_retry(self.retry())
+                    .with_client_options(self.client_options($http));
+                Arc::new(b.build().map_err(|e| e.to_string())?) as Arc<dyn ObjectStore>
+            }};
+        }
+        Ok(match scheme {
+            "s3" | "s3a" => client!(
+                AmazonS3Builder,
+                self.http_endpoint(&["aws_endpoint_url", "aws_endpoint", "aws_endpoint_url_s3"])
+            ),
+            "gs" => client!(GoogleCloudStorageBuilder, false),
+            _ => client!(
+                MicrosoftAzureBuilder,
+                self.http_endpoint(&["azure_storage_endpoint", "azure_endpoint"])
+            ),
+        })
+    }
+
+    /// The client for `origin` (`scheme://bucket`, or an HTTP origin), made
+    /// once.
+    fn client(
+        &self,
+        origin: &str,
+        make: impl FnOnce() -> Result<Arc<dyn ObjectStore>, String>,
+    ) -> Result<Arc<dyn ObjectStore>, StoreError> {
+        let mut map = self.by_origin.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = map.get(origin) {
+            return Ok(s.clone());
+        }
+        let store = make().map_err(|cause| StoreError::Client {
+            origin: origin.to_string(),
+            cause,
+        })?;
+        map.insert(origin.to_string(), store.clone());
+        Ok(store)
+    }
+
+    fn bucket(&self, scheme: &str, bucket: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
+        self.client(&format!("{scheme}://{bucket}"), || self.build(scheme, bucket))
+    }
+
+    /// The client and the object's key for `url` (an object, not a pattern).
+    pub fn resolve(&self, url: &str) -> Result<(Arc<dyn ObjectStore>, Key), StoreError> {
+        match target_of(url)? {
+            Target::Bucket { scheme, bucket, rest } => Ok((self.bucket(&scheme, &bucket)?, Key::from(rest))),
+            Target::Http(u) => {
+                let parsed = url::Url::parse(&u).map_err(|e| StoreError::BadUrl {
+                    input: u.clone(),
+                    why: e.to_string(),
+                })?;
+                let origin = parsed[..url::Position::BeforePath].to_string();
+                let key = Key::from_url_path(parsed.path()).map_err(|e| StoreError::BadUrl {
+                    input: u.clone(),
+                    why: e.to_string(),
+                })?;
+                let http = parsed.scheme() == "http";
+                let store = self.client(&origin, || {
+                    let b = HttpBuilder::new()
+                        .with_url(origin.clone())
+                        .with_retry(self.retry())
+                        .with_client_options(self.client_options(http));
+                    Ok(Arc::new(b.build().map_err(|e| e.to_string())?) as Arc<dyn ObjectStore>)
+                })?;
+                Ok((store, key))
+            }
+        }
+    }
+}
+
+/// Where a pattern's literal part ends: the prefix to list (up to the last
+/// `/` before the first `*`, `?` or `[`); `None` without such a character.
+fn glob_prefix(rest: &str) -> Option<&str> {
+    let first = rest.find(['*', '?', '['])?;
+    Some(rest[..first].rfind('/').map_or("", |i| &rest[..=i]))
+}
+
+/// List `inputs` as a stream of objects, in order: each input's objects as
+/// its store returns them (S3, GCS and Azure list in key order), page by
+/// page, never the whole listing at once.
+///
+/// - `scheme://bucket/prefix/` (or the bucket alone): every object under the
+///   prefix whose name `accept`s (the job's file types).
+/// - `scheme://bucket/a/**/*.pdf`: the objects the pattern matches (`*`,
+///   `?` and `[...]` stay within one `/` segment; `**` spans segments),
+///   whatever `accept` says.
+/// - `scheme://bucket/key`: that object, whatever its name; if there is no
+///   such object but objects under `key/`, those (as a prefix). A key that
+///   names neither is yielded as it is, and fails when fetched (no such
+///   object): one failure line, the run goes on.
+/// - `http(s)://host/path`: that object.
+///
+/// An `Err` ends the stream: a listing that failed after its client's
+/// retries ([`StoreError::List`]), or an input that is no URL of a store.
+/// An object named by two inputs is yielded twice (the engine refuses the
+/// second as a key given twice): the listing keeps no set of names.
+pub fn list(
+    stores: Arc<Stores>,
+    inputs: Vec<String>,
+    accept: fn(&str) -> bool,
+) -> BoxStream<'static, Result<Object, StoreError>> {
+    stream::iter(inputs)
+        .flat_map(move |input| {
+            let stores = stores.clone();
+            stream::once(async move { input_objects(&stores, input, accept).await })
+                .flat_map(|r| r.unwrap_or_else(|e| stream::once(async { Err(e) }).boxed()))
+        })
+        .scan(false, |failed, item| {
+            // Nothing after the first error.
+            let out = (!*failed).then_some(item);
+            *failed |= matches!(out, Some(Err(_)));
+            futures::future::ready(out)
+        })
+        .boxed()
+}
+
+async fn input_objects(
+    stores: &Stores,
+    input: String,
+    accept: fn(&str) -> bool,
+) -> Result<BoxStream<'static, Result<Object, StoreError>>, StoreError> {
+    let (scheme, bucket, rest) = match target_of(&input)? {
+        Target::Http(url) => return Ok(stream::once(async { Ok(Object::new(url)) }).boxed()),
+        Target::Bucket { scheme, bucket, rest } => (scheme, bucket, rest),
+    };
+    let store = stores.bucket(&scheme, &bucket)?;
+    let base = format!("{scheme}://{bucket}/");
+    if let Some(prefix) = glob_prefix(&rest) {
+        let options = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        let pattern = glob::Pattern::new(&rest).map_err(|e| StoreError::BadUrl {
+            input: input.clone(),
+            why: format!("not a valid pattern ({e})"),
+        })?;
+        let keep = move |key: &str| pattern.matches_with(key, options);
+        return Ok(listing(store, input, base, prefix.to_string(), keep));
+    }
+    if rest.is_empty() || rest.ends_with('/') {
+        return Ok(listing(store, input, base, rest, accept));
+    }
+    match store.head(&Key::from(rest.as_str())).await {
+        Ok(meta) => {
+            let object = Object {
+                url: format!("{base}{}", meta.location).into(),
+                size: Some(meta.size),
+            };
+            Ok(stream::once(async { Ok(object) }).boxed())
+        }
+        Err(object_store::Error::NotFound { .. }) => {
+            // A prefix written without its slash, or a missing object.
+            let prefix = format!("{rest}/");
+            let mut first = store.list(Some(&Key::from(prefix.as_str()))).take(1);
+            match first.next().await {
+                Some(Ok(_)) => Ok(listing(store, input, base, prefix, accept)),
+                None => Ok(stream::once(async move { Ok(Object::new(format!("{base}{rest}"))) }).boxed()),
+                Some(Err(e)) => Err(StoreError::List {
+                    input,
+                    listed: 0,
+                    cause: e.to_string(),
+                }),
+            }
+        }
+        Err(e) => Err(StoreError::List {
+            input,
+            listed: 0,
+            cause: e.to_string(),
+        }),
+    }
+}
+
+/// The objects under `prefix` whose keys `keep` says yes to.
+fn listing(
+    store: Arc<dyn ObjectStore>,
+    input: String,
+    base: String,
+    prefix: String,
+    keep: impl Fn(&str) -> bool + Send + 'static,
+) -> BoxStream<'static, Result<Object, StoreError>> {
+    let prefix = (!prefix.is_empty()).then(|| Key::from(prefix.as_str()));
+    let mut listed = 0u64;
+    store
+        .list(prefix.as_ref())
+        .filter_map(move |r| {
+            let out = match r {
+                Ok(meta) if keep(meta.location.as_ref()) => {
+                    listed += 1;
+                    Some(Ok(Object {
+                        url: format!("{base}{}", meta.location).into(),
+                        size: Some(meta.size),
+                    }))
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err(StoreError::List {
+                    input: input.clone(),
+                    listed,
+                    cause: e.to_string(),
+                })),
+            };
+            futures::future::ready(out)
+        })
+        .boxed()
+}
+
+/// An object's bytes, read by [`Fetch`].
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    /// The object's URL.
+    pub url: Arc<str>,
+    /// Its bytes.
+    pub bytes: bytes::Bytes,
+}
+
+/// The fetch Call's stage: one GET per object (build it with
+/// `Call::new_async_records("fetch", move || Ok(Fetch::new(stores.clone())))`
+/// and give it the concurrency, timeout and retries the store needs).
+///
+/// A missing object, or one the credentials may not read, is that record's
+/// failure at once (no retry helps; the cause names the URL); any other
+/// error is an attempt that failed (retried within the Call's record
+/// budget, then the root fails with every attempt in its cause).
+pub struct Fetch {
+    stores: Arc<Stores>,
+}
+
+impl Fetch {
+    /// Fetch with these clients.
+    pub fn new(stores: Arc<Stores>) -> Fetch {
+        Fetch { stores }
+    }
+}
+
+impl AsyncRecordStage for Fetch {
+    type In = Object;
+    type Out = Fetched;
+
+    async fn run_one(self: Arc<Self>, object: Object, _cx: StageContext) -> RecordResult<Fetched> {
+        let url = object.url;
+        let (store, key) = match self.stores.resolve(&url) {
+            Ok(x) => x,
+            Err(e) => return Ok(Outcome::RecordFailure(Cause::new(e.to_string()))),
+        };
+        let got = match store.get(&key).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Ok(Outcome::RecordFailure(Cause::new(format!(
+                    "{url}: no such object"
+                ))));
+            }
+            Err(
+                e @ (object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }),
+            ) => {
+                return Ok(Outcome::RecordFailure(Cause::new(format!(
+                    "{url}: access refused ({e}); check the credentials in the environment"
+                ))));
+            }
+            Err(e) => return Err(format!("{url}: {e}").into()),
+        };
+        match got.bytes().await {
+            Ok(bytes) => Ok(Outcome::Ok(Fetched { url, bytes })),
+            Err(e) => Err(format!("{url}: reading the body: {e}").into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_lists_from_its_literal_part() {
+        assert_eq!(glob_prefix("docs/2024/**/*.pdf"), Some("docs/2024/"));
+        assert_eq!(glob_prefix("docs/a*.pdf"), Some("docs/"));
+        assert_eq!(glob_prefix("*.pdf"), Some(""));
+        assert_eq!(glob_prefix("docs/a.pdf"), None);
+    }
+
+    #[test]
+    fn inputs_name_their_mistake() {
+        let why = |i: &str| match target_of(i) {
+            Err(StoreError::BadUrl { why, .. }) => why,
+            _ => String::new(),
+        };
+        assert!(why("s3:///a.pdf").contains("no bucket"));
+        assert!(why("ftp://h/a.pdf").contains("unknown scheme"));
+        assert!(why("https://example.org/").contains("one object"));
+        assert!(why("file:///a.pdf").contains("local path"));
+        assert!(matches!(
+            target_of("gs://b/x/y.pdf"),
+            Ok(Target::Bucket { ref scheme, ref bucket, ref rest }) if scheme == "gs" && bucket == "b" && rest == "x/y.pdf"
+        ));
+    }
+}

