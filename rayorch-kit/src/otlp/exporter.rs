@@ -202,6 +202,10 @@ impl Otlp {
     pub fn new(config: OtlpConfig) -> Result<Otlp, OtlpError> {
         let url = config.traces_url()?;
         let counts = Arc::new(Counts::default());
+        // With `store`, reqwest is built with rustls and no bundled crypto
+        // provider, for this client too: install ring's before building it.
+        #[cfg(feature = "store")]
+        crate::store::install_crypto();
         let inner = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)

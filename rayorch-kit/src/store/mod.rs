@@ -35,6 +35,8 @@ mod remote;
 pub mod testing;
 
 #[cfg(feature = "store")]
+pub(crate) use remote::install_crypto;
+#[cfg(feature = "store")]
 pub use remote::{Fetch, Fetched, Object, StoreError, StoreOptions, Stores, list};
 
 /// The URL schemes inputs may use (`file://` is read as a local path).

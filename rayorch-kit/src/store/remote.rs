@@ -174,9 +174,11 @@ impl std::fmt::Debug for Stores {
     }
 }
 
-/// rustls's process-wide provider: ring's (the one crypto library in the
-/// tree; reqwest is built without a bundled provider).
-fn install_crypto() {
+/// Install rustls's process-wide provider: ring's (the one crypto library
+/// in the tree; reqwest is built without a bundled provider, so every
+/// reqwest client of a process with `store` needs it, the OTLP exporter's
+/// too).
+pub(crate) fn install_crypto() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // Err: one was installed already (by this process's own TLS code).
