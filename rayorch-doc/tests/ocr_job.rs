@@ -331,7 +331,7 @@ fn the_help_names_the_exit_codes() {
 /// A default build carries no NATS client and no trace exporter: the
 /// distributed flags and `--otlp` are refused with the command that
 /// rebuilds the job with them, before anything in `--out` is touched.
-#[cfg(not(any(feature = "dist", feature = "otlp")))]
+#[cfg(not(any(feature = "dist", feature = "otlp", feature = "store")))]
 #[test]
 fn a_default_build_refuses_what_it_was_built_without_and_touches_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -376,6 +376,11 @@ fn a_default_build_refuses_what_it_was_built_without_and_touches_nothing() {
             vec!["doc_ocr", "--otlp", "http://127.0.0.1:4318", "--out", &o],
             "--otlp",
             "--features otlp --example",
+        ),
+        (
+            vec!["doc_ocr", "s3://bucket/docs/", "--out", &o],
+            "s3://bucket/docs/",
+            "--features store --example doc_ocr -- s3://bucket/docs/",
         ),
     ] {
         let err = rayorch_doc::ocr::run_from(&argv).unwrap_err().to_string();

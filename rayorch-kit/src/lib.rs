@@ -6,6 +6,7 @@
 //! | [`progress`] | progress bars per Domain, moved by the run's observer |
 //! | [`timeline`] | the stage-window timeline (the paper's Figure 7) as an SVG, from the observer's batch spans |
 //! | [`parquet`] | Parquet outputs over a row schema: one file, or segments that follow the journal (feature `parquet`) |
+//! | [`names`] | the names of a run's roots while they are live (named by the source, taken by the sink) |
 //! | [`resume`] | start, `--resume` or `--force` a journaled run into an output folder |
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
 //! | [`check`] | after the run: every root once, the same in each output |
@@ -19,6 +20,7 @@
 //! the video job (`rayorch-video`) are built on this kit.
 
 pub mod check;
+pub mod names;
 pub mod otlp;
 #[cfg(feature = "parquet")]
 pub mod parquet;

@@ -61,18 +61,21 @@ pub fn source_digest<S: AsRef<str>>(what: &str, names: &[S]) -> String {
 /// Decide how the run into `out` starts (see the module note): returns the
 /// keys the journal at `journal` already holds (empty for a fresh start),
 /// having deleted a journal that must not be continued. `roots` is the
-/// number of roots of this run, `source` their [`source_digest`].
+/// number of roots of this run (`None` for a source that streams: a
+/// journal of it is never known to be finished, so a run into its folder
+/// needs `--resume` or `--force`), `source` their [`source_digest`].
 pub fn prepare(
     out: &Path,
     journal: &Path,
     start: Start,
-    roots: usize,
+    roots: Option<usize>,
     source: &str,
 ) -> Result<HashSet<u64>, BoxError> {
     let state = JournalState::read(journal)?;
     let finished = state
         .as_ref()
-        .is_some_and(|s| s.roots.len() == roots && s.source == source);
+        .is_some_and(|s| Some(s.roots.len()) == roots && s.source == source);
+    let of = roots.map_or_else(String::new, |n| format!(" of {n}"));
     match (&state, start) {
         (Some(_), Start::New) if finished => {
             std::fs::remove_file(journal)?;
@@ -85,7 +88,7 @@ pub fn prepare(
         )
         .into()),
         (Some(s), Start::New) => Err(format!(
-            "{} holds a journaled run ({} of {roots} finished): continue it with --resume, or start over with --force",
+            "{} holds a journaled run ({}{of} finished): continue it with --resume, or start over with --force",
             out.display(),
             s.roots.len()
         )
@@ -128,9 +131,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let j = dir.path().join("journal.redb");
         let src = source_digest("files", &["a"]);
-        assert!(prepare(dir.path(), &j, Start::New, 1, &src).unwrap().is_empty());
-        assert!(prepare(dir.path(), &j, Start::Force, 1, &src).unwrap().is_empty());
-        let e = prepare(dir.path(), &j, Start::Resume, 1, &src).unwrap_err();
+        assert!(
+            prepare(dir.path(), &j, Start::New, Some(1), &src)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            prepare(dir.path(), &j, Start::Force, Some(1), &src)
+                .unwrap()
+                .is_empty()
+        );
+        let e = prepare(dir.path(), &j, Start::Resume, Some(1), &src).unwrap_err();
         assert!(e.to_string().contains("no journaled run"), "{e}");
     }
 

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use object_store::ObjectStoreExt;
 use rayorch::sink::Callback;
 use rayorch::{Call, FailureKind, Item, Plan, RootOutcome, RunSummary, Runner, domain};
 use rayorch_kit::store::testing::{FaultProxy, Faults, S3Server};
@@ -35,16 +34,14 @@ fn body(key: &str, size: usize) -> Vec<u8> {
     b
 }
 
-/// Upload `keys` into `bucket` (each body from [`body`]); a client of its
-/// own, on a runtime of its own.
+/// Upload `keys` into `bucket` (each body from [`body`]).
 fn upload(server: &S3Server, bucket: &str, keys: &[&str], size: usize) {
-    let stores = Stores::new(S3Server::options(&server.endpoint()));
-    rt().block_on(async {
-        for k in keys {
-            let (store, key) = stores.resolve(&format!("s3://{bucket}/{k}")).unwrap();
-            store.put(&key, body(k, size).into()).await.unwrap();
-        }
-    });
+    let objects: Vec<(String, Vec<u8>)> = keys
+        .iter()
+        .map(|k| (format!("s3://{bucket}/{k}"), body(k, size)))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = objects.iter().map(|(u, b)| (u.as_str(), &b[..])).collect();
+    server.put(&refs).unwrap();
 }
 
 fn listed(opts: StoreOptions, inputs: &[&str]) -> Result<Vec<String>, StoreError> {

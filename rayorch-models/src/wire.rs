@@ -292,6 +292,10 @@ impl Wire for PdfFile {
                 out.push(1);
                 put_bytes(out, b);
             }
+            PdfSource::Url(u) => {
+                out.push(2);
+                put_bytes(out, u.as_bytes());
+            }
         }
     }
     fn get(r: &mut Reader<'_>) -> Result<PdfFile, String> {
@@ -304,6 +308,7 @@ impl Wire for PdfFile {
                 PdfSource::Path(PathBuf::from(s))
             }
             1 => PdfSource::Bytes(r.bytes("document bytes")?.into()),
+            2 => PdfSource::Url(r.string("a document URL")?.into()),
             t => return Err(format!("{name}: unknown document source tag {t}")),
         };
         Ok(PdfFile { name, source })
@@ -320,6 +325,7 @@ fn same_source(a: &PdfSource, b: &PdfSource) -> bool {
     match (a, b) {
         (PdfSource::Path(x), PdfSource::Path(y)) => x == y,
         (PdfSource::Bytes(x), PdfSource::Bytes(y)) => Arc::ptr_eq(x, y) || x[..] == y[..],
+        (PdfSource::Url(x), PdfSource::Url(y)) => x == y,
         _ => false,
     }
 }
@@ -561,6 +567,16 @@ mod tests {
         let back = round_trip(&vec![line.clone()]);
         assert_eq!((back[0].row, back[0].bbox, back[0].score), (7, line.bbox, 0.75));
         assert_eq!(back[0].crop.as_raw(), line.crop.as_raw());
+    }
+
+    #[test]
+    fn a_url_document_crosses_the_wire_as_its_url_and_is_never_opened_unfetched() {
+        let file = PdfFile::from_url("s3://bucket/a.pdf");
+        let back = PdfFile::from_wire(&file.to_wire()).unwrap();
+        assert!(matches!(&back.source, PdfSource::Url(u) if &**u == "s3://bucket/a.pdf"));
+        assert_eq!(&*back.name, "s3://bucket/a.pdf");
+        let e = open_document(&back).unwrap_err().to_string();
+        assert!(e.contains("s3://bucket/a.pdf was not fetched"), "{e}");
     }
 
     #[test]

@@ -22,8 +22,13 @@ pub const EXIT_CODES: &str = "Exit status:
 #[derive(Parser, Debug, Clone)]
 #[command(name = "doc_ocr", version, about, after_help = EXIT_CODES)]
 pub struct Args {
-    /// PDF files, folders (searched recursively for *.pdf) or glob patterns.
-    /// Default: the bundled samples.
+    /// PDF files, folders (searched recursively for *.pdf) or glob patterns;
+    /// or, in a build with `--features store`, objects in object storage:
+    /// `s3://BUCKET/PREFIX/` (every *.pdf below), `s3://BUCKET/a/**/*.pdf`,
+    /// `s3://BUCKET/KEY`, likewise `gs://` and `az://`, and `https://…` for
+    /// one object (credentials and endpoint from the environment: `AWS_*`,
+    /// `AWS_ENDPOINT_URL`, `GOOGLE_*`, `AZURE_*`). Default: the bundled
+    /// samples.
     pub inputs: Vec<String>,
     /// Output folder (created if missing; its output files are replaced).
     #[arg(short, long, default_value = "target/doc_ocr")]
@@ -101,6 +106,14 @@ pub struct Args {
     /// pages are still being read (0: never waits).
     #[arg(long, default_value_t = 1000)]
     pub embed_delay_ms: u64,
+    /// Fetch (inputs in object storage): objects read at once. A CPU OCR
+    /// job needs few; a document waits for its bytes only once.
+    #[arg(long, default_value_t = 8)]
+    pub fetch_concurrency: usize,
+    /// Fetch: longest one attempt to read an object may take, in seconds
+    /// (then it is retried, twice).
+    #[arg(long, default_value_t = 120)]
+    pub fetch_timeout_s: u64,
     /// Run ONNX models on CUDA device 0 (needs `--features rayorch-models/cuda`
     /// and an onnxruntime-gpu library in ORT_DYLIB_PATH).
     #[arg(long)]
@@ -156,6 +169,8 @@ impl Args {
             recognize_by_width: self.recognize_by_width || self.cuda,
             embed_batch: self.embed_batch,
             embed_delay: std::time::Duration::from_millis(self.embed_delay_ms),
+            fetch_concurrency: self.fetch_concurrency.max(1),
+            fetch_timeout: std::time::Duration::from_secs(self.fetch_timeout_s.max(1)),
         }
     }
 

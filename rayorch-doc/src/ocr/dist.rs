@@ -36,7 +36,7 @@ type Error = rayorch::BoxError;
 
 /// The Calls a distributed run's owner runs itself by default: the cheap
 /// steps next to the data (so it never re-parses a PDF a worker opened).
-const OWNER_CALLS: &str = "open:1,name:1,layer:1,page_text:1,text:1,assemble:1";
+const OWNER_CALLS: &str = "fetch:1,open:1,name:1,layer:1,page_text:1,text:1,assemble:1";
 
 /// Play `role`: the whole job in this process, the broker, a worker, or
 /// the owner (which writes the outputs as a local run does).
@@ -61,6 +61,13 @@ pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
             );
             Ok(0)
         }
+        Role::Owner { .. } if args
+            .inputs
+            .iter()
+            .any(|i| rayorch_kit::store::is_url(i) && rayorch_kit::store::file_url_path(i).is_none()) => Err(
+            "object-store inputs run in one process for now: a distributed run reads local files at the owner's absolute paths (a shared file system); run without --nats, or copy the objects to a shared folder"
+                .into(),
+        ),
         Role::Owner { url } => run_here(args, |here, outputs| {
             let mut owner = role::owner(
                 here.plan,
@@ -73,12 +80,12 @@ pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
             let interrupts = stop::on_ctrl_c(owner.cancel_handle(), "documents")?;
             here.progress.println(format!(
                 "doc_ocr owner: {} documents, job `{}` at {url}, window {}, outputs in {}",
-                here.files.len(),
+                here.roots.files.len(),
                 args.dist.job_name("doc_ocr"),
                 args.window,
                 args.out.display()
             ));
-            let summary = role::run_owner(&mut owner, sources(here.files), outputs)?;
+            let summary = role::run_owner(&mut owner, sources(&here.roots.files), outputs)?;
             let stats = owner.stats();
             let workers = workers_table(&summary, &stats);
             Ok(Ran {

@@ -2,11 +2,13 @@
 //! streamed per document.
 //!
 //! ```text
-//! Pdf ─open─► expand Page ─read─► detect ─► expand Line ─recognize─► reduce (page lines)
+//! Pdf ─fetch─open─► expand Page ─read─► detect ─► expand Line ─recognize─► reduce (page lines)
 //!                            └──layer──────────────────────────────────┴─page_text─► embed
 //!     ─► reduce (page texts, page embeddings) ─assemble─► Document
 //! ```
-//! A document is parsed once (`open`) and expanded into page handles; each
+//! A document named by a URL is read from object storage first (`fetch`:
+//! a per-record async Call with its own concurrency, deadline and retries;
+//! a local file passes through it). A document is parsed once (`open`) and expanded into page handles; each
 //! page is read in its own Grain (`read`): a page whose text layer passes
 //! the checks of `rayorch_models::pdf::text::Verdict` takes its text from
 //! the layer and is never rendered, detected or recognised (it expands to
@@ -60,6 +62,8 @@ pub type Parts = (String, Vec<PageText>, Vec<Vec<f32>>);
 
 /// Every Call of the job.
 pub struct OcrJob {
+    /// Read a document named by a URL from object storage (local files pass through).
+    pub fetch: RecordCall<crate::calls::FetchPdf>,
     /// Parse a document into page handles (once per document).
     pub open: Call<PdfOpen>,
     /// Read one page: its trusted text layer, or its pixels for OCR.
@@ -88,7 +92,7 @@ pub struct OcrJob {
 #[pipeline]
 impl OcrJob {
     fn forward(&self, pdfs: Port<Pdf, PdfFile>) -> Port<Pdf, Document> {
-        let pages = self.read(expand!(self.open(pdfs) => Page));
+        let pages = self.read(expand!(self.open(self.fetch(pdfs)) => Page));
         let lines = expand!(self.detect(pages) => Line);
         let page = self.page_text(self.layer(pages), reduce!(self.recognize(lines)));
         let embedding = self.embed(self.text(page));
@@ -179,6 +183,10 @@ pub struct OcrConfig {
     /// Embed: longest a page text waits for a fuller batch (only while
     /// more pages can still come; zero: never).
     pub embed_delay: std::time::Duration,
+    /// Fetch: objects read at once (inputs in object storage).
+    pub fetch_concurrency: usize,
+    /// Fetch: longest one attempt to read an object may take.
+    pub fetch_timeout: std::time::Duration,
 }
 
 impl Default for OcrConfig {
@@ -197,6 +205,8 @@ impl Default for OcrConfig {
             recognize_by_width: false,
             embed_batch: 16,
             embed_delay: std::time::Duration::from_secs(1),
+            fetch_concurrency: 8,
+            fetch_timeout: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -245,6 +255,7 @@ impl OcrJob {
         let (a1, a3) = (assets.clone(), assets.clone());
         let (det_cfg, rec_cfg) = (cfg.detect(), cfg.recognize());
         OcrJob {
+            fetch: crate::calls::fetch(cfg.fetch_concurrency, cfg.fetch_timeout),
             open: Call::new("open", || Ok(PdfOpen)).batch_size(1),
             read: Call::new("read", move || {
                 Ok(PdfPageRead::new(render_cfg.clone(), force_ocr))

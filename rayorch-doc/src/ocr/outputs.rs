@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use rayorch::sink::{FailureLine, LinesFile, Sink};
 use rayorch::{BoxError, Item, ItemKind, Output, RootOutcome};
+use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::ParquetSegments;
 use rayorch_kit::progress::Progress;
 use rayorch_models::pdf::text::TextSource;
@@ -71,7 +72,7 @@ pub fn outcome_label(kind: ItemKind) -> &'static str {
 /// figures for the summary.
 pub struct Outputs {
     out: Output<Document>,
-    names: Arc<Vec<String>>,
+    names: Arc<RootNames>,
     jsonl: LinesFile,
     failures: LinesFile,
     parquet: ParquetSegments<DocumentRows>,
@@ -89,8 +90,6 @@ pub struct Outputs {
     /// Documents that ended otherwise than the manifest says (no manifest
     /// entry: any document not written).
     pub unexpected: usize,
-    /// Keys of every document that reached the sink.
-    pub seen: Vec<u64>,
     /// Pages written.
     pub pages: usize,
     /// Pages written whose text is their text layer (the others were OCR'd).
@@ -111,7 +110,7 @@ impl Outputs {
     pub fn create(
         dir: &Path,
         out: Output<Document>,
-        names: Arc<Vec<String>>,
+        names: Arc<RootNames>,
         dim: usize,
         progress: Arc<Progress>,
         expected: Vec<Sample>,
@@ -143,7 +142,6 @@ impl Outputs {
             written: 0,
             failed: 0,
             unexpected: 0,
-            seen: Vec::new(),
             pages: 0,
             layer_pages: 0,
             scores: Vec::new(),
@@ -223,8 +221,7 @@ impl Outputs {
 impl Sink for Outputs {
     fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
         let t = self.start.elapsed().as_secs_f64();
-        let name = self.names.get(o.key as usize).cloned().unwrap_or_default();
-        self.seen.push(o.key);
+        let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
         match o.get(self.out) {
             Item::Present(doc) => {
                 let cer = self.score(&name, "written", Some(&doc));

@@ -11,13 +11,25 @@
 //! the others run; a run into an `--out` holding a journal needs
 //! `--resume` or `--force` (start over). The exit status says whether any
 //! document failed (`cli::EXIT_CODES`).
+//!
+//! Inputs are local files (discovered before the run, keyed by their place
+//! in that list) and, with `--features store`, objects in object storage,
+//! listed while the run goes (`rayorch_kit::store`: a root's key is a
+//! function of its URL; each input's first page of listing is checked
+//! before any output is touched). The journal of a run with object-store
+//! inputs is tied to the inputs as written (a prefix's listing is not read
+//! ahead to digest it): a `--resume` over the same inputs skips the
+//! documents already written and runs the others, objects added since
+//! among them. Names live while their documents do (`RootNames`).
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use clap::Parser;
+use futures::stream::{self, BoxStream, StreamExt};
 use rayorch::Runner;
+use rayorch_kit::names::RootNames;
 use rayorch_kit::progress::Progress;
 use rayorch_kit::resume::{self, Start};
 use rayorch_kit::stop;
@@ -70,8 +82,8 @@ pub(super) fn run_local(args: &Args) -> Result<u8, Error> {
         let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
         let k = here.cfg.knobs;
         here.progress.println(format!(
-            "doc_ocr: {} documents, window {}, {} ONNX thread(s) per replica, replicas read {} detect {} recognize {} embed {}, outputs in {}",
-            here.files.len(),
+            "doc_ocr: {}, window {}, {} ONNX thread(s) per replica, replicas read {} detect {} recognize {} embed {}, outputs in {}",
+            here.roots.describe(),
             here.args.window,
             k.threads,
             k.render_replicas,
@@ -80,13 +92,8 @@ pub(super) fn run_local(args: &Args) -> Result<u8, Error> {
             k.embed_replicas,
             here.args.out.display()
         ));
-        let roots = here
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i as u64, PdfFile::from_path(p)));
         Ok(Ran {
-            summary: runner.run(roots, outputs)?,
+            summary: runner.run_stream(here.roots.stream(), outputs)?,
             interrupts,
             distributed: None,
         })
@@ -97,12 +104,142 @@ pub(super) fn run_local(args: &Args) -> Result<u8, Error> {
 /// names when refusing `--nats` or `--serve-nats`).
 const REBUILD: &str = "cargo run --release --features dist --example doc_ocr --";
 
+/// The job's build command with the `store` feature (what a default build
+/// names when refusing a URL input).
+const REBUILD_STORE: &str = "cargo run --release --features store --example doc_ocr --";
+
+/// Is `name` a PDF's (what a folder or prefix listing keeps)?
+#[cfg(feature = "store")]
+fn is_pdf_name(name: &str) -> bool {
+    Path::new(name)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("pdf"))
+}
+
+/// The documents of a run: local files, then the objects of object-store
+/// inputs as they are listed, at most `limit` in all.
+pub(super) struct Roots {
+    /// Local files, keyed by their place in this list.
+    pub(super) files: Vec<PathBuf>,
+    /// Object-store inputs (URLs and patterns), listed as the run goes.
+    pub(super) urls: Vec<String>,
+    limit: Option<usize>,
+    names: Arc<RootNames>,
+    /// Roots in the journal already: not named (the run skips them).
+    done: Arc<std::collections::HashSet<u64>>,
+    /// What the listing yielded, and why it stopped early, if it did.
+    listed: Arc<Listed>,
+}
+
+/// The listing's count and its error, filled while the run goes.
+#[derive(Default)]
+pub(super) struct Listed {
+    objects: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+impl Roots {
+    /// "N documents" (local) and the object-store inputs, for the console.
+    pub(super) fn describe(&self) -> String {
+        match self.urls.len() {
+            0 => format!("{} documents", self.files.len()),
+            _ => format!(
+                "{} local documents and the objects of {}",
+                self.files.len(),
+                self.urls.join(", ")
+            ),
+        }
+    }
+
+    /// The roots as the run admits them; object-store roots are named as
+    /// they come (local files were named before the run).
+    pub(super) fn stream(&self) -> BoxStream<'static, (u64, PdfFile)> {
+        let local: Vec<(u64, PdfFile)> = self
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i as u64, PdfFile::from_path(p)))
+            .collect();
+        let (names, done, listed) = (self.names.clone(), self.done.clone(), self.listed.clone());
+        let remote = self.remote().inspect(move |(k, f)| {
+            listed.objects.fetch_add(1, Ordering::Relaxed);
+            if !done.contains(k) {
+                names.insert(*k, f.name.clone());
+            }
+        });
+        stream::iter(local)
+            .chain(remote)
+            .take(self.limit.unwrap_or(usize::MAX))
+            .boxed()
+    }
+
+    #[cfg(feature = "store")]
+    fn remote(&self) -> BoxStream<'static, (u64, PdfFile)> {
+        use rayorch_kit::store::{StoreOptions, Stores, list};
+        if self.urls.is_empty() {
+            return stream::empty().boxed();
+        }
+        let listed = self.listed.clone();
+        list(
+            Stores::new(StoreOptions::default()),
+            self.urls.clone(),
+            is_pdf_name,
+        )
+        .scan((), move |_, r| {
+            futures::future::ready(match r {
+                Ok(o) => Some((o.key(), PdfFile::from_url(o.url))),
+                Err(e) => {
+                    *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                    None
+                }
+            })
+        })
+        .boxed()
+    }
+
+    #[cfg(not(feature = "store"))]
+    fn remote(&self) -> BoxStream<'static, (u64, PdfFile)> {
+        // URL inputs are refused before the run in a build without `store`.
+        stream::empty().boxed()
+    }
+
+    /// Roots the source yielded.
+    fn yielded(&self) -> u64 {
+        let local = self.files.len() as u64;
+        let all = local + self.listed.objects.load(Ordering::Relaxed);
+        self.limit.map_or(all, |n| all.min(n as u64))
+    }
+
+    /// Why the listing stopped early, if it did.
+    fn listing_error(&self) -> Option<String> {
+        self.listed
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// Check that each object-store input can be listed before any output is
+/// touched (a missing bucket or refused credentials is an error here, not
+/// a run that ends with nothing); how many of them hold a PDF.
+#[cfg(feature = "store")]
+fn check_listing(urls: &[String]) -> Result<usize, Error> {
+    let opts = rayorch_kit::store::StoreOptions::default();
+    Ok(rayorch_kit::store::check_listing(urls, is_pdf_name, &opts)?)
+}
+
+#[cfg(not(feature = "store"))]
+fn check_listing(_urls: &[String]) -> Result<usize, Error> {
+    Ok(0)
+}
+
 /// What a run needs, prepared by [`run_here`] for its run step: in this
 /// process ([`run`]) or as the owner of a distributed run (`dist`).
 pub(super) struct Here<'a> {
     pub(super) args: &'a Args,
     pub(super) cfg: &'a super::OcrConfig,
-    pub(super) files: &'a [PathBuf],
+    pub(super) roots: &'a Roots,
     pub(super) plan: &'a rayorch::Plan,
     pub(super) journal: &'a Path,
     pub(super) source: String,
@@ -149,11 +286,17 @@ pub(super) fn run_here(
     } else {
         args.inputs.clone()
     };
-    let mut files = discover(&inputs)?;
+    rayorch_kit::store::refuse_urls(&inputs, cfg!(feature = "store"), REBUILD_STORE)?;
+    let (urls, local): (Vec<String>, Vec<String>) = inputs
+        .iter()
+        .map(|i| rayorch_kit::store::file_url_path(i).unwrap_or_else(|| i.clone()))
+        .partition(|i| rayorch_kit::store::is_url(i));
+    let mut files = discover(&local)?;
     if let Some(n) = args.limit {
         files.truncate(n);
     }
-    if files.is_empty() {
+    let listable = check_listing(&urls)?;
+    if files.is_empty() && listable == 0 {
         return Err(format!("no PDF files found in {}", inputs.join(", ")).into());
     }
     let expected_dir = args
@@ -174,15 +317,37 @@ pub(super) fn run_here(
         .domain::<Page>("pages")
         .domain::<Line>("lines")
         .shared();
-    let names: Arc<Vec<String>> = Arc::new(files.iter().map(|f| f.display().to_string()).collect());
+    let local_names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     let journal = args.out.join("journal.redb");
-    let source = resume::source_digest("PDF files", &names);
+    let source = if urls.is_empty() {
+        resume::source_digest("PDF files", &local_names)
+    } else {
+        resume::source_digest(
+            "PDF files and object-store inputs",
+            &[&local_names[..], &urls[..]].concat(),
+        )
+    };
     let start = Start::from_flags(args.resume, args.force);
-    let done = resume::prepare(&args.out, &journal, start, files.len(), &source)?;
+    let streamed = urls.is_empty().then_some(files.len());
+    let done = resume::prepare(&args.out, &journal, start, streamed, &source)?;
+    let names = RootNames::new();
+    for (k, n) in local_names.into_iter().enumerate() {
+        if !done.contains(&(k as u64)) {
+            names.insert(k as u64, n);
+        }
+    }
+    let roots = Roots {
+        files,
+        urls,
+        limit: args.limit,
+        names: names.clone(),
+        done: Arc::new(done),
+        listed: Arc::default(),
+    };
     let mut outputs = Outputs::create(
         &args.out,
         out,
-        names,
+        names.clone(),
         dim,
         progress.clone(),
         expected,
@@ -195,7 +360,7 @@ pub(super) fn run_here(
     let here = Here {
         args,
         cfg: &cfg,
-        files: &files,
+        roots: &roots,
         plan: &plan,
         journal: &journal,
         source,
@@ -221,7 +386,7 @@ pub(super) fn run_here(
         .map(|(t, _)| *t);
     let mut json = serde_json::to_value(&summary)?;
     json["job"] = serde_json::json!({
-        "documents": files.len(),
+        "documents": roots.yielded(),
         "documents_written": outputs.written,
         "documents_failed": outputs.failed,
         "pages_written": outputs.pages,
@@ -235,7 +400,8 @@ pub(super) fn run_here(
         "first_text_document_s": first_text,
         "interrupted": interrupted,
         "resumed_documents": summary.journal_skipped,
-        "not_started": not_started(&files, &outputs.seen, &done),
+        "not_started": names.remaining(),
+        "listing_error": roots.listing_error(),
         "documents_unexpected": outputs.unexpected,
         "threads_per_session": cfg.knobs.threads,
         "replicas": {
@@ -292,16 +458,15 @@ pub(super) fn run_here(
             resume::resume_command("cargo run --release --example doc_ocr --")
         );
     }
+    if let Some(e) = roots.listing_error() {
+        // The run broke off: what was listed is written; the rest is not.
+        println!(
+            "the listing stopped early: {e}\ncontinue this run with\n  {}",
+            resume::resume_command("cargo run --release --features store --example doc_ocr --")
+        );
+        return Ok(1);
+    }
     Ok(outputs.exit_code(interrupted))
-}
-
-/// The documents that never reached the sink and are not in the journal.
-fn not_started(files: &[PathBuf], seen: &[u64], done: &HashSet<u64>) -> Vec<String> {
-    let seen: HashSet<u64> = seen.iter().copied().collect();
-    (0..files.len() as u64)
-        .filter(|k| !seen.contains(k) && !done.contains(k))
-        .map(|k| files[k as usize].display().to_string())
-        .collect()
 }
 
 /// Check that the outputs hold each document once, the same ones in

@@ -34,10 +34,10 @@ mod remote;
 #[cfg(feature = "store")]
 pub mod testing;
 
-#[cfg(feature = "store")]
+#[cfg(all(feature = "store", feature = "otlp"))]
 pub(crate) use remote::install_crypto;
 #[cfg(feature = "store")]
-pub use remote::{Fetch, Fetched, Object, StoreError, StoreOptions, Stores, list};
+pub use remote::{Fetch, Fetched, Object, StoreError, StoreOptions, Stores, check_listing, list};
 
 /// The URL schemes inputs may use (`file://` is read as a local path).
 pub const SCHEMES: &[&str] = &[
@@ -100,25 +100,22 @@ pub fn root_key(url: &str) -> u64 {
     h
 }
 
-/// Whether this build reads URLs (the `store` feature).
-pub const BUILT_WITH_STORE: bool = cfg!(feature = "store");
-
-/// In a build without the `store` feature, the error for the first URL
-/// among `inputs`, naming the command that builds a job with it
-/// (`rebuild`); `Ok` when there is none or the build has the feature.
+/// The error for the first URL among `inputs` in a job built without
+/// object-storage inputs (`built`: the job's own `store` feature), naming
+/// the command that builds it with them (`rebuild`); `Ok` when there is no
+/// URL or the job has the feature. `file://` URLs are local paths.
 ///
 /// ```
 /// let inputs = ["a.pdf".to_string(), "s3://b/x/".to_string()];
-/// let r = rayorch_kit::store::refuse_urls(&inputs, "cargo run --features store --example job --");
-/// if rayorch_kit::store::BUILT_WITH_STORE {
-///     assert!(r.is_ok());
-/// } else {
-///     assert!(r.unwrap_err().contains("--features store"));
-/// }
+/// let rebuild = "cargo run --features store --example job --";
+/// assert!(rayorch_kit::store::refuse_urls(&inputs, true, rebuild).is_ok());
+/// let e = rayorch_kit::store::refuse_urls(&inputs, false, rebuild).unwrap_err();
+/// assert!(e.starts_with("s3://b/x/: ") && e.contains("--features store --example job -- s3://b/x/"));
+/// assert!(rayorch_kit::store::refuse_urls(&["file:///a.pdf".into()], false, rebuild).is_ok());
 /// ```
-pub fn refuse_urls(inputs: &[String], rebuild: &str) -> Result<(), String> {
+pub fn refuse_urls(inputs: &[String], built: bool, rebuild: &str) -> Result<(), String> {
     match inputs.iter().find(|i| is_url(i) && file_url_path(i).is_none()) {
-        Some(url) if !BUILT_WITH_STORE => Err(format!(
+        Some(url) if !built => Err(format!(
             "{url}: this binary was built without object-storage inputs (the `store` feature); rebuild with `{rebuild} {url}`"
         )),
         _ => Ok(()),

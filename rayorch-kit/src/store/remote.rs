@@ -363,6 +363,40 @@ pub fn list(
         .boxed()
 }
 
+/// Check, before a run touches its outputs, that each of `inputs` can be
+/// listed: its first object is read on a client and a runtime of its own
+/// (the run lists again on its own). `Err` names the first input whose
+/// listing fails (a missing bucket, refused credentials, an unknown
+/// scheme); `Ok` says how many inputs hold at least one object.
+pub fn check_listing(
+    inputs: &[String],
+    accept: fn(&str) -> bool,
+    opts: &StoreOptions,
+) -> Result<usize, StoreError> {
+    if inputs.is_empty() {
+        return Ok(0);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::Client {
+            origin: inputs[0].clone(),
+            cause: format!("no runtime for the check: {e}"),
+        })?;
+    let stores = Stores::new(opts.clone());
+    rt.block_on(async {
+        let mut holding = 0;
+        for input in inputs {
+            match list(stores.clone(), vec![input.clone()], accept).next().await {
+                Some(Err(e)) => return Err(e),
+                Some(Ok(_)) => holding += 1,
+                None => {}
+            }
+        }
+        Ok(holding)
+    })
+}
+
 async fn input_objects(
     stores: &Stores,
     input: String,

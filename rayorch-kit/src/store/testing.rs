@@ -245,6 +245,25 @@ impl S3Server {
         }
     }
 
+    /// Upload `objects` (`s3://bucket/key`, bytes) to this server, on a
+    /// client and a runtime of their own (buckets are made on first use).
+    pub fn put(&self, objects: &[(&str, &[u8])]) -> Result<(), String> {
+        let stores = super::Stores::new(S3Server::options(&self.endpoint()));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            for (url, bytes) in objects {
+                let (store, key) = stores.resolve(url).map_err(|e| e.to_string())?;
+                object_store::ObjectStoreExt::put(&*store, &key, bytes.to_vec().into())
+                    .await
+                    .map_err(|e| format!("{url}: {e}"))?;
+            }
+            Ok(())
+        })
+    }
+
     /// The environment a job's process needs to reach this server
     /// (`AWS_ENDPOINT_URL`, the credentials, the region).
     pub fn env(&self) -> Vec<(&'static str, String)> {

@@ -38,6 +38,12 @@ pub fn render_with_layer(
                 )
             })?
             .into(),
+        PdfSource::Url(u) => {
+            return Err(format!(
+                "{}: {u} was not fetched (a pipeline opens a URL's document after its fetch Call)",
+                file.name
+            ));
+        }
     };
     let in_memory = PdfFile {
         name: file.name.clone(),

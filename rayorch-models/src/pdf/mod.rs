@@ -40,6 +40,10 @@ pub enum PdfSource {
     Path(PathBuf),
     /// Already in memory.
     Bytes(Arc<[u8]>),
+    /// An object in object storage (`s3://…`, `http(s)://…`), read by the
+    /// job's fetch Call into [`PdfSource::Bytes`] before it is opened;
+    /// opening it unfetched is an error.
+    Url(Arc<str>),
 }
 
 impl PdfFile {
@@ -49,6 +53,16 @@ impl PdfFile {
         PdfFile {
             name: Arc::from(path.display().to_string()),
             source: PdfSource::Path(path),
+        }
+    }
+
+    /// A document at `url` in object storage, named by its URL (the job's
+    /// fetch Call reads it).
+    pub fn from_url(url: impl Into<Arc<str>>) -> PdfFile {
+        let url = url.into();
+        PdfFile {
+            name: url.clone(),
+            source: PdfSource::Url(url),
         }
     }
 

@@ -260,6 +260,14 @@ pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
                 cause: e.to_string(),
             })?
             .into(),
+        PdfSource::Url(u) => {
+            return Err(RenderError::Read {
+                doc,
+                cause: format!(
+                    "{u} was not fetched (a pipeline opens a URL's document after its fetch Call)"
+                ),
+            });
+        }
     };
     let window = &bytes[..bytes.len().min(1024)];
     if !window.windows(5).any(|w| w == b"%PDF-") {

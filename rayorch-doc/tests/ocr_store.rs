@@ -1,0 +1,195 @@
+//! The OCR job with inputs in object storage (`--features store`), against
+//! a real S3 server (SeaweedFS from its pinned wheel, one per test):
+//! - a prefix and a named object: each PDF below the prefix is written once
+//!   under its URL, a broken one and a missing one are each a failure line
+//!   with the URL in the cause, other files are not listed;
+//! - a run stopped by `--limit` resumes over the same listing and writes
+//!   the rest, nothing twice;
+//! - a bucket that does not exist is an error before any output is made.
+//!
+//! The job reads credentials and endpoint from the environment only, and
+//! a test may not change its own process's environment: each run of the
+//! job is a child process of this test binary (the ignored test
+//! `child_runs_the_job`, which the others start with the server's
+//! environment).
+
+use std::path::Path;
+use std::process::Command;
+
+use rayorch_kit::store::root_key;
+use rayorch_kit::store::testing::S3Server;
+use rayorch_testdata::pdfgen::text_pdf;
+
+#[test]
+#[ignore = "run by the other tests of this file in a child process, with the S3 server's environment"]
+fn child_runs_the_job() {
+    let argv: Vec<String> = serde_json::from_str(&std::env::var("RAYORCH_TEST_ARGV").unwrap()).unwrap();
+    match rayorch_doc::ocr::run_from(argv) {
+        Ok(code) => println!("\nJOB-EXIT {code}"),
+        Err(e) => println!("\nJOB-ERROR {}", serde_json::to_string(&e.to_string()).unwrap()),
+    }
+}
+
+/// What a child run of the job said: its exit status (`Err`: the error it
+/// ended with) and its console.
+fn job(s3: &S3Server, out: &Path, args: &[&str]) -> (Result<u8, String>, String) {
+    let mut argv = vec!["doc_ocr", "--no-progress", "--dpi", "10", "--out"];
+    let out_s = out.display().to_string();
+    argv.push(&out_s);
+    argv.extend_from_slice(args);
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child_runs_the_job",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(s3.env())
+        .env("RAYORCH_TEST_ARGV", serde_json::to_string(&argv).unwrap())
+        .output()
+        .unwrap();
+    let console = String::from_utf8_lossy(&child.stdout).into_owned();
+    let result = if let Some(code) = console.lines().find_map(|l| l.strip_prefix("JOB-EXIT ")) {
+        Ok(code.trim().parse().unwrap())
+    } else if let Some(e) = console.lines().find_map(|l| l.strip_prefix("JOB-ERROR ")) {
+        Err(serde_json::from_str(e).unwrap())
+    } else {
+        panic!(
+            "the child ended without a result:\n{console}\n{}",
+            String::from_utf8_lossy(&child.stderr)
+        );
+    };
+    (result, console)
+}
+
+fn upload(s3: &S3Server, objects: &[(&str, Vec<u8>)]) {
+    let refs: Vec<(&str, &[u8])> = objects.iter().map(|(u, b)| (*u, &b[..])).collect();
+    s3.put(&refs).unwrap();
+}
+
+fn jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn report(title: &str) -> Vec<u8> {
+    text_pdf(
+        &[vec![format!("{title} first page")], vec!["Second page".into()]],
+        12.0,
+    )
+}
+
+/// (key, name) of each written document, sorted.
+fn written(out: &Path) -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = jsonl(&out.join("documents.jsonl"))
+        .iter()
+        .map(|d| {
+            (
+                d["key"].as_u64().unwrap(),
+                d["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn objects_below_a_prefix_are_written_once_under_their_urls_and_bad_ones_are_failure_lines() {
+    let s3 = S3Server::start().unwrap();
+    upload(
+        &s3,
+        &[
+            ("s3://corpus/docs/a.pdf", report("Alpha")),
+            ("s3://corpus/docs/sub/b.pdf", report("Beta")),
+            ("s3://corpus/docs/c.PDF", report("Gamma")),
+            ("s3://corpus/docs/broken.pdf", b"%PDF-1.4 not really".to_vec()),
+            ("s3://corpus/docs/notes.txt", b"not listed".to_vec()),
+            ("s3://corpus/other/d.pdf", report("Delta")),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (code, console) = job(&s3, &out, &["s3://corpus/docs/", "s3://corpus/docs/missing.pdf"]);
+    assert_eq!(code, Ok(3), "{console}");
+    let urls = [
+        "s3://corpus/docs/a.pdf",
+        "s3://corpus/docs/c.PDF",
+        "s3://corpus/docs/sub/b.pdf",
+    ];
+    let mut want: Vec<(u64, String)> = urls.iter().map(|u| (root_key(u), u.to_string())).collect();
+    want.sort();
+    assert_eq!(written(&out), want, "{console}");
+    let docs = jsonl(&out.join("documents.jsonl"));
+    let alpha = docs
+        .iter()
+        .find(|d| d["name"] == "s3://corpus/docs/a.pdf")
+        .unwrap();
+    assert!(
+        alpha["page_texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("Alpha first page"),
+        "{alpha}"
+    );
+    let failures = jsonl(&out.join("failures.jsonl"));
+    let cause = |url: &str| {
+        failures
+            .iter()
+            .find(|f| f["name"] == url)
+            .map(|f| f["cause"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no failure line for {url}: {failures:?}"))
+    };
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(cause("s3://corpus/docs/missing.pdf").contains("s3://corpus/docs/missing.pdf: no such object"));
+    assert!(cause("s3://corpus/docs/broken.pdf").contains("s3://corpus/docs/broken.pdf"));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["job"]["documents"], 5);
+    assert_eq!(summary["job"]["not_started"], serde_json::json!([]));
+}
+
+#[test]
+fn a_run_cut_short_resumes_over_the_same_listing_and_writes_the_rest_once() {
+    let s3 = S3Server::start().unwrap();
+    let objects: Vec<(String, Vec<u8>)> = (0..5)
+        .map(|i| (format!("s3://resume/in/{i}.pdf"), report(&format!("Report {i}"))))
+        .collect();
+    let refs: Vec<(&str, Vec<u8>)> = objects.iter().map(|(u, b)| (u.as_str(), b.clone())).collect();
+    upload(&s3, &refs);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (code, console) = job(&s3, &out, &["s3://resume/in/", "--limit", "2"]);
+    assert_eq!(code, Ok(0), "{console}");
+    assert_eq!(written(&out).len(), 2);
+    // A plain run into the folder is refused: its journal is not known to
+    // be finished (the listing streams).
+    let (refused, _) = job(&s3, &out, &["s3://resume/in/"]);
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("--resume")),
+        "{refused:?}"
+    );
+    let (code, console) = job(&s3, &out, &["s3://resume/in/", "--resume"]);
+    assert_eq!(code, Ok(0), "{console}");
+    let mut want: Vec<(u64, String)> = objects.iter().map(|(u, _)| (root_key(u), u.clone())).collect();
+    want.sort();
+    assert_eq!(written(&out), want, "{console}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["job"]["resumed_documents"], 2);
+}
+
+#[test]
+fn a_bucket_that_does_not_exist_is_an_error_before_any_output() {
+    let s3 = S3Server::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (code, _) = job(&s3, &out, &["s3://no-such-bucket/docs/"]);
+    let e = code.unwrap_err();
+    assert!(e.contains("s3://no-such-bucket/docs/: listing failed"), "{e}");
+    assert!(!out.exists(), "the output folder was made");
+}
