@@ -392,4 +392,15 @@ fn a_default_build_refuses_what_it_was_built_without_and_touches_nothing() {
         );
     }
     assert!(!out.join("nats").exists());
+    // The layout job refuses a URL the same way, before making its folder.
+    let fresh = dir.path().join("layout");
+    let f = fresh.display().to_string();
+    let err = rayorch_doc::layout::run_from(["doc_layout", "s3://bucket/docs/", "--out", &f])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--features store --example doc_layout -- s3://bucket/docs/"),
+        "{err}"
+    );
+    assert!(!fresh.exists());
 }

@@ -5,7 +5,8 @@
 //!   with the URL in the cause, other files are not listed;
 //! - a run stopped by `--limit` resumes over the same listing and writes
 //!   the rest, nothing twice;
-//! - a bucket that does not exist is an error before any output is made.
+//! - a bucket that does not exist is an error before any output is made;
+//! - the layout job reads the same inputs the same way.
 //!
 //! The job reads credentials and endpoint from the environment only, and
 //! a test may not change its own process's environment: each run of the
@@ -24,7 +25,12 @@ use rayorch_testdata::pdfgen::text_pdf;
 #[ignore = "run by the other tests of this file in a child process, with the S3 server's environment"]
 fn child_runs_the_job() {
     let argv: Vec<String> = serde_json::from_str(&std::env::var("RAYORCH_TEST_ARGV").unwrap()).unwrap();
-    match rayorch_doc::ocr::run_from(argv) {
+    let run = if argv[0] == "doc_layout" {
+        rayorch_doc::layout::run_from
+    } else {
+        rayorch_doc::ocr::run_from
+    };
+    match run(argv) {
         Ok(code) => println!("\nJOB-EXIT {code}"),
         Err(e) => println!("\nJOB-ERROR {}", serde_json::to_string(&e.to_string()).unwrap()),
     }
@@ -33,10 +39,19 @@ fn child_runs_the_job() {
 /// What a child run of the job said: its exit status (`Err`: the error it
 /// ended with) and its console.
 fn job(s3: &S3Server, out: &Path, args: &[&str]) -> (Result<u8, String>, String) {
-    let mut argv = vec!["doc_ocr", "--no-progress", "--dpi", "10", "--out"];
-    let out_s = out.display().to_string();
-    argv.push(&out_s);
-    argv.extend_from_slice(args);
+    run_child(
+        s3,
+        out,
+        &["doc_ocr", "--no-progress", "--dpi", "10", "--out"],
+        args,
+    )
+}
+
+/// The child's run of `head`, the folder `out`, then `args`.
+fn run_child(s3: &S3Server, out: &Path, head: &[&str], args: &[&str]) -> (Result<u8, String>, String) {
+    let mut argv: Vec<String> = head.iter().map(|a| a.to_string()).collect();
+    argv.push(out.display().to_string());
+    argv.extend(args.iter().map(|a| a.to_string()));
     let child = Command::new(std::env::current_exe().unwrap())
         .args([
             "child_runs_the_job",
@@ -192,4 +207,35 @@ fn a_bucket_that_does_not_exist_is_an_error_before_any_output() {
     let e = code.unwrap_err();
     assert!(e.contains("s3://no-such-bucket/docs/: listing failed"), "{e}");
     assert!(!out.exists(), "the output folder was made");
+}
+
+#[test]
+fn the_layout_job_reads_the_same_inputs() {
+    let s3 = S3Server::start().unwrap();
+    upload(
+        &s3,
+        &[
+            ("s3://layout/in/a.pdf", report("Alpha")),
+            ("s3://layout/in/b.txt", b"no".to_vec()),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (code, console) = run_child(
+        &s3,
+        &out,
+        &["doc_layout", "--dpi", "30", "--out"],
+        &["s3://layout/in/", "s3://layout/in/gone.pdf"],
+    );
+    assert_eq!(code, Ok(1), "{console}");
+    let docs = jsonl(&out.join("documents.jsonl"));
+    assert_eq!(docs.len(), 1, "{console}");
+    assert_eq!(docs[0]["name"], "s3://layout/in/a.pdf");
+    let failures = jsonl(&out.join("failures.jsonl"));
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0]["name"], "s3://layout/in/gone.pdf");
+    assert!(
+        failures[0]["cause"].as_str().unwrap().contains("no such object"),
+        "{failures:?}"
+    );
 }

@@ -12,9 +12,13 @@ use super::LayoutSettings;
 #[derive(Parser, Debug, Clone)]
 #[command(name = "doc_layout", version, about)]
 pub struct Args {
-    /// PDF files. Default: the generated layout corpus (written to
+    /// PDF files, folders (searched recursively for *.pdf) or glob
+    /// patterns; or, in a build with `--features store`, objects in object
+    /// storage (`s3://BUCKET/PREFIX/`, `s3://BUCKET/a/**/*.pdf`, `gs://`,
+    /// `az://`, `https://…`; credentials from the environment, as
+    /// `doc_ocr`). Default: the generated layout corpus (written to
     /// `<out>/corpus.pdf`, scored against its truth) and the bundled samples.
-    pub inputs: Vec<PathBuf>,
+    pub inputs: Vec<String>,
     /// Output folder (created if missing; its output files are replaced).
     #[arg(short, long, default_value = "target/doc_layout")]
     pub out: PathBuf,

@@ -79,6 +79,8 @@ pub struct LayoutJob {
     pub info: FnCall<LayoutPage, PageInfo>,
     /// A page from its regions.
     pub page: FnCall<(PageInfo, Vec<RegionResult>), PageResult>,
+    /// Read a document named by a URL from object storage (local files pass through).
+    pub fetch: RecordCall<crate::calls::FetchPdf>,
     /// The document's name.
     pub name: FnCall<PdfFile, String>,
     /// The document from its pages.
@@ -136,7 +138,7 @@ impl Default for LayoutSettings {
 #[pipeline]
 impl LayoutJob {
     fn forward(&self, pdfs: Port<Pdf, PdfFile>) -> Port<Pdf, LayoutDocument> {
-        let pages = self.upright(expand!(self.render(pdfs) => Page));
+        let pages = self.upright(expand!(self.render(self.fetch(pdfs)) => Page));
         let regions = expand!(self.layout(pages) => Region);
         let lines = expand!(self.detect(regions) => Line);
         let texts = reduce!(self.recognize(lines));
@@ -237,6 +239,7 @@ impl LayoutJob {
             page: Call::map("page", |(info, regions): (PageInfo, Vec<RegionResult>)| {
                 assemble_page(info, regions)
             }),
+            fetch: crate::calls::fetch(8, std::time::Duration::from_secs(120)),
             name: Call::map("name", |f: PdfFile| f.name.to_string()),
             assemble: Call::map("assemble", |(name, pages): (String, Vec<PageResult>)| {
                 LayoutDocument::assemble(&name, pages)

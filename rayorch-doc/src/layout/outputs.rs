@@ -9,9 +9,11 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rayorch::sink::{FailureLine, Sink};
 use rayorch::{BoxError, Item, Output, RootOutcome};
+use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::ParquetFile;
 use rayorch_models::layout::markdown::LayoutDocument;
 use rayorch_models::layout::{Orientation, TextSource};
@@ -63,7 +65,7 @@ impl std::fmt::Display for Scored {
 /// The job's sink (see the module note).
 pub struct Outputs {
     out: Output<LayoutDocument>,
-    names: Vec<String>,
+    names: Arc<RootNames>,
     dir: PathBuf,
     docs: BufWriter<File>,
     regions: BufWriter<File>,
@@ -88,7 +90,7 @@ impl Outputs {
     pub fn create(
         dir: &Path,
         out: Output<LayoutDocument>,
-        names: Vec<String>,
+        names: Arc<RootNames>,
         truth: Vec<(String, Vec<GtPage>)>,
         dpi: f32,
     ) -> Result<Outputs, BoxError> {
@@ -177,7 +179,7 @@ impl Outputs {
 
 impl Sink for Outputs {
     fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
-        let name = self.names.get(o.key as usize).cloned().unwrap_or_default();
+        let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
         match o.get(self.out) {
             Item::Present(doc) => {
                 self.write_doc(o.key, &doc)?;

@@ -2,11 +2,16 @@
 
 use clap::Parser;
 use rayorch::Runner;
-use rayorch_models::PdfFile;
+use rayorch_kit::names::RootNames;
 
 use super::LayoutJob;
 use super::cli::Args;
 use super::outputs::Outputs;
+use crate::inputs::{self, Roots};
+
+/// The job's build command with the `store` feature (what a default build
+/// names when refusing a URL input).
+const REBUILD_STORE: &str = "cargo run --release --features store --example doc_layout --";
 
 /// Run the job with these command-line words (tests run it in-process).
 pub fn run_from<T: Into<std::ffi::OsString> + Clone>(
@@ -19,9 +24,16 @@ pub fn run_from<T: Into<std::ffi::OsString> + Clone>(
 /// written (or, on the default inputs, only the samples broken on purpose
 /// failed), 1 otherwise.
 pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
+    // Inputs first: a bad one is refused before the output folder is made.
+    let given = match args.inputs.is_empty() {
+        true => None,
+        false => Some(inputs::split(&args.inputs, REBUILD_STORE, None)?),
+    };
     std::fs::create_dir_all(&args.out)?;
     let mut truth = Vec::new();
-    let files = if args.inputs.is_empty() {
+    let (files, urls) = if let Some(given) = given {
+        given
+    } else {
         let mut files = Vec::new();
         for (name, (pages, pdf)) in [
             ("corpus.pdf", rayorch_testdata::layoutgen::corpus()),
@@ -39,18 +51,20 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
             .collect();
         s.sort();
         files.extend(s);
-        files
-    } else {
-        args.inputs.clone()
+        (files, Vec::new())
     };
     let assets = rayorch_models::assets::ensure()?;
     let layout_assets = rayorch_models::assets::ensure_layout()?;
     let (plan, out) = LayoutJob::new(&args.settings(), &assets, &layout_assets).plan()?;
-    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let names = RootNames::new();
+    for (k, f) in files.iter().enumerate() {
+        names.insert(k as u64, f.display().to_string());
+    }
+    let roots = Roots::new(files, urls, None, names.clone(), Default::default());
     let mut outputs = Outputs::create(&args.out, out, names, truth, args.dpi).map_err(|e| e.to_string())?;
     eprintln!(
-        "doc_layout: {} documents, window {}, text layer {}, outputs in {}",
-        files.len(),
+        "doc_layout: {}, window {}, text layer {}, outputs in {}",
+        roots.describe(),
         args.window,
         if args.force_ocr {
             "ignored (OCR forced)"
@@ -60,16 +74,13 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
         args.out.display()
     );
     let runner = Runner::new(&plan).window(args.window);
-    let source = files
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (i as u64, PdfFile::from_path(p)));
-    let summary = runner.run(source, &mut outputs)?;
+    let summary = runner.run_stream(roots.stream(), &mut outputs)?;
     let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);
     let busy: f64 = summary.calls.iter().map(|m| m.busy_s).sum::<f64>().max(1e-9);
     let mut json = serde_json::to_value(&summary)?;
     json["job"] = serde_json::json!({
-        "documents": files.len(),
+        "documents": roots.yielded(),
+        "listing_error": roots.listing_error(),
         "documents_written": outputs.written,
         "documents_failed": outputs.failed,
         "pages_written": outputs.pages,
@@ -88,6 +99,10 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
         println!("{s}");
     }
     println!("outputs in {}", args.out.display());
+    if let Some(e) = roots.listing_error() {
+        println!("the listing stopped early: {e}");
+        return Ok(1);
+    }
     let ok = outputs.failed == 0 || (args.inputs.is_empty() && outputs.only_expected_failures());
     Ok(if ok { 0 } else { 1 })
 }

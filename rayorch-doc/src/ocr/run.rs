@@ -22,12 +22,10 @@
 //! documents already written and runs the others, objects added since
 //! among them. Names live while their documents do (`RootNames`).
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 
 use clap::Parser;
-use futures::stream::{self, BoxStream, StreamExt};
 use rayorch::Runner;
 use rayorch_kit::names::RootNames;
 use rayorch_kit::progress::Progress;
@@ -35,14 +33,13 @@ use rayorch_kit::resume::{self, Start};
 use rayorch_kit::stop;
 use rayorch_kit::timeline::{self, SpanLog};
 use rayorch_kit::watch;
-use rayorch_models::PdfFile;
 use rayorch_testdata::pdfgen::read_manifest;
 
 use super::cli::{self, Args};
 use super::outputs::Outputs;
 use super::{Line, OcrJob, Page, Pdf, embedding_dim, machine_cores};
 use crate::document::read_documents;
-use crate::inputs::discover;
+use crate::inputs::{self, Roots};
 
 type Error = rayorch::BoxError;
 
@@ -108,132 +105,6 @@ const REBUILD: &str = "cargo run --release --features dist --example doc_ocr --"
 /// names when refusing a URL input).
 const REBUILD_STORE: &str = "cargo run --release --features store --example doc_ocr --";
 
-/// Is `name` a PDF's (what a folder or prefix listing keeps)?
-#[cfg(feature = "store")]
-fn is_pdf_name(name: &str) -> bool {
-    Path::new(name)
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("pdf"))
-}
-
-/// The documents of a run: local files, then the objects of object-store
-/// inputs as they are listed, at most `limit` in all.
-pub(super) struct Roots {
-    /// Local files, keyed by their place in this list.
-    pub(super) files: Vec<PathBuf>,
-    /// Object-store inputs (URLs and patterns), listed as the run goes.
-    pub(super) urls: Vec<String>,
-    limit: Option<usize>,
-    names: Arc<RootNames>,
-    /// Roots in the journal already: not named (the run skips them).
-    done: Arc<std::collections::HashSet<u64>>,
-    /// What the listing yielded, and why it stopped early, if it did.
-    listed: Arc<Listed>,
-}
-
-/// The listing's count and its error, filled while the run goes.
-#[derive(Default)]
-pub(super) struct Listed {
-    objects: AtomicU64,
-    error: Mutex<Option<String>>,
-}
-
-impl Roots {
-    /// "N documents" (local) and the object-store inputs, for the console.
-    pub(super) fn describe(&self) -> String {
-        match self.urls.len() {
-            0 => format!("{} documents", self.files.len()),
-            _ => format!(
-                "{} local documents and the objects of {}",
-                self.files.len(),
-                self.urls.join(", ")
-            ),
-        }
-    }
-
-    /// The roots as the run admits them; object-store roots are named as
-    /// they come (local files were named before the run).
-    pub(super) fn stream(&self) -> BoxStream<'static, (u64, PdfFile)> {
-        let local: Vec<(u64, PdfFile)> = self
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i as u64, PdfFile::from_path(p)))
-            .collect();
-        let (names, done, listed) = (self.names.clone(), self.done.clone(), self.listed.clone());
-        let remote = self.remote().inspect(move |(k, f)| {
-            listed.objects.fetch_add(1, Ordering::Relaxed);
-            if !done.contains(k) {
-                names.insert(*k, f.name.clone());
-            }
-        });
-        stream::iter(local)
-            .chain(remote)
-            .take(self.limit.unwrap_or(usize::MAX))
-            .boxed()
-    }
-
-    #[cfg(feature = "store")]
-    fn remote(&self) -> BoxStream<'static, (u64, PdfFile)> {
-        use rayorch_kit::store::{StoreOptions, Stores, list};
-        if self.urls.is_empty() {
-            return stream::empty().boxed();
-        }
-        let listed = self.listed.clone();
-        list(
-            Stores::new(StoreOptions::default()),
-            self.urls.clone(),
-            is_pdf_name,
-        )
-        .scan((), move |_, r| {
-            futures::future::ready(match r {
-                Ok(o) => Some((o.key(), PdfFile::from_url(o.url))),
-                Err(e) => {
-                    *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                    None
-                }
-            })
-        })
-        .boxed()
-    }
-
-    #[cfg(not(feature = "store"))]
-    fn remote(&self) -> BoxStream<'static, (u64, PdfFile)> {
-        // URL inputs are refused before the run in a build without `store`.
-        stream::empty().boxed()
-    }
-
-    /// Roots the source yielded.
-    fn yielded(&self) -> u64 {
-        let local = self.files.len() as u64;
-        let all = local + self.listed.objects.load(Ordering::Relaxed);
-        self.limit.map_or(all, |n| all.min(n as u64))
-    }
-
-    /// Why the listing stopped early, if it did.
-    fn listing_error(&self) -> Option<String> {
-        self.listed
-            .error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-}
-
-/// Check that each object-store input can be listed before any output is
-/// touched (a missing bucket or refused credentials is an error here, not
-/// a run that ends with nothing); how many of them hold a PDF.
-#[cfg(feature = "store")]
-fn check_listing(urls: &[String]) -> Result<usize, Error> {
-    let opts = rayorch_kit::store::StoreOptions::default();
-    Ok(rayorch_kit::store::check_listing(urls, is_pdf_name, &opts)?)
-}
-
-#[cfg(not(feature = "store"))]
-fn check_listing(_urls: &[String]) -> Result<usize, Error> {
-    Ok(0)
-}
-
 /// What a run needs, prepared by [`run_here`] for its run step: in this
 /// process ([`run`]) or as the owner of a distributed run (`dist`).
 pub(super) struct Here<'a> {
@@ -286,19 +157,7 @@ pub(super) fn run_here(
     } else {
         args.inputs.clone()
     };
-    rayorch_kit::store::refuse_urls(&inputs, cfg!(feature = "store"), REBUILD_STORE)?;
-    let (urls, local): (Vec<String>, Vec<String>) = inputs
-        .iter()
-        .map(|i| rayorch_kit::store::file_url_path(i).unwrap_or_else(|| i.clone()))
-        .partition(|i| rayorch_kit::store::is_url(i));
-    let mut files = discover(&local)?;
-    if let Some(n) = args.limit {
-        files.truncate(n);
-    }
-    let listable = check_listing(&urls)?;
-    if files.is_empty() && listable == 0 {
-        return Err(format!("no PDF files found in {}", inputs.join(", ")).into());
-    }
+    let (files, urls) = inputs::split(&inputs, REBUILD_STORE, args.limit)?;
     let expected_dir = args
         .expected
         .clone()
@@ -336,14 +195,7 @@ pub(super) fn run_here(
             names.insert(k as u64, n);
         }
     }
-    let roots = Roots {
-        files,
-        urls,
-        limit: args.limit,
-        names: names.clone(),
-        done: Arc::new(done),
-        listed: Arc::default(),
-    };
+    let roots = Roots::new(files, urls, args.limit, names.clone(), done);
     let mut outputs = Outputs::create(
         &args.out,
         out,

@@ -295,6 +295,8 @@ impl Drop for S3Server {
 }
 
 fn spawn(spawner: &Spawner, bin: &Path, dir: &Path, ports: &[u16]) -> Result<Child, String> {
+    // A failed attempt's drop removed the folder: make it again.
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let log = std::fs::File::create(dir.join("weed.log")).map_err(|e| e.to_string())?;
     let mut cmd = dying_with_this_thread(bin);
     cmd.arg("mini")
