@@ -15,7 +15,6 @@
 //! environment).
 
 use std::path::Path;
-use std::process::Command;
 
 use rayorch_kit::store::root_key;
 use rayorch_kit::store::testing::S3Server;
@@ -52,18 +51,7 @@ fn run_child(s3: &S3Server, out: &Path, head: &[&str], args: &[&str]) -> (Result
     let mut argv: Vec<String> = head.iter().map(|a| a.to_string()).collect();
     argv.push(out.display().to_string());
     argv.extend(args.iter().map(|a| a.to_string()));
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_runs_the_job",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(s3.env())
-        .env("RAYORCH_TEST_ARGV", serde_json::to_string(&argv).unwrap())
-        .output()
-        .unwrap();
+    let child = s3.child_test("child_runs_the_job", &argv).unwrap();
     let console = String::from_utf8_lossy(&child.stdout).into_owned();
     let result = if let Some(code) = console.lines().find_map(|l| l.strip_prefix("JOB-EXIT ")) {
         Ok(code.trim().parse().unwrap())

@@ -42,7 +42,7 @@ use rayorch::{Item, RootOutcome, Runner};
 use rayorch_testdata::media::shots_video;
 use rayorch_video::decode::{RgbFrame, for_each_sampled};
 use rayorch_video::nsfw::{FrameAssets, RESIZE, ensure_assets};
-use rayorch_video::pipeline::{IndexConfig, VideoIndex};
+use rayorch_video::pipeline::{IndexConfig, VideoIndex, VideoInput};
 use rayorch_video::{BatchMix, FrameModel, ShotConfig};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -148,7 +148,11 @@ fn arm_a(a: &Args, files: &[PathBuf], assets: &FrameAssets, keep_open: usize) ->
     let mut written = 0usize;
     let mut failed = Vec::new();
     let summary = Runner::new(&plan).window(4).run(
-        files.iter().cloned().enumerate().map(|(i, p)| (i as u64, p)),
+        files
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, p)| (i as u64, VideoInput::File(p))),
         Callback(|o: &RootOutcome| match o.get(out) {
             Item::Present(_) => written += 1,
             other => failed.push(format!("{:?}", other.cause())),

@@ -12,24 +12,25 @@ use std::process::ExitCode;
 use clap::Parser;
 use rayorch_video::job::{self, Args};
 
-fn files(args: &Args) -> Result<Vec<PathBuf>, rayorch::BoxError> {
+fn inputs(args: &Args) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
     if !args.inputs.is_empty() {
-        return Ok(job::discover(&args.inputs)?);
+        return job::split(&args.inputs);
     }
     let dir = PathBuf::from("target/video_samples");
     eprintln!(
         "video_index: generating sample media in {} (first run only)",
         dir.display()
     );
-    Ok(rayorch_testdata::media::sample_set(&dir)?
+    let files = rayorch_testdata::media::sample_set(&dir)?
         .into_iter()
         .map(|m| m.path)
-        .collect())
+        .collect();
+    Ok((files, Vec::new()))
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match files(&args).and_then(|f| job::run(&args, &f)) {
+    match inputs(&args).and_then(|(files, urls)| job::run(&args, &files, &urls)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -48,6 +48,16 @@ pub struct Frame;
 #[domain(parent = Video)]
 pub struct Speech;
 
+/// A video to index (the root's value): a local file, or an object in
+/// object storage that the fetch Call spools to a file first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VideoInput {
+    /// A local file, read where it is.
+    File(PathBuf),
+    /// An object's URL (`--features store`).
+    Url(Arc<str>),
+}
+
 /// What `clip_merge` takes.
 pub type ClipParts = (ClipSpan, Vec<FrameScore>, ClipAudio);
 /// What `video_merge` takes.
@@ -55,6 +65,8 @@ pub type VideoParts = (Probed, Vec<ClipRecord>, Vec<SpeechText>);
 
 /// Every Call of the pipeline.
 pub struct VideoIndex {
+    /// A local file as it is; an object spooled to a file (FFmpeg seeks).
+    pub fetch: RecordCall<crate::stages::FetchVideo>,
     /// Probe, histogram scan, clip spans (one video per Grain).
     pub decode: Call<VideoDecode>,
     /// The clip spans of a probed video.
@@ -77,8 +89,8 @@ pub struct VideoIndex {
 
 #[pipeline]
 impl VideoIndex {
-    fn forward(&self, videos: Port<Video, PathBuf>) -> Port<Video, VideoRecord> {
-        let probed = self.decode(videos);
+    fn forward(&self, videos: Port<Video, VideoInput>) -> Port<Video, VideoRecord> {
+        let probed = self.decode(self.fetch(videos));
         let clip = expand!(self.clips(probed) => Clip);
         let scores = self.score(expand!(self.frames(clip) => Frame));
         let audio = self.audio(clip);
@@ -114,6 +126,9 @@ pub struct IndexConfig {
     /// Longest a speech piece waits for a fuller whisper batch while more
     /// pieces can still come (zero: never).
     pub transcribe_delay: std::time::Duration,
+    /// Where the fetch Call writes videos read from object storage (the
+    /// job removes each when its record is written).
+    pub spool: PathBuf,
 }
 
 impl Default for IndexConfig {
@@ -128,6 +143,7 @@ impl Default for IndexConfig {
             audio_replicas: 1,
             transcribe_batch: 8,
             transcribe_delay: std::time::Duration::from_secs(1),
+            spool: std::env::temp_dir().join("rayorch-video-spool"),
         }
     }
 }
@@ -153,6 +169,7 @@ impl VideoIndex {
         let th = cfg.shots.embed_threshold;
         let keep_open = cfg.keep_open;
         VideoIndex {
+            fetch: crate::stages::fetch(cfg.spool.clone()),
             decode: Call::new("decode", move || Ok(VideoDecode::new(shots.clone())))
                 .replicas(cfg.decode_replicas)
                 .batch_size(1),

@@ -20,7 +20,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rayorch::{Cause, Outcome, Stage, StageContext, StageResult};
+use rayorch::{
+    AsyncRecordStage, Call, Cause, Outcome, RecordCall, RecordResult, Stage, StageContext, StageResult,
+};
 
 use crate::decode::{FrameReader, VideoInfo, extract_audio, for_each_audio, scan};
 use crate::merge::{ClipAudio, SpeechText};
@@ -62,6 +64,61 @@ impl VideoDecode {
         let clips = clip_spans(&path, &samples, info.duration_s, &self.cfg);
         Ok(Probed { path, info, clips })
     }
+}
+
+/// The fetch Call's stage: a local file passes through; an object is
+/// written into the spool folder as it arrives (`rayorch_kit::store::FetchToFile`,
+/// `--features store`) and its file is what the decoder opens.
+pub struct FetchVideo {
+    #[cfg(feature = "store")]
+    fetch: Arc<rayorch_kit::store::FetchToFile>,
+}
+
+impl AsyncRecordStage for FetchVideo {
+    type In = crate::pipeline::VideoInput;
+    type Out = PathBuf;
+
+    async fn run_one(
+        self: Arc<Self>,
+        input: crate::pipeline::VideoInput,
+        cx: StageContext,
+    ) -> RecordResult<PathBuf> {
+        let url = match input {
+            crate::pipeline::VideoInput::File(p) => return Ok(Outcome::Ok(p)),
+            crate::pipeline::VideoInput::Url(u) => u,
+        };
+        #[cfg(feature = "store")]
+        {
+            let object = rayorch_kit::store::Object::new(url);
+            rayorch_kit::store::FetchToFile::run_one(self.fetch.clone(), object, cx).await
+        }
+        #[cfg(not(feature = "store"))]
+        {
+            let _ = (self, cx);
+            Ok(Outcome::RecordFailure(Cause::new(format!(
+                "{url}: this binary was built without object-storage inputs (the `store` feature)"
+            ))))
+        }
+    }
+}
+
+/// The fetch Call: objects spooled into `spool`, four at a time, each
+/// attempt within 10 minutes, retried twice.
+pub fn fetch(spool: PathBuf) -> RecordCall<FetchVideo> {
+    Call::new_async_records("fetch", move || {
+        let _ = &spool;
+        Ok(FetchVideo {
+            #[cfg(feature = "store")]
+            fetch: Arc::new(rayorch_kit::store::FetchToFile::new(
+                rayorch_kit::store::Stores::new(rayorch_kit::store::StoreOptions::default()),
+                spool.clone(),
+            )),
+        })
+    })
+    .batch_size(4)
+    .concurrency(4)
+    .record_timeout(std::time::Duration::from_secs(600))
+    .record_retries(2)
 }
 
 impl Stage for VideoDecode {

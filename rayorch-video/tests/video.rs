@@ -10,7 +10,7 @@ use rayorch_testdata::media::{Expect, MediaFile, sample_set, shots_video};
 use rayorch_video::decode::{
     FrameReader, decode_frames, extract_audio, for_each_audio, for_each_sampled, scan,
 };
-use rayorch_video::pipeline::{IndexConfig, VideoIndex};
+use rayorch_video::pipeline::{IndexConfig, VideoIndex, VideoInput};
 use rayorch_video::shots::{ShotConfig, clip_spans, histogram_cuts};
 use rayorch_video::stages::speech_windows;
 use rayorch_video::{BatchMix, VideoDecode, VideoRecord};
@@ -245,7 +245,10 @@ fn run_index(cfg: &IndexConfig, files: &[MediaFile]) -> Run {
     Runner::new(&plan)
         .window(4)
         .run(
-            files.iter().enumerate().map(|(i, m)| (i as u64, m.path.clone())),
+            files
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (i as u64, VideoInput::File(m.path.clone()))),
             Callback(|o: &RootOutcome| {
                 let name = files[o.key as usize].path.display().to_string();
                 let r = match o.get(out) {
@@ -355,4 +358,17 @@ fn the_pipeline_writes_every_good_video_and_fails_every_bad_one() {
             _ => panic!("{n1}: outcomes differ between runs"),
         }
     }
+}
+
+#[test]
+#[cfg(not(feature = "store"))]
+fn a_build_without_store_refuses_a_url_with_the_command_that_adds_it() {
+    let err = rayorch_video::job::split(&["s3://videos/in/".to_string()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("s3://videos/in/: ")
+            && err.contains("--features store --example video_index -- s3://videos/in/"),
+        "{err}"
+    );
 }

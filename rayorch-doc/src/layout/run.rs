@@ -57,14 +57,18 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
     let layout_assets = rayorch_models::assets::ensure_layout()?;
     let (plan, out) = LayoutJob::new(&args.settings(), &assets, &layout_assets).plan()?;
     let names = RootNames::new();
-    for (k, f) in files.iter().enumerate() {
-        names.insert(k as u64, f.display().to_string());
-    }
-    let roots = Roots::new(files, urls, None, names.clone(), Default::default());
+    let roots = Roots::new(
+        files,
+        urls,
+        None,
+        names.clone(),
+        Default::default(),
+        inputs::PDF_ROOTS,
+    );
     let mut outputs = Outputs::create(&args.out, out, names, truth, args.dpi).map_err(|e| e.to_string())?;
     eprintln!(
         "doc_layout: {}, window {}, text layer {}, outputs in {}",
-        roots.describe(),
+        roots.describe("documents"),
         args.window,
         if args.force_ocr {
             "ignored (OCR forced)"

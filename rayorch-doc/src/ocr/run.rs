@@ -80,7 +80,7 @@ pub(super) fn run_local(args: &Args) -> Result<u8, Error> {
         let k = here.cfg.knobs;
         here.progress.println(format!(
             "doc_ocr: {}, window {}, {} ONNX thread(s) per replica, replicas read {} detect {} recognize {} embed {}, outputs in {}",
-            here.roots.describe(),
+            here.roots.describe("documents"),
             here.args.window,
             k.threads,
             k.render_replicas,
@@ -190,12 +190,7 @@ pub(super) fn run_here(
     let streamed = urls.is_empty().then_some(files.len());
     let done = resume::prepare(&args.out, &journal, start, streamed, &source)?;
     let names = RootNames::new();
-    for (k, n) in local_names.into_iter().enumerate() {
-        if !done.contains(&(k as u64)) {
-            names.insert(k as u64, n);
-        }
-    }
-    let roots = Roots::new(files, urls, args.limit, names.clone(), done);
+    let roots = Roots::new(files, urls, args.limit, names.clone(), done, inputs::PDF_ROOTS);
     let mut outputs = Outputs::create(
         &args.out,
         out,

@@ -31,13 +31,17 @@
 
 #[cfg(feature = "store")]
 mod remote;
+mod roots;
 #[cfg(feature = "store")]
 pub mod testing;
 
 #[cfg(all(feature = "store", feature = "otlp"))]
 pub(crate) use remote::install_crypto;
 #[cfg(feature = "store")]
-pub use remote::{Fetch, Fetched, Object, StoreError, StoreOptions, Stores, check_listing, list};
+pub use remote::{
+    Fetch, FetchToFile, Fetched, Object, StoreError, StoreOptions, Stores, check_listing, list,
+};
+pub use roots::{RootKind, Roots, split};
 
 /// The URL schemes inputs may use (`file://` is read as a local path).
 pub const SCHEMES: &[&str] = &[
@@ -79,6 +83,23 @@ pub fn file_url_path(input: &str) -> Option<String> {
     } else {
         format!("/{path}")
     })
+}
+
+/// Where a fetched object's file goes in the spool folder `dir`: its
+/// [`root_key`] in hex, with the URL's extension (readers such as FFmpeg
+/// guess the format from it).
+///
+/// ```
+/// let p = rayorch_kit::store::spool_path("/tmp/spool".as_ref(), "s3://b/v/clip.MP4");
+/// assert_eq!(p.extension().unwrap(), "MP4");
+/// assert!(p.starts_with("/tmp/spool"));
+/// ```
+pub fn spool_path(dir: &std::path::Path, url: &str) -> std::path::PathBuf {
+    let name = url.rsplit('/').next().unwrap_or("");
+    let ext = std::path::Path::new(name)
+        .extension()
+        .map_or_else(String::new, |e| format!(".{}", e.to_string_lossy()));
+    dir.join(format!("{:016x}{ext}", root_key(url)))
 }
 
 /// The root key of the object at `url`: FNV-1a 64 of its UTF-8 bytes. Stable

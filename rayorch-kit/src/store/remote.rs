@@ -515,36 +515,102 @@ impl Fetch {
     }
 }
 
+/// GET `url`: the response, or the record's final failure (a missing or
+/// refused object: no retry helps), or an attempt's error (retried).
+async fn get(
+    stores: &Stores,
+    url: &str,
+) -> Result<Result<object_store::GetResult, Cause>, rayorch::BoxError> {
+    let (store, key) = match stores.resolve(url) {
+        Ok(x) => x,
+        Err(e) => return Ok(Err(Cause::new(e.to_string()))),
+    };
+    match store.get(&key).await {
+        Ok(got) => Ok(Ok(got)),
+        Err(object_store::Error::NotFound { .. }) => Ok(Err(Cause::new(format!("{url}: no such object")))),
+        Err(
+            e @ (object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }),
+        ) => Ok(Err(Cause::new(format!(
+            "{url}: access refused ({e}); check the credentials in the environment"
+        )))),
+        Err(e) => Err(format!("{url}: {e}").into()),
+    }
+}
+
 impl AsyncRecordStage for Fetch {
     type In = Object;
     type Out = Fetched;
 
     async fn run_one(self: Arc<Self>, object: Object, _cx: StageContext) -> RecordResult<Fetched> {
         let url = object.url;
-        let (store, key) = match self.stores.resolve(&url) {
-            Ok(x) => x,
-            Err(e) => return Ok(Outcome::RecordFailure(Cause::new(e.to_string()))),
-        };
-        let got = match store.get(&key).await {
+        let got = match get(&self.stores, &url).await? {
             Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => {
-                return Ok(Outcome::RecordFailure(Cause::new(format!(
-                    "{url}: no such object"
-                ))));
-            }
-            Err(
-                e @ (object_store::Error::PermissionDenied { .. }
-                | object_store::Error::Unauthenticated { .. }),
-            ) => {
-                return Ok(Outcome::RecordFailure(Cause::new(format!(
-                    "{url}: access refused ({e}); check the credentials in the environment"
-                ))));
-            }
-            Err(e) => return Err(format!("{url}: {e}").into()),
+            Err(cause) => return Ok(Outcome::RecordFailure(cause)),
         };
         match got.bytes().await {
             Ok(bytes) => Ok(Outcome::Ok(Fetched { url, bytes })),
             Err(e) => Err(format!("{url}: reading the body: {e}").into()),
+        }
+    }
+}
+
+/// [`Fetch`] for readers that need a file to seek in (FFmpeg): each object
+/// is written into a spool folder as its bytes arrive, at
+/// [`spool_path`](super::spool_path), and that path is the output. The file
+/// is complete when it appears under that name (it is written under a
+/// temporary one and renamed); a failed attempt removes its part. The job
+/// removes the file when the root ends.
+pub struct FetchToFile {
+    stores: Arc<Stores>,
+    dir: std::path::PathBuf,
+}
+
+impl FetchToFile {
+    /// Fetch with these clients into `dir` (made if missing).
+    pub fn new(stores: Arc<Stores>, dir: impl Into<std::path::PathBuf>) -> FetchToFile {
+        FetchToFile {
+            stores,
+            dir: dir.into(),
+        }
+    }
+}
+
+impl AsyncRecordStage for FetchToFile {
+    type In = Object;
+    type Out = std::path::PathBuf;
+
+    async fn run_one(self: Arc<Self>, object: Object, _cx: StageContext) -> RecordResult<std::path::PathBuf> {
+        use std::io::Write;
+        let url = object.url;
+        let got = match get(&self.stores, &url).await? {
+            Ok(got) => got,
+            Err(cause) => return Ok(Outcome::RecordFailure(cause)),
+        };
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        let path = super::spool_path(&self.dir, &url);
+        let part = path.with_file_name(format!(
+            ".{}.part",
+            path.file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        ));
+        let written = async {
+            let mut file = std::fs::File::create(&part).map_err(|e| format!("{}: {e}", part.display()))?;
+            let mut body = got.into_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| format!("{url}: reading the body: {e}"))?;
+                // Small chunks into the page cache: a blocking write is short.
+                file.write_all(&chunk)
+                    .map_err(|e| format!("{}: {e}", part.display()))?;
+            }
+            std::fs::rename(&part, &path).map_err(|e| format!("{}: {e}", path.display()))
+        }
+        .await;
+        match written {
+            Ok(()) => Ok(Outcome::Ok(path)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&part);
+                Err(e.into())
+            }
         }
     }
 }

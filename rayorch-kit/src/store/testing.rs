@@ -264,6 +264,20 @@ impl S3Server {
         })
     }
 
+    /// Run the ignored test `test` of the running test binary in a child
+    /// process with this server's [`env`](S3Server::env) and `argv` (as JSON
+    /// in `RAYORCH_TEST_ARGV`): how a test runs a job that reads its
+    /// credentials from the environment, which a test may not set in its
+    /// own process.
+    pub fn child_test(&self, test: &str, argv: &[String]) -> std::io::Result<std::process::Output> {
+        let argv = serde_json::to_string(argv).map_err(std::io::Error::other)?;
+        Command::new(std::env::current_exe()?)
+            .args([test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .envs(self.env())
+            .env("RAYORCH_TEST_ARGV", argv)
+            .output()
+    }
+
     /// The environment a job's process needs to reach this server
     /// (`AWS_ENDPOINT_URL`, the credentials, the region).
     pub fn env(&self) -> Vec<(&'static str, String)> {

@@ -10,7 +10,10 @@
 //! written the moment its last clip is merged.
 //!
 //! [`run`] takes the command line ([`Args`]) and the files to index (the
-//! `video_index` example generates sample media when given none). Outputs
+//! `video_index` example generates sample media when given none) and, with
+//! `--features store`, object-store inputs ([`split`]), listed while the
+//! run goes; each object is spooled to a file under `--out` for FFmpeg and
+//! removed when its record is written. Outputs
 //! in `--out` (default `target/video_index`): `videos.jsonl`,
 //! `videos.parquet`, `failures.jsonl`, `summary.json`, `timeline.svg`.
 
@@ -25,16 +28,23 @@ use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::{self, SpanLog};
 use rayorch_kit::watch;
 
-use crate::pipeline::{Clip, Frame, IndexConfig, Video, VideoIndex};
+use rayorch_kit::names::RootNames;
+use rayorch_kit::store::{RootKind, Roots};
+
+use crate::pipeline::{Clip, Frame, IndexConfig, Video, VideoIndex, VideoInput};
 use crate::{BatchMix, ShotConfig};
 
 /// Index videos: shots, per-clip and per-video safety scores and embeddings.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "video_index", version, about)]
 pub struct Args {
-    /// Video files or folders (searched for .mp4/.mkv/.webm/.mov/.avi/.m4a).
-    /// Default: generated samples in `target/video_samples`.
-    pub inputs: Vec<PathBuf>,
+    /// Video files or folders (searched for .mp4/.mkv/.webm/.mov/.avi/.m4a);
+    /// or, in a build with `--features store`, objects in object storage
+    /// (`s3://BUCKET/PREFIX/`, `s3://BUCKET/**/*.mp4`, `gs://`, `az://`,
+    /// `https://…`; credentials from the environment: `AWS_*`,
+    /// `AWS_ENDPOINT_URL`, `GOOGLE_*`, `AZURE_*`). Default: generated samples
+    /// in `target/video_samples`.
+    pub inputs: Vec<String>,
     /// Output folder.
     #[arg(short, long, default_value = "target/video_index")]
     pub out: PathBuf,
@@ -80,6 +90,33 @@ pub struct Args {
 
 const EXTENSIONS: [&str; 6] = ["mp4", "mkv", "webm", "mov", "avi", "m4a"];
 
+/// Is `name` a video's (what a folder or prefix listing keeps)?
+fn is_video_name(name: &str) -> bool {
+    std::path::Path::new(name)
+        .extension()
+        .is_some_and(|x| EXTENSIONS.contains(&x.to_string_lossy().to_lowercase().as_str()))
+}
+
+/// The build command with object-storage inputs (named when a build
+/// without them refuses a URL).
+const REBUILD_STORE: &str = "cargo run --release -p rayorch-video --features store --example video_index --";
+
+/// Split the inputs into local video files ([`discover`]ed now) and
+/// object-store inputs (checked to list before anything is written); a
+/// URL in a build without `store` is refused with the command that adds it.
+pub fn split(inputs: &[String]) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
+    let discover = |local: &[String]| discover(&local.iter().map(PathBuf::from).collect::<Vec<_>>());
+    rayorch_kit::store::split(
+        inputs,
+        cfg!(feature = "store"),
+        REBUILD_STORE,
+        None,
+        discover,
+        is_video_name,
+        "video files",
+    )
+}
+
 /// Expand files and folders to the video files to index, in a stable order.
 pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
@@ -88,10 +125,7 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             let mut found: Vec<PathBuf> = std::fs::read_dir(i)
                 .map_err(|e| format!("{}: {e}", i.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.extension()
-                        .is_some_and(|x| EXTENSIONS.contains(&x.to_string_lossy().to_lowercase().as_str()))
-                })
+                .filter(|p| is_video_name(&p.to_string_lossy()))
                 .collect();
             found.sort();
             files.extend(found);
@@ -102,11 +136,12 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
-/// Index `files` as `args` say.
-pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
-    if files.is_empty() {
+/// Index `files` and the objects of `urls` (see [`split`]) as `args` say.
+pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorch::BoxError> {
+    if files.is_empty() && urls.is_empty() {
         return Err("no video files found".into());
     }
+    let spool = args.out.join("spool");
     let assets = crate::nsfw::ensure_assets()?;
     let cfg = IndexConfig {
         shots: ShotConfig {
@@ -120,6 +155,7 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
         score_replicas: args.score_replicas,
         score_batch: args.batch,
         audio_replicas: 1,
+        spool: spool.clone(),
         ..IndexConfig::default()
     };
     let mix = Arc::new(BatchMix::default());
@@ -131,12 +167,25 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
         .domain::<Clip>("clips")
         .domain::<Frame>("frames")
         .shared();
-    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let names = RootNames::new();
+    let kind = RootKind {
+        accept: is_video_name,
+        from_path: |p| VideoInput::File(p.to_path_buf()),
+        from_url: VideoInput::Url,
+    };
+    let roots = Roots::new(
+        files.to_vec(),
+        urls.to_vec(),
+        None,
+        names.clone(),
+        Default::default(),
+        kind,
+    );
     let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "video_index")?;
-    let mut sink = outputs::Outputs::create(&args.out, out, names, bars.clone())?;
+    let mut sink = outputs::Outputs::create(&args.out, out, names, spool, bars.clone())?;
     bars.println(format!(
-        "video_index: {} files, {} fps sampling, batch {}, outputs in {}",
-        files.len(),
+        "video_index: {}, {} fps sampling, batch {}, outputs in {}",
+        roots.describe("files"),
         args.fps,
         args.batch,
         args.out.display()
@@ -146,10 +195,7 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
     let runner = Runner::new(&plan)
         .window(args.window)
         .observe((bars.observer(), (spans.clone(), watch)));
-    let summary = runner.run(
-        files.iter().cloned().enumerate().map(|(i, p)| (i as u64, p)),
-        &mut sink,
-    )?;
+    let summary = runner.run_stream(roots.stream(), &mut sink)?;
     bars.finish();
     if let Some(t) = traces {
         println!("{}", t.finish());
@@ -157,7 +203,8 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
     let (batches, multi_clip, multi_video, frames) = mix.snapshot();
     let mut json = serde_json::to_value(&summary)?;
     json["job"] = serde_json::json!({
-        "videos": files.len(),
+        "videos": roots.yielded(),
+        "listing_error": roots.listing_error(),
         "videos_written": sink.written,
         "videos_failed": sink.failed,
         "frames_scored": frames,
@@ -192,5 +239,8 @@ pub fn run(args: &Args, files: &[PathBuf]) -> Result<(), rayorch::BoxError> {
     );
     print!("{}", summary.calls_table());
     println!("outputs in {}", args.out.display());
-    Ok(())
+    match roots.listing_error() {
+        Some(e) => Err(format!("the listing stopped early: {e} (what was listed is written)").into()),
+        None => Ok(()),
+    }
 }

@@ -7,12 +7,13 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use rayorch::sink::{FailureLine, Sink};
 use rayorch::{BoxError, Item, Output, RootOutcome};
+use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::ParquetFile;
 use rayorch_kit::progress::Progress;
 use serde::Serialize;
@@ -31,7 +32,8 @@ struct VideoLine<'a> {
 /// figures for the summary.
 pub struct Outputs {
     out: Output<VideoRecord>,
-    names: Vec<String>,
+    names: Arc<RootNames>,
+    spool: PathBuf,
     jsonl: BufWriter<File>,
     failures: BufWriter<File>,
     parquet: Option<ParquetFile<VideoRows>>,
@@ -46,11 +48,14 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    /// Create the outputs in `dir` for the roots named `names` (by key).
+    /// Create the outputs in `dir` for the roots named in `names` (by key;
+    /// a name is taken when its video ends); the file `spool` holds for a
+    /// video read from object storage is removed then.
     pub fn create(
         dir: &Path,
         out: Output<VideoRecord>,
-        names: Vec<String>,
+        names: Arc<RootNames>,
+        spool: PathBuf,
         bars: Arc<Progress>,
     ) -> Result<Outputs, BoxError> {
         std::fs::create_dir_all(dir)?;
@@ -58,6 +63,7 @@ impl Outputs {
         Ok(Outputs {
             out,
             names,
+            spool,
             jsonl: file("videos.jsonl")?,
             failures: file("failures.jsonl")?,
             parquet: Some(ParquetFile::create(&dir.join("videos.parquet"), VideoRows, 8)?),
@@ -73,9 +79,18 @@ impl Outputs {
 impl Sink for Outputs {
     fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
         let t = self.start.elapsed().as_secs_f64();
-        let name = self.names.get(o.key as usize).cloned().unwrap_or_default();
+        let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
+        let from_store = rayorch_kit::store::is_url(&name);
+        if from_store {
+            // The spooled file served its purpose (written or failed).
+            let _ = std::fs::remove_file(rayorch_kit::store::spool_path(&self.spool, &name));
+        }
         match o.get(self.out) {
-            Item::Present(v) => {
+            Item::Present(mut v) => {
+                if from_store {
+                    // Named by its URL, not by the spooled file's path.
+                    v.name.clone_from(&name);
+                }
                 serde_json::to_writer(
                     &mut self.jsonl,
                     &VideoLine {

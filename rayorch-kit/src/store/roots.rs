@@ -1,0 +1,208 @@
+//! A job's roots from its inputs: local files (found before the run) and,
+//! with `store`, the objects of object-store inputs (listed while the run
+//! goes), one stream, for every job.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::stream::{self, BoxStream, StreamExt};
+
+use crate::names::RootNames;
+
+/// Split a job's inputs into local files (`discover`ed now, at most
+/// `limit`) and object-store inputs (each checked to list before the run
+/// touches anything); `file://` URLs are local paths. In a job built
+/// without object-storage inputs (`built` false) a URL is refused, naming
+/// `rebuild`. Inputs that hold nothing `accept`able are an error naming
+/// `what` ("PDF files").
+pub fn split(
+    inputs: &[String],
+    built: bool,
+    rebuild: &str,
+    limit: Option<usize>,
+    discover: impl FnOnce(&[String]) -> Result<Vec<PathBuf>, String>,
+    accept: fn(&str) -> bool,
+    what: &str,
+) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
+    super::refuse_urls(inputs, built, rebuild)?;
+    let (urls, local): (Vec<String>, Vec<String>) = inputs
+        .iter()
+        .map(|i| super::file_url_path(i).unwrap_or_else(|| i.clone()))
+        .partition(|i| super::is_url(i));
+    let mut files = discover(&local)?;
+    if let Some(n) = limit {
+        files.truncate(n);
+    }
+    let listable = check(&urls, accept)?;
+    if files.is_empty() && listable == 0 {
+        return Err(format!("no {what} found in {}", inputs.join(", ")).into());
+    }
+    Ok((files, urls))
+}
+
+#[cfg(feature = "store")]
+fn check(urls: &[String], accept: fn(&str) -> bool) -> Result<usize, rayorch::BoxError> {
+    Ok(super::check_listing(
+        urls,
+        accept,
+        &super::StoreOptions::default(),
+    )?)
+}
+
+#[cfg(not(feature = "store"))]
+fn check(_urls: &[String], _accept: fn(&str) -> bool) -> Result<usize, rayorch::BoxError> {
+    Ok(0)
+}
+
+/// The roots of a run: local files first, keyed by their place in the
+/// list, then each object of the object-store inputs as it is listed,
+/// keyed by its URL ([`root_key`](super::root_key)), at most `limit` in
+/// all. Local names are given before the run; an object's name (its URL)
+/// is given to [`RootNames`] as it is yielded (unless the journal holds it
+/// already). A listing error ends the stream and is kept for the report
+/// ([`Roots::listing_error`]).
+pub struct Roots<T> {
+    /// Local files, keyed by their place in this list.
+    pub files: Vec<PathBuf>,
+    /// Object-store inputs (URLs and patterns), listed as the run goes.
+    pub urls: Vec<String>,
+    limit: Option<usize>,
+    names: Arc<RootNames>,
+    done: Arc<HashSet<u64>>,
+    listed: Arc<Listed>,
+    accept: fn(&str) -> bool,
+    from_path: fn(&Path) -> T,
+    from_url: fn(Arc<str>) -> T,
+}
+
+/// The listing's count and its error, filled while the run goes.
+#[derive(Default)]
+struct Listed {
+    objects: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+/// How a job makes its root value from a local file and from an object's
+/// URL, and which listed names it takes.
+#[derive(Clone, Copy)]
+pub struct RootKind<T> {
+    /// Names a prefix listing keeps (the job's file types).
+    pub accept: fn(&str) -> bool,
+    /// The root of a local file.
+    pub from_path: fn(&Path) -> T,
+    /// The root of an object (fetched by the job's fetch Call).
+    pub from_url: fn(Arc<str>) -> T,
+}
+
+impl<T: Send + 'static> Roots<T> {
+    /// The roots of `files` and `urls` (from [`split`]), at most `limit`;
+    /// `names` gets the local files' names now (but those in `done`, the
+    /// keys the journal holds).
+    pub fn new(
+        files: Vec<PathBuf>,
+        urls: Vec<String>,
+        limit: Option<usize>,
+        names: Arc<RootNames>,
+        done: HashSet<u64>,
+        kind: RootKind<T>,
+    ) -> Roots<T> {
+        for (k, f) in files.iter().enumerate() {
+            if !done.contains(&(k as u64)) {
+                names.insert(k as u64, f.display().to_string());
+            }
+        }
+        Roots {
+            files,
+            urls,
+            limit,
+            names,
+            done: Arc::new(done),
+            listed: Arc::default(),
+            accept: kind.accept,
+            from_path: kind.from_path,
+            from_url: kind.from_url,
+        }
+    }
+
+    /// "N `what`" (local) and the object-store inputs, for the console.
+    pub fn describe(&self, what: &str) -> String {
+        match self.urls.len() {
+            0 => format!("{} {what}", self.files.len()),
+            _ => format!(
+                "{} local {what} and the objects of {}",
+                self.files.len(),
+                self.urls.join(", ")
+            ),
+        }
+    }
+
+    /// The roots as the run admits them.
+    pub fn stream(&self) -> BoxStream<'static, (u64, T)> {
+        let from_path = self.from_path;
+        let local: Vec<(u64, T)> = self
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i as u64, from_path(p)))
+            .collect();
+        let (names, done, listed) = (self.names.clone(), self.done.clone(), self.listed.clone());
+        let remote = self.remote().map(move |(k, url, root)| {
+            listed.objects.fetch_add(1, Ordering::Relaxed);
+            if !done.contains(&k) {
+                names.insert(k, url);
+            }
+            (k, root)
+        });
+        stream::iter(local)
+            .chain(remote)
+            .take(self.limit.unwrap_or(usize::MAX))
+            .boxed()
+    }
+
+    #[cfg(feature = "store")]
+    fn remote(&self) -> BoxStream<'static, (u64, Arc<str>, T)> {
+        if self.urls.is_empty() {
+            return stream::empty().boxed();
+        }
+        let (listed, from_url) = (self.listed.clone(), self.from_url);
+        super::list(
+            super::Stores::new(super::StoreOptions::default()),
+            self.urls.clone(),
+            self.accept,
+        )
+        .scan((), move |_, r| {
+            futures::future::ready(match r {
+                Ok(o) => Some((o.key(), o.url.clone(), from_url(o.url))),
+                Err(e) => {
+                    *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                    None
+                }
+            })
+        })
+        .boxed()
+    }
+
+    #[cfg(not(feature = "store"))]
+    fn remote(&self) -> BoxStream<'static, (u64, Arc<str>, T)> {
+        // A build without `store` refuses URL inputs before the run.
+        let _ = (self.accept, self.from_url);
+        stream::empty().boxed()
+    }
+
+    /// Roots the source yielded so far.
+    pub fn yielded(&self) -> u64 {
+        let all = self.files.len() as u64 + self.listed.objects.load(Ordering::Relaxed);
+        self.limit.map_or(all, |n| all.min(n as u64))
+    }
+
+    /// Why the listing stopped early, if it did.
+    pub fn listing_error(&self) -> Option<String> {
+        self.listed
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
