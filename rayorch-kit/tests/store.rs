@@ -349,3 +349,44 @@ fn a_journaled_run_resumes_over_the_same_listing_in_any_order() {
     want.sort();
     assert_eq!(done, want);
 }
+
+#[test]
+fn the_first_object_is_done_before_a_long_listing_reads_its_last_page() {
+    let s3 = S3Server::start().unwrap();
+    // Three pages of listing (S3 lists 1,000 keys a page).
+    let keys: Vec<String> = (0..2500).map(|i| format!("long/{i:05}.pdf")).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    upload(&s3, "stream", &refs, 16);
+    // A proxy without faults counts the listing's page requests.
+    let proxy = FaultProxy::start(s3.addr(), Faults::default()).unwrap();
+    let stores = Stores::new(S3Server::options(&proxy.endpoint()));
+    let s2 = stores.clone();
+    let fetch = Call::new_async_records("fetch", move || Ok(Fetch::new(s2.clone()))).concurrency(4);
+    let (plan, out) = Plan::build(|b| {
+        let objects = b.source::<Doc, Object>();
+        b.output(fetch.apply(objects))
+    })
+    .unwrap();
+    let roots = list(stores, vec!["s3://stream/long/".into()], is_pdf).map(|r| {
+        let o = r.unwrap();
+        (o.key(), o)
+    });
+    let mut pages_at_first = None;
+    let mut n = 0;
+    let summary = Runner::new(&plan)
+        .window(8)
+        .run_stream(
+            roots,
+            Callback(|o: &RootOutcome| {
+                assert!(o.get(out).present().is_some());
+                pages_at_first.get_or_insert_with(|| proxy.counts().lists);
+                n += 1;
+            }),
+        )
+        .unwrap();
+    assert_eq!((summary.present, n), (2500, 2500));
+    // The whole listing took three pages; the first object was done after
+    // the first (an eager listing would have read all three).
+    assert_eq!(proxy.counts().lists, 3);
+    assert_eq!(pages_at_first, Some(1));
+}

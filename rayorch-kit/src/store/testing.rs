@@ -394,6 +394,8 @@ pub struct FaultCounts {
     pub cuts: u64,
     /// Closed unanswered: the server could not be reached (down).
     pub unreachable: u64,
+    /// Listing requests seen (S3 `ListObjectsV2`: a page of keys each).
+    pub lists: u64,
 }
 
 #[derive(Default)]
@@ -403,6 +405,7 @@ struct Counters {
     stalls: AtomicU64,
     cuts: AtomicU64,
     unreachable: AtomicU64,
+    lists: AtomicU64,
 }
 
 /// An HTTP/1.1 proxy on 127.0.0.1 in front of one server, one request per
@@ -453,6 +456,7 @@ impl FaultProxy {
             stalls: c.stalls.load(Ordering::Relaxed),
             cuts: c.cuts.load(Ordering::Relaxed),
             unreachable: c.unreachable.load(Ordering::Relaxed),
+            lists: c.lists.load(Ordering::Relaxed),
         }
     }
 }
@@ -472,12 +476,16 @@ fn serve(client: TcpStream, upstream: SocketAddr, faults: Faults, c: &Counters) 
     let mut reader = BufReader::new(client.try_clone()?);
     let mut head = Vec::new();
     let mut length = 0usize;
+    let mut first = true;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
             return Ok(());
         }
         let lower = line.to_ascii_lowercase();
+        if std::mem::take(&mut first) && lower.contains("list-type=2") {
+            c.lists.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(v) = lower.strip_prefix("content-length:") {
             length = v.trim().parse().unwrap_or(0);
         }
