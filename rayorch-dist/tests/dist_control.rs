@@ -86,6 +86,7 @@ fn codecs() -> Codecs {
 
 /// The worker side: runs only when this binary is re-executed as a worker.
 #[test]
+#[ignore = "a worker process: run by this binary's tests (common::spawn_worker) with the job in its environment"]
 fn worker_process() {
     let Ok(url) = std::env::var("RAYORCH_DIST_TEST_WORKER") else {
         return;

@@ -29,11 +29,17 @@ pub(crate) fn config(url: &str, job: &str) -> DistConfig {
 /// test), with `env` set.
 pub(crate) fn spawn_worker(url: &str, job: &str, env: &[(&str, &str)]) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
-        .env("RAYORCH_DIST_TEST_WORKER", url)
-        .env("RAYORCH_DIST_TEST_JOB", job)
-        .envs(env.iter().copied())
-        .stdout(std::process::Stdio::null());
+    c.args([
+        "--exact",
+        "worker_process",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("RAYORCH_DIST_TEST_WORKER", url)
+    .env("RAYORCH_DIST_TEST_JOB", job)
+    .envs(env.iter().copied())
+    .stdout(std::process::Stdio::null());
     c.spawn().unwrap()
 }
 
