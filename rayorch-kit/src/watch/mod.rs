@@ -177,7 +177,7 @@ pub fn serve(
     let server = watch.serve(addr).map_err(|e| {
         std::io::Error::new(
             e.kind(),
-            format!("cannot serve metrics on {addr}: {e}; give --metrics a free address (port 0 picks one)"),
+            format!("cannot serve metrics on {addr}: {e}; give it a free address (port 0 picks one)"),
         )
     })?;
     progress.println(format!(
