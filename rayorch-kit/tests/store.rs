@@ -390,3 +390,58 @@ fn the_first_object_is_done_before_a_long_listing_reads_its_last_page() {
     assert_eq!(proxy.counts().lists, 3);
     assert_eq!(pages_at_first, Some(1));
 }
+
+/// A one-file HTTP server on loopback: `GET /docs/a.pdf` answers `body`,
+/// anything else 404. Its address.
+fn one_file_server(body: Vec<u8>) -> std::net::SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut request = String::new();
+            let _ = reader.read_line(&mut request);
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let found = request.starts_with("GET /docs/a.pdf ");
+            let head = if found {
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nLast-Modified: Sun, 06 Dec 2026 00:00:00 GMT\r\nETag: \"a\"\r\nConnection: close\r\n\r\n",
+                    body.len()
+                )
+            } else {
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+            };
+            let _ = conn.write_all(head.as_bytes());
+            if found {
+                let _ = conn.write_all(&body);
+            }
+        }
+    });
+    addr
+}
+
+#[test]
+fn an_http_object_is_one_root_fetched_by_its_url() {
+    let addr = one_file_server(body("a.pdf", 1000));
+    let (a, missing) = (
+        format!("http://{addr}/docs/a.pdf"),
+        format!("http://{addr}/docs/missing.pdf"),
+    );
+    assert_eq!(
+        listed(StoreOptions::default(), &[&a, &missing]).unwrap(),
+        [a.clone(), missing.clone()]
+    );
+    let (summary, results) = run(StoreOptions::default(), &[&a, &missing], 1, None);
+    assert_eq!((summary.present, summary.failed + summary.suppressed), (1, 1));
+    assert!(results[&root_key(&a)] == Ok(body("a.pdf", 1000)));
+    let (kind, cause) = results[&root_key(&missing)].clone().unwrap_err();
+    assert_eq!(kind, Some(FailureKind::Record));
+    assert!(cause.contains(&format!("{missing}: no such object")), "{cause}");
+}
