@@ -106,6 +106,24 @@ os.replace(part, out)
     std::fs::write(marker, WEED_SHA256).map_err(|e| format!("write {}: {e}", marker.display()))
 }
 
+/// Upload `objects` with `opts`, on a client and a runtime of their own.
+fn put_with(opts: StoreOptions, objects: &[(&str, &[u8])]) -> Result<(), String> {
+    let stores = super::Stores::new(opts);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        for (url, bytes) in objects {
+            let (store, key) = stores.resolve(url).map_err(|e| e.to_string())?;
+            object_store::ObjectStoreExt::put(&*store, &key, bytes.to_vec().into())
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+        }
+        Ok(())
+    })
+}
+
 /// A free loopback port (the kernel's pick; free when this returns).
 fn free_port() -> Result<u16, String> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
@@ -197,8 +215,11 @@ impl S3Server {
         Err(last)
     }
 
+    /// Wait until the server stores an object: its S3 port answers
+    /// before its filer is ready, and a write in between can fail.
     fn wait_ready(&mut self) -> Result<(), String> {
         let start = Instant::now();
+        let mut last = String::from("no answer");
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!(
@@ -207,17 +228,28 @@ impl S3Server {
                 ));
             }
             if http_status(self.addr()).is_some() {
-                return Ok(());
+                match self.probe() {
+                    Ok(()) => return Ok(()),
+                    Err(e) => last = e,
+                }
             }
             if start.elapsed() > Duration::from_secs(60) {
                 return Err(format!(
-                    "the S3 server did not answer on {} within 60 s (its log: {})",
+                    "the S3 server on {} stored nothing within 60 s ({last}; its log: {})",
                     self.addr(),
                     self.dir.join("weed.log").display()
                 ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// One small write, without retries.
+    fn probe(&self) -> Result<(), String> {
+        let mut opts = S3Server::options(&self.endpoint());
+        opts.max_retries = 0;
+        opts.request_timeout = Duration::from_secs(5);
+        put_with(opts, &[("s3://rayorch-ready/probe", b"ok")])
     }
 
     /// Its S3 address.
@@ -248,20 +280,7 @@ impl S3Server {
     /// Upload `objects` (`s3://bucket/key`, bytes) to this server, on a
     /// client and a runtime of their own (buckets are made on first use).
     pub fn put(&self, objects: &[(&str, &[u8])]) -> Result<(), String> {
-        let stores = super::Stores::new(S3Server::options(&self.endpoint()));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        rt.block_on(async {
-            for (url, bytes) in objects {
-                let (store, key) = stores.resolve(url).map_err(|e| e.to_string())?;
-                object_store::ObjectStoreExt::put(&*store, &key, bytes.to_vec().into())
-                    .await
-                    .map_err(|e| format!("{url}: {e}"))?;
-            }
-            Ok(())
-        })
+        put_with(S3Server::options(&self.endpoint()), objects)
     }
 
     /// Run the ignored test `test` of the running test binary in a child
