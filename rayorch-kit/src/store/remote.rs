@@ -292,7 +292,7 @@ impl Stores {
     /// The client and the object's key for `url` (an object, not a pattern).
     pub fn resolve(&self, url: &str) -> Result<(Arc<dyn ObjectStore>, Key), StoreError> {
         match target_of(url)? {
-            Target::Bucket { scheme, bucket, rest } => Ok((self.bucket(&scheme, &bucket)?, Key::from(rest))),
+            Target::Bucket { scheme, bucket, rest } => Ok((self.bucket(&scheme, &bucket)?, key_of(&rest))),
             Target::Http(u) => {
                 let parsed = url::Url::parse(&u).map_err(|e| StoreError::BadUrl {
                     input: u.clone(),
@@ -315,6 +315,16 @@ impl Stores {
             }
         }
     }
+}
+
+/// The store key of `key` as written in a URL: taken as it is (a listing
+/// yields keys raw: `report~v2 [final].pdf`), so a listed object is fetched
+/// by the key it was listed under. `Key::from` would percent-encode the
+/// characters object_store avoids (`~ [ ] # % * ?` …) and ask for another
+/// key; it only stands in for keys `Key::parse` refuses (control
+/// characters, empty segments).
+fn key_of(key: &str) -> Key {
+    Key::parse(key).unwrap_or_else(|_| Key::from(key))
 }
 
 /// Where a pattern's literal part ends: the prefix to list (up to the last
@@ -424,7 +434,7 @@ async fn input_objects(
     if rest.is_empty() || rest.ends_with('/') {
         return Ok(listing(store, input, base, rest, accept));
     }
-    match store.head(&Key::from(rest.as_str())).await {
+    match store.head(&key_of(&rest)).await {
         Ok(meta) => {
             let object = Object {
                 url: format!("{base}{}", meta.location).into(),
@@ -435,7 +445,7 @@ async fn input_objects(
         Err(object_store::Error::NotFound { .. }) => {
             // A prefix written without its slash, or a missing object.
             let prefix = format!("{rest}/");
-            let mut first = store.list(Some(&Key::from(prefix.as_str()))).take(1);
+            let mut first = store.list(Some(&key_of(&prefix))).take(1);
             match first.next().await {
                 Some(Ok(_)) => Ok(listing(store, input, base, prefix, accept)),
                 None => Ok(stream::once(async move { Ok(Object::new(format!("{base}{rest}"))) }).boxed()),
@@ -462,7 +472,7 @@ fn listing(
     prefix: String,
     keep: impl Fn(&str) -> bool + Send + 'static,
 ) -> BoxStream<'static, Result<Object, StoreError>> {
-    let prefix = (!prefix.is_empty()).then(|| Key::from(prefix.as_str()));
+    let prefix = (!prefix.is_empty()).then(|| key_of(&prefix));
     let mut listed = 0u64;
     store
         .list(prefix.as_ref())
