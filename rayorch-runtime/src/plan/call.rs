@@ -104,9 +104,13 @@ pub(crate) type ShapeFn = Arc<dyn Fn(&(dyn Any + Send + Sync)) -> Option<u64> + 
 /// One configured use of a Stage. Apply it to Ports inside a plan build.
 ///
 /// ```
-/// use rayorch_runtime::{Call, Outcome};
+/// use rayorch_runtime::{Call, Outcome, Recovery, Reservation};
 /// let double = Call::map("double", |x: u32| x * 2).batch_size(64).replicas(2);
 /// assert_eq!(double.config().batch_size, 64);
+/// // The defaults each setter names:
+/// let c = Call::map("plain", |x: u32| x).config().clone();
+/// assert_eq!((c.batch_size, c.replicas, c.concurrency, c.timeout), (32, 1, 1, None));
+/// assert_eq!((c.reservation, c.recovery), (Reservation::NearestCompletion, Recovery::Isolate));
 /// ```
 // No `S: StageKind` bound here: the impls carry it, so a stage that misses
 // its trait is one error at the constructor (its `on_unimplemented` note),
@@ -167,42 +171,43 @@ impl<S: StageKind> Call<S> {
         &self.config
     }
 
-    /// Set the largest physical batch (at least 1).
+    /// Set the largest physical batch (at least 1; default 32).
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn batch_size(mut self, b: usize) -> Self {
         self.config.batch_size = b.max(1);
         self
     }
 
-    /// Set the number of replicas (at least 1).
+    /// Set the number of replicas (at least 1; default 1).
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn replicas(mut self, n: usize) -> Self {
         self.config.replicas = n.max(1);
         self
     }
 
-    /// Set the reservation policy.
+    /// Set the reservation policy (default [`Reservation::NearestCompletion`]).
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn reservation(mut self, r: Reservation) -> Self {
         self.config.reservation = r;
         self
     }
 
-    /// Set the recovery policy.
+    /// Set the recovery policy (default [`Recovery::Isolate`]).
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn recovery(mut self, r: Recovery) -> Self {
         self.config.recovery = r;
         self
     }
 
-    /// Set the per-attempt time limit.
+    /// Set the per-attempt time limit (default: none).
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn timeout(mut self, t: Duration) -> Self {
         self.config.timeout = Some(t);
         self
     }
 
-    /// Set how many batches one async replica runs at once (at least 1). For
+    /// Set how many batches one async replica runs at once (at least 1;
+    /// default 1). For
     /// a per-record Call ([`Call::new_async_records`]) it is the number of
     /// requests one replica has in flight: at most `n` records' attempts run
     /// at once, over all its batches.
