@@ -38,11 +38,7 @@ struct Ran {
 }
 
 fn jsonl(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    rayorch_kit::check::jsonl_lines(path).unwrap()
 }
 
 /// Run the job on `inputs` into `out` at 10 dpi, with `extra` flags.

@@ -72,11 +72,12 @@ fn upload(s3: &S3Server, objects: &[(&str, Vec<u8>)]) {
 }
 
 fn jsonl(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    rayorch_kit::check::jsonl_lines(path).unwrap()
+}
+
+/// The run's `summary.json`.
+fn summary(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
 }
 
 fn report(title: &str) -> Vec<u8> {
@@ -150,8 +151,7 @@ fn objects_below_a_prefix_are_written_once_under_their_urls_and_bad_ones_are_fai
     assert_eq!(failures.len(), 2, "{failures:?}");
     assert!(cause("s3://corpus/docs/missing.pdf").contains("s3://corpus/docs/missing.pdf: no such object"));
     assert!(cause("s3://corpus/docs/broken.pdf").contains("s3://corpus/docs/broken.pdf"));
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = summary(&out);
     assert_eq!(summary["job"]["documents"], 5);
     assert_eq!(summary["job"]["not_started"], serde_json::json!([]));
 }
@@ -181,8 +181,7 @@ fn a_run_cut_short_resumes_over_the_same_listing_and_writes_the_rest_once() {
     let mut want: Vec<(u64, String)> = objects.iter().map(|(u, _)| (root_key(u), u.clone())).collect();
     want.sort();
     assert_eq!(written(&out), want, "{console}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = summary(&out);
     assert_eq!(summary["job"]["resumed_documents"], 2);
 }
 

@@ -5,14 +5,23 @@ use std::path::Path;
 
 use rayorch::BoxError;
 
-/// The `key` of every line of a JSON-lines output, in file order.
-pub fn jsonl_keys(path: &Path) -> Result<Vec<u64>, BoxError> {
+/// Every line of a JSON-lines output, parsed, in file order.
+pub fn jsonl_lines(path: &Path) -> Result<Vec<serde_json::Value>, BoxError> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     text.lines()
         .enumerate()
         .map(|(i, line)| {
-            let v: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))?;
+            serde_json::from_str(line).map_err(|e| format!("{} line {}: {e}", path.display(), i + 1).into())
+        })
+        .collect()
+}
+
+/// The `key` of every line of a JSON-lines output, in file order.
+pub fn jsonl_keys(path: &Path) -> Result<Vec<u64>, BoxError> {
+    jsonl_lines(path)?
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
             v["key"]
                 .as_u64()
                 .ok_or_else(|| format!("{} line {}: no `key`", path.display(), i + 1).into())

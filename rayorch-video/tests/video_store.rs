@@ -27,11 +27,7 @@ fn child_runs_the_job() {
 }
 
 fn jsonl(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    rayorch_kit::check::jsonl_lines(path).unwrap()
 }
 
 #[test]
