@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_nats::jetstream::{self, consumer, object_store, stream};
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use rayorch_runtime::sink::{Callback, Sink};
 use rayorch_runtime::spi::{
     AttemptError, AttemptResult, Backend, BatchId, Dispatch, Engine, EngineConfig, Finished, Forward,
@@ -429,6 +429,10 @@ struct DistBackend {
     release: mpsc::UnboundedSender<String>,
 }
 
+/// Control frames one turn of the owner's loop reads before it judges
+/// leases (a flood of frames cannot keep it from its other work).
+const DRAIN_MAX: usize = 4096;
+
 impl DistBackend {
     fn working(&self, c: usize) -> bool {
         self.in_flight[c] > 0 || self.local.working(c)
@@ -659,6 +663,25 @@ impl DistBackend {
         move |t: &Ticket| floor.map_or(t.deadline, |f| t.deadline.max(f))
     }
 
+    /// Read every control frame and decoded report already queued (at most
+    /// [`DRAIN_MAX`] frames); true when the queue was emptied.
+    fn drain_ctl(&mut self, out: &mut Vec<LoopReport>) -> bool {
+        for _ in 0..DRAIN_MAX {
+            match self.ctl.next().now_or_never() {
+                Some(Some(m)) => self.on_ctl(&m.payload),
+                // Nothing queued (or the subscription closed: the next
+                // turn's wait reports it).
+                _ => {
+                    while let Ok(d) = self.decoded.try_recv() {
+                        self.on_decoded(d, out);
+                    }
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Leases: a batch nobody claimed, heartbeat or reported in time goes
     /// back to the engine as a failed attempt (its recovery policy decides);
     /// any later report of it is refused.
@@ -704,6 +727,10 @@ impl Backend for DistBackend {
 
     fn live_replicas(&self, _: &Plan, c: usize) -> usize {
         self.slots[c] + self.local_slots[c]
+    }
+
+    fn threads_abandoned(&self, c: usize) -> u64 {
+        self.local.threads_abandoned(c)
     }
 
     fn gauges(&self, out: &mut Vec<BackendGauge>) {
@@ -851,7 +878,14 @@ impl Backend for DistBackend {
             r = self.local.next(out), if local_busy => r?,
             _ = tokio::time::sleep_until(deadline) => {}
         }
-        self.expire(out);
+        // Silence is judged only on an empty queue: after a stall of this
+        // task (a slow sink, an fsync, a slow publish) the claims,
+        // heartbeats and reports that came meanwhile wait here, and each
+        // one read renews or ends its lease. Reading is bounded per turn; a
+        // queue not emptied in it leaves the leases to the next turn.
+        if self.drain_ctl(out) {
+            self.expire(out);
+        }
         Ok(())
     }
 

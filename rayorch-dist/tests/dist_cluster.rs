@@ -738,3 +738,47 @@ async fn a_batch_fetched_ahead_outlives_ack_wait_without_redelivery() {
     assert_eq!(stats.stale_refused(), 0, "{stats:?}");
     assert_eq!(stats.lease_expired.load(Ordering::Relaxed), 0, "{stats:?}");
 }
+
+/// The owner's own task stalls past the lease (its sink takes 4 s over the
+/// first root, the lease is 3 s) while the workers go on claiming,
+/// heartbeating and reporting: what they sent meanwhile waits in the
+/// owner's queue and is read before any lease is judged, so no healthy
+/// batch is failed and no report refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_stalled_past_the_lease_fails_no_healthy_batch() {
+    let (_server, url, _w) = cluster("stall", None);
+    let (mut owner, out, stats) = owner(&url, "stall");
+    let source = futures::stream::iter(docs().into_iter().map(|(k, d)| (k, Arc::new(d) as Value))).boxed();
+    let mut outputs = BTreeMap::new();
+    let mut stalled = false;
+    let summary = owner
+        .run(source, |o| {
+            if !stalled {
+                stalled = true;
+                std::thread::sleep(Duration::from_secs(4));
+            }
+            let item = o.get(out);
+            outputs.insert(o.key, (item.kind(), item.present()));
+        })
+        .await
+        .unwrap();
+    let r = Run {
+        outputs,
+        summary,
+        stats: stats.clone(),
+    };
+    check_outputs(&r);
+    assert_eq!(stats.lease_expired.load(Ordering::Relaxed), 0, "{stats:?}");
+    assert_eq!(stats.stale_refused(), 0, "{stats:?}");
+    // No healthy Grain went back for a retry. (An attempt on doc 0's
+    // pages may fail once its GroupFailure released their payloads: those
+    // Grains are suppressed, not retried.)
+    for c in &r.summary.calls {
+        assert_eq!(c.requeued, 0, "{c:?}");
+    }
+    assert!(
+        !r.summary.failures.iter().any(|f| f.kind == "timeout"),
+        "{:?}",
+        r.summary.failures
+    );
+}

@@ -9,6 +9,7 @@
 //! | [`names`] | the names of a run's roots while they are live (named by the source, taken by the sink) |
 //! | [`resume`] | start, `--resume` or `--force` a journaled run into an output folder |
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
+//! | [`limits`] | a timeout on every Call that parses user bytes or runs a model, as flags (`--parse-timeout-s`, `--model-timeout-s`) |
 //! | [`check`] | after the run: every root once, the same in each output |
 //! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
 //! | [`otlp`] | the run's batch and root spans posted to an OpenTelemetry collector over OTLP/HTTP (the exporter: feature `otlp`) |
@@ -20,6 +21,7 @@
 //! the video job (`rayorch-video`) are built on this kit.
 
 pub mod check;
+pub mod limits;
 pub mod names;
 pub mod otlp;
 #[cfg(feature = "parquet")]

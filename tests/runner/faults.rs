@@ -304,6 +304,87 @@ fn a_hung_blocking_attempt_times_out_and_its_replica_is_replaced() {
     assert_eq!((m.attempt_failures, m.replicas_replaced), (1, 1));
 }
 
+/// A blocking stage that never returns on `poison` (a parser looping on one
+/// bad input) until `released`: every other page is parsed at once.
+fn parse_hanging_on(poison: fn(u32) -> bool, released: &Arc<AtomicBool>) -> rayorch::FnCall<u32, u32> {
+    let r = released.clone();
+    Call::batch("parse", move |batch: Vec<u32>| {
+        if batch.iter().any(|&p| poison(p)) {
+            while !r.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(batch.into_iter().map(|p| Outcome::Ok(p * 10)).collect())
+    })
+    .batch_size(4)
+    .timeout(Duration::from_millis(150))
+}
+
+#[test]
+fn a_stage_that_hangs_on_one_input_fails_that_root_alone_and_counts_its_threads() {
+    let released = Arc::new(AtomicBool::new(false));
+    // Page 10 exists in the last document only (12 pages).
+    let (plan, out) = common::pages_plan(parse_hanging_on(|p| p == 10, &released));
+    let (rows, summary) = run_sorted(&plan, out);
+    released.store(true, Ordering::SeqCst);
+    let mut expected = clean_expected();
+    expected.pop();
+    assert_eq!(rows[..4], expected[..], "every other document is whole");
+    let cause = rows[4].1.cause().expect("the last document failed");
+    assert!(cause.message().contains("timed out after 150ms"), "{cause:?}");
+    assert_eq!(summary.present, 4);
+    let m = summary.call("parse").unwrap();
+    // The batch holding page 10, its retry, then the halves down to page 10
+    // alone: each timed out and left its thread running.
+    assert!(m.threads_abandoned >= 3, "{m:?}");
+    assert_eq!(
+        m.threads_abandoned, m.attempt_failures,
+        "every failed attempt timed out"
+    );
+    assert_eq!(m.replicas_replaced, m.threads_abandoned);
+    assert_eq!(summary.threads_abandoned, m.threads_abandoned);
+    let timeouts: u64 = summary
+        .failures
+        .iter()
+        .filter(|f| f.level == "grain failed" && f.kind == "timeout")
+        .map(|f| f.count)
+        .sum();
+    assert_eq!(timeouts, 1, "{:?}", summary.failures);
+}
+
+#[test]
+fn past_the_cap_of_stuck_threads_a_call_fails_its_remaining_work_instead_of_leaking() {
+    let released = Arc::new(AtomicBool::new(false));
+    let parse = parse_hanging_on(|_| true, &released)
+        .timeout(Duration::from_millis(50))
+        .max_abandoned_threads(2);
+    let (plan, out) = common::pages_plan(parse);
+    let (rows, summary) = run_sorted(&plan, out);
+    released.store(true, Ordering::SeqCst);
+    let m = summary.call("parse").unwrap();
+    assert_eq!(m.threads_abandoned, 2, "{m:?}");
+    assert_eq!(summary.threads_abandoned, 2);
+    // The empty document needs no parse; every other one failed, most of
+    // them without a thread: the Call stopped.
+    assert_eq!(rows[1], (1, Item::Present(vec![])));
+    let causes: Vec<String> = rows
+        .iter()
+        .filter_map(|(_, item)| item.cause().map(|c| c.message().to_string()))
+        .collect();
+    assert_eq!(causes.len(), 4, "{rows:?}");
+    let stopped = causes
+        .iter()
+        .filter(|c| c.contains("max_abandoned_threads"))
+        .count();
+    assert!(stopped >= 3, "{causes:?}");
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.contains("Call `parse` stopped: 2 of its replica threads")),
+        "{causes:?}"
+    );
+}
+
 fn expect_factory_error(result: Result<RunSummary, RunError>, call: &str, cause: &str) {
     match result {
         Err(RunError::ReplicaFactory {

@@ -62,6 +62,11 @@ pub struct Args {
     /// Replicas of the layout Call (each its own ONNX Runtime session).
     #[arg(long, default_value_t = 1)]
     pub layout_replicas: usize,
+    /// Time limits: `--document-timeout-s` (render, a whole document at
+    /// once), `--model-timeout-s` (the model Calls; `--parse-timeout-s` is
+    /// not used by this job).
+    #[command(flatten)]
+    pub timeouts: rayorch_kit::limits::Timeouts,
 }
 
 impl Args {
@@ -79,6 +84,7 @@ impl Args {
             table_batch: self.table_batch,
             replicas: self.replicas,
             layout_replicas: self.layout_replicas,
+            timeouts: self.timeouts.clone(),
         }
     }
 }

@@ -112,6 +112,9 @@ pub struct LayoutSettings {
     pub replicas: usize,
     /// Replicas of the layout Call.
     pub layout_replicas: usize,
+    /// Limits: render (a whole document at once: `--document-timeout-s`)
+    /// and the model Calls (`--model-timeout-s`).
+    pub timeouts: rayorch_kit::limits::Timeouts,
 }
 
 impl Default for LayoutSettings {
@@ -129,6 +132,7 @@ impl Default for LayoutSettings {
             table_batch: 8,
             replicas: 1,
             layout_replicas: 1,
+            timeouts: rayorch_kit::limits::Timeouts::default(),
         }
     }
 }
@@ -187,48 +191,59 @@ impl LayoutJob {
         let (a0, a1, a3, a4) = (a.clone(), a.clone(), la.clone(), la.clone());
         let ort = a.ort_lib.clone();
         let ort2 = a.ort_lib.clone();
+        let t = &args.timeouts;
         LayoutJob {
-            render: Call::new("render", move || {
-                Ok(LayoutRender::new(render_cfg.clone(), force_ocr))
-            })
-            .batch_size(1),
-            upright: Call::new("upright", move || {
-                Ok(PageUpright::from_assets(&a0, up_cfg.clone())?)
-            })
-            .replicas(args.replicas)
-            .batch_size(args.layout_batch),
-            layout: Call::new("layout", move || {
-                Ok(LayoutDetect::new(LayoutDetector::load(
-                    &a3.layout_model,
-                    &ort,
-                    lay_cfg.clone(),
-                )?))
-            })
-            .replicas(args.layout_replicas)
-            .batch_size(args.layout_batch),
-            detect: Call::new("detect", move || {
-                Ok(RegionDetect::new(TextDetector::from_assets(
-                    &a1,
-                    det_cfg.clone(),
-                )?))
-            })
-            .replicas(args.replicas)
-            .batch_size(args.detect_batch),
-            recognize: crate::calls::recognize(
+            render: t.whole(
+                Call::new("render", move || {
+                    Ok(LayoutRender::new(render_cfg.clone(), force_ocr))
+                })
+                .batch_size(1),
+            ),
+            upright: t.modelling(
+                Call::new("upright", move || {
+                    Ok(PageUpright::from_assets(&a0, up_cfg.clone())?)
+                })
+                .replicas(args.replicas)
+                .batch_size(args.layout_batch),
+            ),
+            layout: t.modelling(
+                Call::new("layout", move || {
+                    Ok(LayoutDetect::new(LayoutDetector::load(
+                        &a3.layout_model,
+                        &ort,
+                        lay_cfg.clone(),
+                    )?))
+                })
+                .replicas(args.layout_replicas)
+                .batch_size(args.layout_batch),
+            ),
+            detect: t.modelling(
+                Call::new("detect", move || {
+                    Ok(RegionDetect::new(TextDetector::from_assets(
+                        &a1,
+                        det_cfg.clone(),
+                    )?))
+                })
+                .replicas(args.replicas)
+                .batch_size(args.detect_batch),
+            ),
+            recognize: t.modelling(crate::calls::recognize(
                 a,
                 rec_cfg,
                 args.replicas,
                 args.recognize_batch,
                 args.recognize_by_width,
+            )),
+            table: t.modelling(
+                Call::new("table", move || {
+                    Ok(TableStructure::new(TableRecognizer::load(
+                        &a4.table_model,
+                        &ort2,
+                        &tab_cfg,
+                    )?))
+                })
+                .batch_size(args.table_batch),
             ),
-            table: Call::new("table", move || {
-                Ok(TableStructure::new(TableRecognizer::load(
-                    &a4.table_model,
-                    &ort2,
-                    &tab_cfg,
-                )?))
-            })
-            .batch_size(args.table_batch),
             finish: Call::map(
                 "finish",
                 |(r, lines, table): (PageRegion, Vec<LineText>, Option<Table>)| {

@@ -114,6 +114,11 @@ pub struct Args {
     /// (then it is retried, twice).
     #[arg(long, default_value_t = 120)]
     pub fetch_timeout_s: u64,
+    /// Time limits: `--parse-timeout-s` (open, read), `--model-timeout-s`
+    /// (detect, recognise, embed; `--document-timeout-s` is not used by
+    /// this job: it reads page by page).
+    #[command(flatten)]
+    pub timeouts: rayorch_kit::limits::Timeouts,
     /// Run ONNX models on CUDA device 0 (needs `--features rayorch-models/cuda`
     /// and an onnxruntime-gpu library in ORT_DYLIB_PATH).
     #[arg(long)]
@@ -171,6 +176,7 @@ impl Args {
             embed_delay: std::time::Duration::from_millis(self.embed_delay_ms),
             fetch_concurrency: self.fetch_concurrency.max(1),
             fetch_timeout: std::time::Duration::from_secs(self.fetch_timeout_s.max(1)),
+            timeouts: self.timeouts.clone(),
         }
     }
 

@@ -187,6 +187,9 @@ pub struct OcrConfig {
     pub fetch_concurrency: usize,
     /// Fetch: longest one attempt to read an object may take.
     pub fetch_timeout: std::time::Duration,
+    /// Limits of the Calls that parse user bytes (open, read) and of the
+    /// model Calls (detect, recognise, embed).
+    pub timeouts: rayorch_kit::limits::Timeouts,
 }
 
 impl Default for OcrConfig {
@@ -207,6 +210,7 @@ impl Default for OcrConfig {
             embed_delay: std::time::Duration::from_secs(1),
             fetch_concurrency: 8,
             fetch_timeout: std::time::Duration::from_secs(120),
+            timeouts: rayorch_kit::limits::Timeouts::default(),
         }
     }
 }
@@ -254,44 +258,51 @@ impl OcrJob {
         let (render_cfg, force_ocr) = (cfg.render.clone(), cfg.force_ocr);
         let (a1, a3) = (assets.clone(), assets.clone());
         let (det_cfg, rec_cfg) = (cfg.detect(), cfg.recognize());
+        let t = &cfg.timeouts;
         OcrJob {
             fetch: crate::calls::fetch(cfg.fetch_concurrency, cfg.fetch_timeout),
-            open: Call::new("open", || Ok(PdfOpen)).batch_size(1),
-            read: Call::new("read", move || {
-                Ok(PdfPageRead::new(render_cfg.clone(), force_ocr))
-            })
-            .replicas(k.render_replicas)
-            .batch_size(cfg.render_batch),
-            detect: Call::new("detect", move || {
-                Ok(PageDetect(TextDetect::new(TextDetector::from_assets(
-                    &a1,
-                    det_cfg.clone(),
-                )?)))
-            })
-            .replicas(k.detect_replicas)
-            .batch_size(cfg.detect_batch),
+            open: t.parsing(Call::new("open", || Ok(PdfOpen)).batch_size(1)),
+            read: t.parsing(
+                Call::new("read", move || {
+                    Ok(PdfPageRead::new(render_cfg.clone(), force_ocr))
+                })
+                .replicas(k.render_replicas)
+                .batch_size(cfg.render_batch),
+            ),
+            detect: t.modelling(
+                Call::new("detect", move || {
+                    Ok(PageDetect(TextDetect::new(TextDetector::from_assets(
+                        &a1,
+                        det_cfg.clone(),
+                    )?)))
+                })
+                .replicas(k.detect_replicas)
+                .batch_size(cfg.detect_batch),
+            ),
             layer: Call::map("layer", ReadPage::without_image),
-            recognize: crate::calls::recognize(
+            recognize: t.modelling(crate::calls::recognize(
                 assets,
                 rec_cfg,
                 k.recognize_replicas,
                 cfg.recognize_batch,
                 cfg.recognize_by_width,
-            ),
+            )),
             page_text: Call::map("page_text", |(page, lines): (ReadPage, Vec<LineText>)| {
                 page.text(&lines)
             }),
             text: Call::map("text", |page: PageText| page.text),
-            embed: Call::new("embed", move || {
-                Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
-                    &a3,
-                    &EmbedConfig::default(),
-                )?))
-            })
-            .replicas(k.embed_replicas)
-            .batch_size(cfg.embed_batch)
-            .shape(|text: &String| rayorch_models::embed::length_bucket(text))
-            .max_batch_delay(cfg.embed_delay),
+            embed: t.modelling(
+                Call::new("embed", move || {
+                    Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
+                        &a3,
+                        &EmbedConfig::default(),
+                    )?))
+                })
+                .replicas(k.embed_replicas)
+                .batch_size(cfg.embed_batch)
+                .shape(|text: &String| rayorch_models::embed::length_bucket(text))
+                .max_batch_delay(cfg.embed_delay),
+            ),
             name: Call::map("name", |f: PdfFile| f.name.to_string()),
             assemble: Call::map("assemble", |(name, texts, embs): Parts| {
                 Document::assemble(&name, texts, embs)
@@ -314,4 +325,60 @@ pub fn embedding_dim(dir: &std::path::Path) -> Result<usize, String> {
         .as_u64()
         .map(|d| d as usize)
         .ok_or_else(|| "config.json has no hidden_size".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+
+    /// Paths only: the factories that would load them never run here.
+    fn no_assets() -> Assets {
+        let p = PathBuf::from("/nonexistent");
+        Assets {
+            ort_lib: p.clone(),
+            det_model: p.clone(),
+            rec_model: p.clone(),
+            rec_config: p.clone(),
+            cls_model: p.clone(),
+            embed_dir: p,
+        }
+    }
+
+    fn limits(args: &[&str]) -> Vec<(String, Option<Duration>)> {
+        let args = cli::Args::parse_from(std::iter::once("doc_ocr").chain(args.iter().copied()));
+        let job = OcrJob::new(&args.config(2), &no_assets());
+        let (plan, _) = job.plan().unwrap();
+        plan.calls()
+            .iter()
+            .map(|c| (c.name.to_string(), c.config.timeout))
+            .collect()
+    }
+
+    #[test]
+    fn every_call_that_parses_user_bytes_or_runs_a_model_has_a_limit_by_default() {
+        let s = Duration::from_secs;
+        let got = limits(&[]);
+        let of = |name: &str| got.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(of("open"), Some(s(120)));
+        assert_eq!(of("read"), Some(s(240)), "two pages a batch");
+        for model in ["detect", "recognize", "embed"] {
+            assert_eq!(of(model), Some(s(600)), "{model}");
+        }
+        let got = limits(&[
+            "--parse-timeout-s",
+            "5",
+            "--render-batch",
+            "3",
+            "--model-timeout-s",
+            "0",
+        ]);
+        let of = |name: &str| got.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!((of("open"), of("read")), (Some(s(5)), Some(s(15))));
+        assert_eq!(of("detect"), None);
+    }
 }

@@ -25,6 +25,7 @@
 //! | `rayorch_call_suppressed_grains_total` | counter | call, when (`before_dispatch`, `in_flight`) | Grains a barrier sealed |
 //! | `rayorch_call_stale_reports_total` | counter | call | Grain reports the commit gate fenced |
 //! | `rayorch_call_replicas_replaced_total` | counter | call | replicas torn down and restarted |
+//! | `rayorch_call_threads_abandoned_total` | counter | call | blocking replica threads given up on past the Call's timeout, still running then |
 //! | `rayorch_call_mixed_parent_batches_total` | counter | call | batches holding Grains of several parents |
 //! | `rayorch_call_batch_fill_ratio` | gauge | call | mean batch size over the Call's batch size |
 //! | `rayorch_call_batch_duration_seconds` | histogram | call | batch run times; `_sum` is the Call's busy seconds |
@@ -156,6 +157,7 @@ fn record_progress(p: &Progress<'_>) -> Vec<Option<f64>> {
             .absolute(m.suppressed_in_flight);
         counter!("rayorch_call_stale_reports_total", "call" => call()).absolute(m.stale_grains);
         counter!("rayorch_call_replicas_replaced_total", "call" => call()).absolute(m.replicas_replaced);
+        counter!("rayorch_call_threads_abandoned_total", "call" => call()).absolute(m.threads_abandoned);
         counter!("rayorch_call_mixed_parent_batches_total", "call" => call())
             .absolute(m.mixed_parent_batches);
         gauge!("rayorch_call_batch_fill_ratio", "call" => call()).set(m.fill);
@@ -305,6 +307,10 @@ fn describe() {
     describe_counter!(
         "rayorch_call_replicas_replaced_total",
         "Replicas torn down and restarted."
+    );
+    describe_counter!(
+        "rayorch_call_threads_abandoned_total",
+        "Blocking replica threads given up on past the Call's timeout."
     );
     describe_counter!(
         "rayorch_call_mixed_parent_batches_total",

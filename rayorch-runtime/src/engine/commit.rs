@@ -248,9 +248,9 @@ impl Core {
         // (`batch` is the size reserved, so a Grain whose values moved is
         // never judged retryable here.)
         let n = batch;
-        let (retry, spent): (Vec<u32>, Vec<u32>) = live
-            .iter()
-            .partition(|&&e| retry_possible(recovery, self.calls.grains[c][e as usize].failures, n));
+        let (retry, spent): (Vec<u32>, Vec<u32>) = live.iter().partition(|&&e| {
+            err.retryable() && retry_possible(recovery, self.calls.grains[c][e as usize].failures, n)
+        });
         for &e in &live {
             self.calls.grains[c][e as usize].failures += 1;
         }

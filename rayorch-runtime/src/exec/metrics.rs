@@ -46,6 +46,10 @@ pub struct CallMetrics {
     pub stale_grains: u64,
     /// Replicas torn down (panic, timeout) and re-initialised.
     pub replicas_replaced: u64,
+    /// Blocking replica threads abandoned past the timeout, still running
+    /// when given up on ([`Call::max_abandoned_threads`](crate::Call::max_abandoned_threads)
+    /// caps those alive at once).
+    pub threads_abandoned: u64,
     /// Sum of batch run times over all replicas.
     pub busy_s: f64,
     /// First batch start, seconds from the run's start.
@@ -104,6 +108,9 @@ pub struct RunSummary {
     pub cancelled: bool,
     /// Live roots a cancellation abandoned (each went to the sink failed).
     pub abandoned: u64,
+    /// Replica threads abandoned past a Call's timeout, over every Call
+    /// (see [`CallMetrics::threads_abandoned`]).
+    pub threads_abandoned: u64,
     /// Times the driver woke up (an event, a deadline, a source item, a
     /// control request): a run's control-plane cost; it never spins.
     pub driver_wakeups: u64,

@@ -15,6 +15,13 @@
 //! - Nothing blocking runs on the async runtime: blocking factories and
 //!   stages run on the replica's own thread; async factories run under
 //!   `spawn_blocking`.
+//! - A blocking attempt past its deadline abandons its thread (a thread
+//!   cannot be stopped from outside): the thread is counted per Call and
+//!   kept in its pool's `abandoned` list until it ends on its own. While a
+//!   pool holds `max_abandoned_threads` live ones, a slot that times out is
+//!   retired instead of restarted; a pool with every slot retired fails
+//!   each batch it is given at once ([`AttemptError::Stopped`]), so hanging
+//!   inputs cost a bounded number of threads and models, and the run ends.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -60,6 +67,9 @@ struct Job {
 enum SlotState {
     Initialising,
     Ready,
+    /// Timed out while the pool's abandoned threads were at the cap: never
+    /// restarted in this run.
+    Retired,
 }
 
 struct Slot {
@@ -78,6 +88,10 @@ struct Pool {
     capacity: usize,
     slots: Vec<Slot>,
     next_call: usize,
+    /// Threads given up on past a timeout, possibly still running.
+    abandoned: Vec<std::thread::JoinHandle<()>>,
+    /// The cap on live `abandoned` threads (the maker Call's config).
+    max_abandoned: usize,
 }
 
 /// One attempt in flight, as the driver tracks it.
@@ -101,6 +115,8 @@ pub(crate) struct Replicas {
     next_incarnation: u64,
     /// The pool of each Call (`None`: the Call runs elsewhere).
     pool_of: Vec<Option<usize>>,
+    /// Threads abandoned by each Call's timed-out attempts.
+    pub(crate) threads_abandoned: Vec<u64>,
 }
 
 impl Replicas {
@@ -124,6 +140,8 @@ impl Replicas {
                     capacity: 0,
                     slots: Vec::new(),
                     next_call: 0,
+                    abandoned: Vec::new(),
+                    max_abandoned: spec.config.max_abandoned_threads,
                 });
                 pools.len() - 1
             });
@@ -153,6 +171,7 @@ impl Replicas {
             attempts: HashMap::new(),
             next_incarnation: 1,
             pool_of,
+            threads_abandoned: vec![0; calls.len()],
         }
     }
 
@@ -241,13 +260,88 @@ impl Replicas {
     }
 
     /// Give up on an attempt past its deadline: drop its task (async) or
-    /// abandon its thread (blocking), and restart the replica.
+    /// abandon its thread (blocking), and restart the replica, or retire
+    /// it when its pool's abandoned threads still running reach the cap.
     pub(crate) fn time_out(&mut self, plan: &Plan, batch: BatchId) -> Option<Attempt> {
         let a = self.attempts.get(&batch)?;
         if let Some(h) = &a.abort {
             h.abort();
+            return self.finish(plan, batch, true);
         }
-        self.finish(plan, batch, true)
+        let (p, s, call) = (a.pool, a.slot, a.call);
+        let pool = &mut self.pools[p];
+        if pool.slots[s].incarnation != a.incarnation {
+            return self.finish(plan, batch, false);
+        }
+        if let Some(h) = pool.slots[s].thread.take() {
+            self.threads_abandoned[call] += 1;
+            pool.abandoned.push(h);
+        }
+        // Threads that ended on their own since are released.
+        let (done, live): (Vec<_>, Vec<_>) = std::mem::take(&mut pool.abandoned)
+            .into_iter()
+            .partition(|h| h.is_finished());
+        pool.abandoned = live;
+        for h in done {
+            let _ = h.join();
+        }
+        if pool.abandoned.len() < pool.max_abandoned {
+            return self.finish(plan, batch, true);
+        }
+        let incarnation = self.next_incarnation;
+        self.next_incarnation += 1;
+        let slot = &mut pool.slots[s];
+        slot.incarnation = incarnation;
+        slot.state = SlotState::Retired;
+        slot.busy = 0;
+        slot.stage = None;
+        slot.jobs = None; // the stuck thread exits if it ever returns
+        self.attempts.remove(&batch)
+    }
+
+    /// Every slot of pool `p` retired: why its Calls run nothing more.
+    fn stopped(&self, plan: &Plan, p: usize) -> Option<String> {
+        let pool = &self.pools[p];
+        if !pool.slots.iter().all(|s| s.state == SlotState::Retired) {
+            return None;
+        }
+        let maker = &plan.calls()[pool.calls[0]];
+        Some(format!(
+            "Call `{}` stopped: {} of its replica threads are still stuck past its {:?} timeout, the cap (Call::max_abandoned_threads), so it runs nothing more in this run; find the inputs that hang (failures of kind timeout), then raise the Call's timeout or its cap",
+            maker.name,
+            pool.abandoned.len(),
+            maker.config.timeout.unwrap_or_default(),
+        ))
+    }
+
+    /// Fail every batch of pool `p`'s Calls the engine hands out, at once
+    /// (the pool has no replica left).
+    fn fail_stopped(&mut self, cx: &mut Dispatch<'_>, p: usize, why: &str) {
+        let calls = self.pools[p].calls.clone();
+        for c in calls {
+            let b = cx.plan().calls()[c].config.batch_size;
+            while let Some((batch, _)) = cx.reserve(c, b, |_| false) {
+                let now = Instant::now();
+                self.attempts.insert(
+                    batch.id,
+                    Attempt {
+                        call: c,
+                        pool: p,
+                        slot: 0,
+                        incarnation: 0, // no slot's: `finish` leaves the slots alone
+                        size: batch.grains.len(),
+                        dispatched: now,
+                        deadline: None,
+                        abort: None,
+                    },
+                );
+                let _ = self.events.send(Event::Done {
+                    batch: batch.id,
+                    result: Err(AttemptError::Stopped(why.to_string())),
+                    dead: false,
+                });
+            }
+        }
     }
 
     /// Hand ready batches to every free replica; `also_working(d)`: Call `d`
@@ -255,6 +349,10 @@ impl Replicas {
     pub(crate) fn dispatch(&mut self, cx: &mut Dispatch<'_>, also_working: &dyn Fn(usize) -> bool) {
         let plan = cx.plan().clone();
         for p in 0..self.pools.len() {
+            if let Some(why) = self.stopped(&plan, p) {
+                self.fail_stopped(cx, p, &why);
+                continue;
+            }
             for s in 0..self.pools[p].slots.len() {
                 loop {
                     let pool = &self.pools[p];
@@ -632,6 +730,12 @@ impl ReplicaPool {
         self.replicas.initialising()
     }
 
+    /// Threads Call `c`'s timed-out attempts abandoned (blocking stages;
+    /// see [`Call::max_abandoned_threads`](crate::Call::max_abandoned_threads)).
+    pub fn threads_abandoned(&self, c: usize) -> u64 {
+        self.replicas.threads_abandoned.get(c).copied().unwrap_or(0)
+    }
+
     /// Wait for the next replica event or attempt deadline; what ended goes
     /// to `out`. Cancel-safe. A replica whose factory failed ends the run
     /// ([`RunError::ReplicaFactory`]). Pending forever with nothing running.
@@ -700,6 +804,10 @@ impl Backend for ReplicaBackend {
 
     async fn next(&mut self, out: &mut Vec<Report>) -> Result<(), RunError> {
         self.0.next(out).await
+    }
+
+    fn threads_abandoned(&self, c: usize) -> u64 {
+        self.0.threads_abandoned(c)
     }
 
     async fn finish(&mut self, ok: bool) {

@@ -109,6 +109,12 @@ pub trait Backend {
     /// Figures of its own the backend adds to each [`Progress`] snapshot
     /// (default: none).
     fn gauges(&self, _out: &mut Vec<BackendGauge>) {}
+
+    /// Threads Call `c`'s timed-out attempts left running here (blocking
+    /// replicas abandoned past their timeout; default: none).
+    fn threads_abandoned(&self, _c: usize) -> u64 {
+        0
+    }
 }
 
 /// What a backend hands the loop for one attempt.
@@ -871,6 +877,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                     suppressed_in_flight: cs.suppressed_in_flight,
                     stale_grains: cs.stale_grains,
                     replicas_replaced: self.replaced[c],
+                    threads_abandoned: self.backend.threads_abandoned(c),
                     busy_s: secs(t.busy),
                     window_start_s: t.from.map(secs),
                     window_end_s: t.to.map(secs),
@@ -889,6 +896,9 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             duplicate_keys: self.duplicates,
             cancelled: self.cancelled,
             abandoned: self.abandoned,
+            threads_abandoned: (0..self.plan.calls().len())
+                .map(|c| self.backend.threads_abandoned(c))
+                .sum(),
             driver_wakeups: self.wakeups,
             rejected_reports: st.rejected_reports,
             backpressure_holds: self.held,

@@ -232,13 +232,17 @@ pub enum AttemptError {
     TimedOut(String),
     /// The stage broke its contract (e.g. wrong outcome count): not retried.
     Contract(String),
+    /// The Call cannot run the batch at all (its replicas are gone: too many
+    /// threads stuck past the timeout, [`Call::max_abandoned_threads`](crate::Call::max_abandoned_threads)):
+    /// not retried; each record fails with kind `error`.
+    Stopped(String),
 }
 
 impl AttemptError {
     /// Whether the Call's recovery policy may retry the attempt (a contract
     /// error never is).
     pub fn retryable(&self) -> bool {
-        !matches!(self, AttemptError::Contract(_))
+        !matches!(self, AttemptError::Contract(_) | AttemptError::Stopped(_))
     }
 
     /// What went wrong, as the failure's cause will say it.
@@ -247,7 +251,8 @@ impl AttemptError {
             AttemptError::Failed(m)
             | AttemptError::Panicked(m)
             | AttemptError::TimedOut(m)
-            | AttemptError::Contract(m) => m,
+            | AttemptError::Contract(m)
+            | AttemptError::Stopped(m) => m,
         }
     }
 
@@ -255,7 +260,7 @@ impl AttemptError {
     pub fn kind(&self) -> crate::value::FailureKind {
         use crate::value::FailureKind;
         match self {
-            AttemptError::Failed(_) => FailureKind::Error,
+            AttemptError::Failed(_) | AttemptError::Stopped(_) => FailureKind::Error,
             AttemptError::Panicked(_) => FailureKind::Panic,
             AttemptError::TimedOut(_) => FailureKind::Timeout,
             AttemptError::Contract(_) => FailureKind::Contract,

@@ -66,6 +66,9 @@ pub struct CallConfig {
     /// Per-attempt time limit: a batch still running after it is an attempt
     /// failure and its replica is replaced.
     pub timeout: Option<Duration>,
+    /// Blocking replicas only: threads given up on past the timeout that
+    /// may still be running at once, per pool ([`Call::max_abandoned_threads`]).
+    pub max_abandoned_threads: usize,
     /// Batches one replica of an async stage may run at once; for a
     /// per-record Call ([`Call::new_async_records`]) also the records whose
     /// attempts it runs at once.
@@ -89,6 +92,7 @@ impl Default for CallConfig {
             reservation: Reservation::NearestCompletion,
             recovery: Recovery::Isolate,
             timeout: None,
+            max_abandoned_threads: 8,
             concurrency: 1,
             records: RecordPolicy::default(),
             max_batch_delay: None,
@@ -203,6 +207,25 @@ impl<S: StageKind> Call<S> {
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn timeout(mut self, t: Duration) -> Self {
         self.config.timeout = Some(t);
+        self
+    }
+
+    /// Cap the threads of this Call's pool that may be stuck at once
+    /// (default 8). A blocking stage's thread cannot be stopped from
+    /// outside: when an attempt runs past [`Call::timeout`] its thread is
+    /// abandoned, still running, and a fresh replica (a new thread and a new
+    /// instance, its model loaded again) takes its place. Each abandoned
+    /// thread is counted (`threads_abandoned` in
+    /// [`CallMetrics`](crate::CallMetrics)) and released when it ends on its
+    /// own. While `n` of them are still running, a slot whose attempt times
+    /// out is not restarted; once no slot is left the Call runs nothing
+    /// more in this run and fails its remaining work at once (kind `error`,
+    /// a cause naming the Call and this cap) rather than leak a thread and a
+    /// model per hanging input. Async stages are unaffected: their timed-out
+    /// futures are dropped.
+    #[must_use = "a Call builder returns the configured Call; use the value it returns"]
+    pub fn max_abandoned_threads(mut self, n: usize) -> Self {
+        self.config.max_abandoned_threads = n;
         self
     }
 
