@@ -129,6 +129,10 @@ pub struct IndexConfig {
     /// Where the fetch Call writes videos read from object storage (the
     /// job removes each when its record is written).
     pub spool: PathBuf,
+    /// Limits: decode and speech read a whole video at once
+    /// (`document`), audio one clip (`parse`), score and transcribe are
+    /// model Calls.
+    pub timeouts: rayorch_kit::limits::Timeouts,
 }
 
 impl Default for IndexConfig {
@@ -144,6 +148,7 @@ impl Default for IndexConfig {
             transcribe_batch: 8,
             transcribe_delay: std::time::Duration::from_secs(1),
             spool: std::env::temp_dir().join("rayorch-video-spool"),
+            timeouts: rayorch_kit::limits::Timeouts::default(),
         }
     }
 }
@@ -168,28 +173,39 @@ impl VideoIndex {
         );
         let th = cfg.shots.embed_threshold;
         let keep_open = cfg.keep_open;
+        let t = &cfg.timeouts;
         VideoIndex {
             fetch: crate::stages::fetch(cfg.spool.clone()),
-            decode: Call::new("decode", move || Ok(VideoDecode::new(shots.clone())))
-                .replicas(cfg.decode_replicas)
-                .batch_size(1),
+            decode: t.whole(
+                Call::new("decode", move || Ok(VideoDecode::new(shots.clone())))
+                    .replicas(cfg.decode_replicas)
+                    .batch_size(1),
+            ),
             clips: Call::map("clips", |p: Probed| p.clips),
             frames: Call::map("frames", |c: ClipSpan| frame_refs(&c)),
-            score: Call::new("score", move || {
-                Ok(ScoreFrames::load(&assets, &onnx, keep_open, mix.clone())?)
-            })
-            .replicas(cfg.score_replicas)
-            .batch_size(cfg.score_batch),
-            audio: Call::new("audio", || Ok(ClipAudioStage))
-                .replicas(cfg.audio_replicas)
-                .batch_size(1),
-            speech: Call::new("speech", move || Ok(SpeechSplit::load(&vad_assets)?))
-                .replicas(cfg.audio_replicas)
-                .batch_size(1),
-            transcribe: Call::new("transcribe", move || Ok(Transcribe::load(&whisper_assets)?))
-                .batch_size(cfg.transcribe_batch)
-                .shape(SpeechPiece::length_bucket)
-                .max_batch_delay(cfg.transcribe_delay),
+            score: t.modelling(
+                Call::new("score", move || {
+                    Ok(ScoreFrames::load(&assets, &onnx, keep_open, mix.clone())?)
+                })
+                .replicas(cfg.score_replicas)
+                .batch_size(cfg.score_batch),
+            ),
+            audio: t.parsing(
+                Call::new("audio", || Ok(ClipAudioStage))
+                    .replicas(cfg.audio_replicas)
+                    .batch_size(1),
+            ),
+            speech: t.whole(
+                Call::new("speech", move || Ok(SpeechSplit::load(&vad_assets)?))
+                    .replicas(cfg.audio_replicas)
+                    .batch_size(1),
+            ),
+            transcribe: t.modelling(
+                Call::new("transcribe", move || Ok(Transcribe::load(&whisper_assets)?))
+                    .batch_size(cfg.transcribe_batch)
+                    .shape(SpeechPiece::length_bucket)
+                    .max_batch_delay(cfg.transcribe_delay),
+            ),
             clip_merge: Call::map("clip_merge", move |(span, frames, audio): ClipParts| {
                 merge_clip(&span, &frames, &audio, th)
             }),
@@ -203,5 +219,37 @@ impl VideoIndex {
     /// The plan and its output.
     pub fn plan(&self) -> Result<(Plan, Output<VideoRecord>), PlanErrors> {
         self.build_plan()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn every_call_that_decodes_user_bytes_or_runs_a_model_has_a_limit_by_default() {
+        let p = PathBuf::from("/nonexistent");
+        let frames = FrameAssets {
+            ort_lib: p.clone(),
+            model: p.clone(),
+        };
+        let speech = SpeechAssets {
+            ort_lib: p.clone(),
+            vad_model: p.clone(),
+            whisper_dir: p.clone(),
+            mel_filters: p,
+        };
+        let index = VideoIndex::new(&IndexConfig::default(), &frames, &speech, Arc::default());
+        let (plan, _) = index.plan().unwrap();
+        let of = |name: &str| {
+            let c = plan.calls().iter().find(|c| &*c.name == name).unwrap();
+            c.config.timeout
+        };
+        let s = Duration::from_secs;
+        assert_eq!((of("decode"), of("speech")), (Some(s(1800)), Some(s(1800))));
+        assert_eq!(of("audio"), Some(s(120)));
+        assert_eq!((of("score"), of("transcribe")), (Some(s(600)), Some(s(600))));
     }
 }

@@ -86,6 +86,11 @@ pub struct Args {
     /// (needs a build with `--features otlp`; see `rayorch_kit::otlp`).
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
+    /// Time limits: `--document-timeout-s` (decode and speech, a whole
+    /// video at once), `--parse-timeout-s` (audio, per clip),
+    /// `--model-timeout-s` (score, transcribe).
+    #[command(flatten)]
+    pub timeouts: rayorch_kit::limits::Timeouts,
 }
 
 const EXTENSIONS: [&str; 6] = ["mp4", "mkv", "webm", "mov", "avi", "m4a"];
@@ -156,6 +161,7 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
         score_batch: args.batch,
         audio_replicas: 1,
         spool: spool.clone(),
+        timeouts: args.timeouts.clone(),
         ..IndexConfig::default()
     };
     let mix = Arc::new(BatchMix::default());
