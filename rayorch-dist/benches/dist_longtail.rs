@@ -12,14 +12,12 @@
 //! measurement with `/proc/loadavg` (the machine is shared: compare ratios
 //! taken within one run, not absolute figures).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rayorch_dist::server::NatsServer;
 use rayorch_dist::{Codecs, DistConfig, Owner, Storage};
 use rayorch_runtime::sink::Callback;
-use rayorch_runtime::spi::Value;
 use rayorch_runtime::{Call, Outcome, Output, Plan, RootOutcome, Runner, expand, reduce};
 
 rayorch_runtime::domain!(Doc);
@@ -164,8 +162,7 @@ fn dist(docs: &[(u64, u32)], batch: usize, workers: usize, costs: bool, job: &st
     let (cpu0, bcpu0) = (cpu_s(std::process::id()), cpu_s(server.pid()));
     let t = Instant::now();
     let mut ok = 0;
-    let source =
-        futures::stream::iter(docs.iter().map(|&(k, p)| (k, Arc::new((k, p)) as Value).clone())).boxed();
+    let source = futures::stream::iter(docs.iter().map(|&(k, p)| (k, (k, p)))).boxed();
     let summary = rt
         .block_on(owner.run(source, |o| ok += usize::from(check(o, out, docs))))
         .unwrap();

@@ -31,7 +31,9 @@ use rayorch_runtime::spi::{
     AttemptError, AttemptResult, Backend, BatchId, Dispatch, Engine, EngineConfig, Finished, Forward,
     Journal, JournalOptions, LoopConfig, ReplicaPool, Report as LoopReport, Value, ValueList, forwarding,
 };
-use rayorch_runtime::{BackendGauge, CancelHandle, Cause, Observer, Outcome, Plan, RootOutcome, RunSummary};
+use rayorch_runtime::{
+    BackendGauge, CancelHandle, Cause, Data, Observer, Outcome, Plan, RootOutcome, RunSummary,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -191,21 +193,38 @@ impl Owner {
 
     /// Run every root of `source` to its outcome; each finished root goes to
     /// `sink` at once. Returns when the source is exhausted and every root
-    /// was handed out.
-    pub async fn run<S>(
+    /// was handed out. `T` is checked against the plan's source type first,
+    /// as the `Runner` does: a mismatch is `RunError::SourceType` before
+    /// anything connects or runs.
+    pub async fn run<T: Data>(
         &mut self,
-        source: S,
+        source: impl Stream<Item = (u64, T)>,
         sink: impl FnMut(&RootOutcome) + Send,
-    ) -> Result<RunSummary, DistError>
-    where
-        S: Stream<Item = (u64, Value)>,
-    {
+    ) -> Result<RunSummary, DistError> {
         self.run_into(source, Callback(sink)).await
     }
 
     /// [`Owner::run`] into a [`Sink`] (files, journaled with
     /// [`Owner::journal`]); the sink is closed at the end.
-    pub async fn run_into<S>(&mut self, source: S, mut sink: impl Sink) -> Result<RunSummary, DistError>
+    pub async fn run_into<T: Data>(
+        &mut self,
+        source: impl Stream<Item = (u64, T)>,
+        sink: impl Sink,
+    ) -> Result<RunSummary, DistError> {
+        self.plan.check_source::<T>()?;
+        let values = source.map(|(k, v)| (k, Arc::new(v) as Value));
+        self.run_values_into(values, sink).await
+    }
+
+    /// [`Owner::run_into`] over type-erased roots (a source that holds
+    /// [`Value`]s already): a root of another type than the plan's source
+    /// takes fails alone (kind `source`, counted in
+    /// `RunSummary::wrong_type_roots`); the run goes on.
+    pub async fn run_values_into<S>(
+        &mut self,
+        source: S,
+        mut sink: impl Sink,
+    ) -> Result<RunSummary, DistError>
     where
         S: Stream<Item = (u64, Value)>,
     {

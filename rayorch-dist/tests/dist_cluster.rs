@@ -18,7 +18,6 @@ use common::{Workers, config, wait_for};
 use futures::StreamExt;
 use rayorch_dist::server::NatsServer;
 use rayorch_dist::{Codecs, DistError, Fault, Owner, OwnerStats, Storage};
-use rayorch_runtime::spi::Value;
 use rayorch_runtime::{Call, ItemKind, Outcome, Output, Plan, expand, reduce};
 
 rayorch_runtime::domain!(Doc);
@@ -169,9 +168,9 @@ async fn run_with(
     mut hold: impl FnMut(&OwnerStats) -> bool + Send + 'static,
 ) -> Run {
     let stats = owner.stats();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Value)>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, String)>();
     for (k, d) in docs() {
-        tx.send((k, Arc::new(d) as Value)).unwrap();
+        tx.send((k, d)).unwrap();
     }
     let watch = stats.clone();
     tokio::spawn(async move {
@@ -358,7 +357,7 @@ async fn an_owner_restart_over_unfinished_queues_is_a_typed_error() {
     let (plan, _) = plan("ocr");
     let mut owner = Owner::new(&plan, codecs(), cfg);
     let err = owner
-        .run(futures::stream::empty().boxed(), |_| {})
+        .run(futures::stream::empty::<(u64, String)>().boxed(), |_| {})
         .await
         .unwrap_err();
     assert!(matches!(err, DistError::OwnerRestart { pending: 1, .. }), "{err}");
@@ -539,7 +538,7 @@ fn owner_process() {
     let source = futures::stream::iter(docs())
         .then(|(k, d)| async move {
             tokio::time::sleep(Duration::from_millis(250)).await;
-            (k, Arc::new(d) as Value)
+            (k, d)
         })
         .boxed();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -643,7 +642,7 @@ async fn backpressure_bounds_the_pages_the_owner_holds_between_calls() {
     let mut owner = Owner::new(&plan, codecs(), cfg);
     let stats = owner.stats();
     let docs = [(0u64, "0:300".to_string()), (1, "1:5".to_string())];
-    let source = futures::stream::iter(docs.clone().map(|(k, d)| (k, Arc::new(d) as Value)));
+    let source = futures::stream::iter(docs.clone());
     let mut got = BTreeMap::new();
     let summary = owner
         .run(source, |o| {
@@ -714,9 +713,7 @@ async fn a_batch_fetched_ahead_outlives_ack_wait_without_redelivery() {
     let (mut owner, out, stats) = owner(&url, "ahead");
     // Three documents of four pages: three ocr batches (B = 4), one after the
     // other on the single slot, two published at once (2 credits per slot).
-    let docs: Vec<(u64, Value)> = (1..=3u64)
-        .map(|k| (k, Arc::new(format!("{k}:4")) as Value))
-        .collect();
+    let docs: Vec<(u64, String)> = (1..=3u64).map(|k| (k, format!("{k}:4"))).collect();
     let source = futures::stream::iter(docs).boxed();
     let mut outputs = BTreeMap::new();
     let summary = owner
@@ -748,7 +745,7 @@ async fn a_batch_fetched_ahead_outlives_ack_wait_without_redelivery() {
 async fn an_owner_stalled_past_the_lease_fails_no_healthy_batch() {
     let (_server, url, _w) = cluster("stall", None);
     let (mut owner, out, stats) = owner(&url, "stall");
-    let source = futures::stream::iter(docs().into_iter().map(|(k, d)| (k, Arc::new(d) as Value))).boxed();
+    let source = futures::stream::iter(docs()).boxed();
     let mut outputs = BTreeMap::new();
     let mut stalled = false;
     let summary = owner

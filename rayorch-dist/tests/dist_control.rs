@@ -21,7 +21,6 @@ use common::{HUNG, Workers, bounded, config, quiet_panics, spawn_worker};
 use futures::StreamExt;
 use rayorch_dist::server::NatsServer;
 use rayorch_dist::{Codecs, DistError, Owner};
-use rayorch_runtime::spi::Value;
 use rayorch_runtime::{
     Call, ItemKind, Outcome, Output, Plan, RootOutcome, RunError, RunSummary, expand, reduce,
 };
@@ -157,7 +156,7 @@ async fn run(
         .flat_map(|()| futures::stream::iter(0..ROOTS))
         .map(move |k| {
             p.lock().unwrap().push(k);
-            (k, Arc::new(k.to_string()) as Value)
+            (k, k.to_string())
         });
     let out = c.out;
     let mut delivered = Delivered::new();
@@ -311,7 +310,7 @@ async fn an_aborted_worker_task_leaves_nothing_running() {
     let mut owner = Owner::new(&plan, codecs(), config(&url, "aborted"));
     let stats = owner.stats();
     // The source stays open until the worker was aborted.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, Value)>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u64, String)>();
     let source = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
     let run = tokio::spawn(async move {
         let mut got = Vec::new();
@@ -326,7 +325,7 @@ async fn an_aborted_worker_task_leaves_nothing_running() {
         .unwrap();
     let (p, cfg) = (plan.clone(), config(&url, "aborted"));
     let worker = rt.spawn(async move { rayorch_dist::worker(&p, codecs(), cfg, "").await });
-    tx.send((1, Arc::new("1".to_string()) as Value)).unwrap();
+    tx.send((1, "1".to_string())).unwrap();
     common::wait_for("the worker's first batches", || {
         stats.batches_committed.load(std::sync::atomic::Ordering::Relaxed) >= 2
     })

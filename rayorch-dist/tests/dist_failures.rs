@@ -18,7 +18,6 @@ use common::{Workers, bounded, config, quiet_panics, spawn_worker};
 use rayorch_dist::server::NatsServer;
 use rayorch_dist::{Codecs, DistError, Owner, WorkerSummary};
 use rayorch_runtime::sink::Callback;
-use rayorch_runtime::spi::Value;
 use rayorch_runtime::{
     AsyncStage, Call, Cause, Data, ItemKind, Outcome, Output, Plan, Recovery, RootOutcome, RunSummary,
     Runner, StageContext, StageResult, expand, reduce, reduce_keep_failed,
@@ -188,7 +187,7 @@ async fn run_owner<T: Data + Clone>(
     roots: &[(u64, String)],
     mut each: impl FnMut(&RootOutcome) + Send,
 ) -> (BTreeMap<u64, Got<T>>, RunSummary) {
-    let source = futures::stream::iter(roots.iter().map(|(k, d)| (*k, Arc::new(d.clone()) as Value)));
+    let source = futures::stream::iter(roots.iter().map(|(k, d)| (*k, d.clone())));
     let mut outputs = BTreeMap::new();
     let run = owner.run(source, |o| {
         each(o);

@@ -29,7 +29,7 @@ use rayorch::RunSummary;
 #[cfg(feature = "dist")]
 use rayorch::sink::Sink;
 #[cfg(feature = "dist")]
-use rayorch::spi::{JournalOptions, Value};
+use rayorch::spi::JournalOptions;
 #[cfg(feature = "dist")]
 use rayorch_dist::{Codecs, DistConfig, Owner, WorkerSummary};
 
@@ -214,9 +214,9 @@ pub fn owner(
 /// Run `roots` through the workers into `sink` (closed at the end) on a
 /// runtime of its own.
 #[cfg(feature = "dist")]
-pub fn run_owner(
+pub fn run_owner<T: rayorch::Data>(
     owner: &mut Owner,
-    roots: Vec<(u64, Value)>,
+    roots: Vec<(u64, T)>,
     sink: impl Sink,
 ) -> Result<RunSummary, rayorch::BoxError> {
     let rt = tokio::runtime::Runtime::new()?;

@@ -177,7 +177,7 @@ fn duplicate_keys_end_the_same_under_runner_sim_and_the_distributed_owner() {
         let worker = common::dist::worker_task(&plan, &codecs, cfg.clone(), String::new());
         let mut owner = Owner::new(&plan, codecs, cfg);
         let mut outcomes = Vec::new();
-        let source = futures::stream::iter(erased);
+        let source = futures::stream::iter(roots());
         let run = owner.run(source, |o| outcomes.push(o.clone()));
         let summary = tokio::time::timeout(Duration::from_secs(120), run)
             .await
@@ -190,4 +190,60 @@ fn duplicate_keys_end_the_same_under_runner_sim_and_the_distributed_owner() {
     check(&distributed, "Owner");
     assert_eq!(counts(&summary), want_counts, "Owner: {summary:?}");
     assert_eq!(distributed, local, "the Owner hands out what the Runner does");
+}
+
+/// An erased source (the simulator's, the owner's `run_values_into`) can
+/// hold a root of another type than the plan's source takes: that root
+/// fails alone (kind `source`, naming the type), the others run.
+#[test]
+fn a_root_of_the_wrong_type_fails_alone_on_an_erased_source() {
+    let (plan, out) = plan();
+    let roots: Vec<(u64, Value)> = vec![
+        (0, Arc::new("a bb".to_string())),
+        (1, Arc::new(7u32)),
+        (2, Arc::new("ffff".to_string())),
+    ];
+    for cfg in [SimConfig::sequential(), SimConfig::random(3)] {
+        let run = sim::run(&plan, roots.clone(), &cfg).unwrap();
+        let got = per_key(&run.outcomes, out);
+        assert_eq!(
+            got[&0],
+            vec![(ItemKind::Present, Some(vec![1, 2]), None)],
+            "{cfg:?}"
+        );
+        assert_eq!(got[&2], vec![(ItemKind::Present, Some(vec![4]), None)], "{cfg:?}");
+        let (kind, _, cause) = &got[&1][0];
+        assert_eq!(*kind, ItemKind::Failed);
+        let cause = cause.as_deref().unwrap();
+        assert!(
+            cause.contains("takes `alloc::string::String`") && cause.contains("another type"),
+            "{cause}"
+        );
+        let o = run.outcomes.iter().find(|o| o.key == 1).unwrap();
+        assert_eq!(
+            o.get(out).cause().and_then(|c| c.kind()),
+            Some(rayorch::FailureKind::Source)
+        );
+    }
+}
+
+/// The owner's typed entry checks the roots' type against the plan before
+/// it connects or runs anything, as the `Runner` does.
+#[test]
+fn the_owner_refuses_roots_of_another_type_before_it_connects() {
+    let (plan, _) = plan();
+    // Nothing listens there: a check after connecting would fail otherwise.
+    let cfg = common::dist::config("nats://127.0.0.1:9", "typed");
+    let mut owner = Owner::new(&plan, Codecs::new(), cfg);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let r = rt.block_on(owner.run(futures::stream::iter([(0u64, 5u32)]), |_| {}));
+    match r {
+        Err(rayorch::dist::DistError::Run(rayorch::RunError::SourceType { expected, given, .. })) => {
+            assert!(
+                expected.contains("String") && given == "u32",
+                "{expected} {given}"
+            );
+        }
+        other => panic!("expected a source type error, got {other:?}"),
+    }
 }

@@ -16,9 +16,8 @@
 
 use std::any::Any;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use rayorch::spi::{JournalOptions, Value};
+use rayorch::spi::JournalOptions;
 use rayorch_dist::{Codecs, DistConfig, OwnerStats};
 use rayorch_kit::role::{self, Role};
 use rayorch_kit::stop;
@@ -164,7 +163,7 @@ fn config(args: &Args, url: &str) -> DistConfig {
 
 /// The documents as the owner sends them: named as given (so outputs match
 /// a local run), read from absolute paths (so workers elsewhere find them).
-fn sources(files: &[PathBuf]) -> Vec<(u64, Value)> {
+fn sources(files: &[PathBuf]) -> Vec<(u64, PdfFile)> {
     files
         .iter()
         .enumerate()
@@ -173,7 +172,7 @@ fn sources(files: &[PathBuf]) -> Vec<(u64, Value)> {
             if let Ok(abs) = std::path::absolute(p) {
                 f.source = PdfSource::Path(abs);
             }
-            (i as u64, Arc::new(f) as Value)
+            (i as u64, f)
         })
         .collect()
 }

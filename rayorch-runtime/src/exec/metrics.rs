@@ -2,7 +2,7 @@
 //!
 //! Invariant: every root the source yielded is counted exactly once in
 //! `present + dropped + failed + suppressed`, which equals `roots`; roots the
-//! engine never admitted (duplicate keys) and live roots abandoned by a
+//! engine never admitted (duplicate keys, values of the wrong type) and live roots abandoned by a
 //! cancellation are among `failed`, and counted again on their own.
 
 use std::time::Duration;
@@ -84,14 +84,15 @@ pub struct DomainCounts {
 /// What a whole run did.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct RunSummary {
-    /// Roots the source yielded and the sink saw (admitted, plus rejected
-    /// duplicates).
+    /// Roots the source yielded and the sink saw (admitted, plus refused
+    /// duplicates and roots of the wrong type).
     pub roots: u64,
     /// Roots whose outputs are all present.
     pub present: u64,
     /// Roots dropped.
     pub dropped: u64,
-    /// Roots failed, duplicates and roots abandoned by a cancellation included.
+    /// Roots failed: duplicates, roots of the wrong type and roots abandoned
+    /// by a cancellation included.
     pub failed: u64,
     /// Roots suppressed.
     pub suppressed: u64,
@@ -104,6 +105,10 @@ pub struct RunSummary {
     /// Roots whose key was already given to this run: each went to the sink
     /// failed, naming the key; the run went on.
     pub duplicate_keys: u64,
+    /// Roots whose value was not of the type the plan's source takes (an
+    /// erased source, such as the distributed owner's `run_values`): each
+    /// went to the sink failed (kind `source`); the run went on.
+    pub wrong_type_roots: u64,
     /// The run was cancelled through its [`CancelHandle`](crate::exec::control::CancelHandle).
     pub cancelled: bool,
     /// Live roots a cancellation abandoned (each went to the sink failed).

@@ -303,6 +303,8 @@ struct RunLoop<'p, S: Sink, B: Backend> {
     /// Replicas torn down and restarted, per Call.
     replaced: Vec<u64>,
     duplicates: u64,
+    /// Roots refused for a value of another type than the source's.
+    wrong_type: u64,
     abandoned: u64,
     cancelled: bool,
     wakeups: u64,
@@ -387,6 +389,7 @@ where
         held: 0,
         replaced: vec![0; calls],
         duplicates: 0,
+        wrong_type: 0,
         abandoned: 0,
         cancelled: false,
         wakeups: 0,
@@ -561,6 +564,12 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         }
     }
 
+    /// A root refused before admission: to the sink failed (kind `source`).
+    fn refuse(&mut self, key: u64, why: String) -> Result<(), RunError> {
+        let cause = Cause::of_kind(why, FailureKind::Source);
+        self.hand_out(&self.failed_outcome(key, cause), false)
+    }
+
     fn admit(&mut self, key: u64, v: Value) -> Result<(), RunError> {
         if self.journal_done.contains(&key) {
             // Finished in an earlier run of this journal; its output is kept.
@@ -569,13 +578,24 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         }
         if !self.keys.insert(key) {
             self.duplicates += 1;
-            let cause = Cause::of_kind(
+            return self.refuse(
+                key,
                 format!(
                     "root key {key} was already given to this run; this root was not run: give each root a unique key"
                 ),
-                FailureKind::Source,
             );
-            return self.hand_out(&self.failed_outcome(key, cause), false);
+        }
+        let (expected_id, expected) = self.plan.inner.source_type;
+        if std::any::Any::type_id(&*v) != expected_id {
+            // An erased source (the distributed owner's) can hold a root of
+            // another type: that root fails, the run goes on.
+            self.wrong_type += 1;
+            return self.refuse(
+                key,
+                format!(
+                    "root {key}: the plan's source takes `{expected}`, but this root's value is another type; it was not run: give every root a `{expected}`"
+                ),
+            );
         }
         self.engine.admit(key, v)?;
         self.live.insert(key);
@@ -785,9 +805,9 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                     ..DomainCounts::default()
                 };
                 if d == plan.root {
-                    counts.published = st.roots_admitted + self.duplicates;
+                    counts.published = st.roots_admitted + self.refused();
                     counts.done = st.roots_present + st.roots_dropped;
-                    counts.failed = st.roots_failed + self.duplicates + self.abandoned;
+                    counts.failed = st.roots_failed + self.refused() + self.abandoned;
                     counts.suppressed = st.roots_suppressed;
                     return counts;
                 }
@@ -844,6 +864,11 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         roots.chain(grains).collect()
     }
 
+    /// Roots the source gave that were refused before admission.
+    fn refused(&self) -> u64 {
+        self.duplicates + self.wrong_type
+    }
+
     fn summary(&self) -> RunSummary {
         let st = self.engine.stats();
         let calls = self
@@ -885,15 +910,16 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             })
             .collect();
         RunSummary {
-            roots: st.roots_admitted + self.duplicates,
+            roots: st.roots_admitted + self.refused(),
             present: st.roots_present,
             dropped: st.roots_dropped,
-            failed: st.roots_failed + self.duplicates + self.abandoned,
+            failed: st.roots_failed + self.refused() + self.abandoned,
             suppressed: st.roots_suppressed,
             wall_s: secs(self.start.elapsed()),
             first_root_s: self.first_root.map(secs),
             first_present_s: self.first_present.map(secs),
             duplicate_keys: self.duplicates,
+            wrong_type_roots: self.wrong_type,
             cancelled: self.cancelled,
             abandoned: self.abandoned,
             threads_abandoned: (0..self.plan.calls().len())

@@ -181,10 +181,11 @@ impl Plan {
         self.inner.outputs.len()
     }
 
-    /// Roots of type `T` are what the source takes; checked by the typed
-    /// entry points before anything is admitted, so that a wrong input type
-    /// stops the run before any work rather than at its first root.
-    pub(crate) fn check_source<T: 'static>(&self) -> Result<(), crate::RunError> {
+    /// Are roots of type `T` what the source takes? Checked by every typed
+    /// entry point (the `Runner`'s, the distributed owner's) before anything
+    /// is admitted, so that a wrong input type stops the run before any work
+    /// rather than at its first root: [`RunError::SourceType`](crate::RunError::SourceType) otherwise.
+    pub fn check_source<T: 'static>(&self) -> Result<(), crate::RunError> {
         let (expected_id, expected) = self.inner.source_type;
         if std::any::TypeId::of::<T>() == expected_id {
             return Ok(());

@@ -19,13 +19,12 @@
 
 use super::*;
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use proptest::test_runner::TestRunner;
 use rayorch::dist::server::NatsServer;
 use rayorch::dist::{Codecs, DistError, Owner, WorkerSummary};
-use rayorch::spi::Value;
 use tokio::task::JoinHandle;
 
 /// A run that gives no answer in this long hangs (and fails the case).
@@ -197,12 +196,7 @@ async fn run_case(
             Some(replacement(&codecs))
         })
     });
-    let source = futures::stream::iter(
-        inputs
-            .iter()
-            .enumerate()
-            .map(|(k, &x)| (k as u64, Arc::new(x) as Value)),
-    );
+    let source = futures::stream::iter(inputs.iter().enumerate().map(|(k, &x)| (k as u64, x)));
     let mut outcomes = Vec::new();
     let run = owner.run(source, |o| outcomes.push(o.clone()));
     let result = tokio::time::timeout(HUNG, run).await;
