@@ -120,6 +120,7 @@ pub struct Owner {
     payloads: Payloads,
     stats: Arc<OwnerStats>,
     journal: Option<JournalOptions>,
+    unique_keys: bool,
     /// Calls this process runs itself (`parse_calls` syntax).
     local: String,
     control: CancelHandle,
@@ -145,6 +146,7 @@ impl Owner {
             cfg,
             stats,
             journal: None,
+            unique_keys: false,
             local: String::new(),
             control: CancelHandle::default(),
             observer: None,
@@ -169,6 +171,16 @@ impl Owner {
     #[must_use]
     pub fn journal(mut self, opts: JournalOptions) -> Owner {
         self.journal = Some(opts);
+        self
+    }
+
+    /// Refuse a repeated root key even after its first root finished, as
+    /// [`Runner::unique_keys`](rayorch_runtime::Runner::unique_keys) (a set
+    /// of every key; off, a journaled run still refuses every key its
+    /// journal holds).
+    #[must_use]
+    pub fn unique_keys(mut self, on: bool) -> Owner {
+        self.unique_keys = on;
         self
     }
 
@@ -319,6 +331,7 @@ impl Owner {
             },
             backpressure: cfg.backpressure,
             journal,
+            unique_keys: self.unique_keys,
         };
         let (result, observer) = rayorch_runtime::spi::run(
             &self.plan,

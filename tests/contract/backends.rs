@@ -145,6 +145,7 @@ fn duplicate_keys_end_the_same_under_runner_sim_and_the_distributed_owner() {
     let mut local = Vec::new();
     let summary = Runner::new(&plan)
         .window(3)
+        .unique_keys(true)
         .run(roots(), Callback(|o: &RootOutcome| local.push(o.clone())))
         .unwrap();
     let local = per_key(&local, out);
@@ -175,7 +176,7 @@ fn duplicate_keys_end_the_same_under_runner_sim_and_the_distributed_owner() {
             .json::<Vec<String>>()
             .json::<usize>();
         let worker = common::dist::worker_task(&plan, &codecs, cfg.clone(), String::new());
-        let mut owner = Owner::new(&plan, codecs, cfg);
+        let mut owner = Owner::new(&plan, codecs, cfg).unique_keys(true);
         let mut outcomes = Vec::new();
         let source = futures::stream::iter(roots());
         let run = owner.run(source, |o| outcomes.push(o.clone()));

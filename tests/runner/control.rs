@@ -90,17 +90,22 @@ fn a_queue_fed_from_another_thread_is_a_source() {
     assert_eq!(summary.present, 50);
 }
 
+/// Window 1: the second key 0 arrives after the first finished.
+const REPEATED_AFTER: [(u64, u32); 4] = [(0, 10), (1, 11), (0, 12), (2, 13)];
+
 #[test]
 fn a_duplicate_key_fails_that_root_only_whether_live_or_finished() {
     let stage = Call::map("id", |x: u32| x).batch_size(1);
     let (plan, out) = id_plan(stage);
-    // Window 1: the second key 0 arrives after the first finished; the
-    // second key 7 arrives while the first is still live (window 2 later).
+    // The second key 0 arrives after the first finished (window 1): refused
+    // with `unique_keys`; the second key 7 arrives while the first is still
+    // live (window 4): refused always.
     let mut got: Vec<(u64, Item<u32>)> = Vec::new();
     let summary = Runner::new(&plan)
         .window(1)
+        .unique_keys(true)
         .run(
-            [(0u64, 10u32), (1, 11), (0, 12), (2, 13)],
+            REPEATED_AFTER,
             Callback(|o: &RootOutcome| got.push((o.key, o.get(out)))),
         )
         .unwrap();
@@ -148,6 +153,53 @@ fn a_duplicate_key_fails_that_root_only_whether_live_or_finished() {
         ]
     );
     assert_eq!(summary.duplicate_keys, 1);
+}
+
+/// Without `unique_keys` the run keeps no set of every key (its memory does
+/// not grow with its length): a key repeated after its first root finished
+/// runs again, unless the run is journaled, where the journal answers.
+#[test]
+fn without_unique_keys_only_live_or_journaled_keys_are_refused() {
+    let stage = Call::map("id", |x: u32| x).batch_size(1);
+    let (plan, out) = id_plan(stage);
+    let mut got: Vec<(u64, Item<u32>)> = Vec::new();
+    let summary = Runner::new(&plan)
+        .window(1)
+        .run(
+            REPEATED_AFTER,
+            Callback(|o: &RootOutcome| got.push((o.key, o.get(out)))),
+        )
+        .unwrap();
+    assert_eq!(summary.duplicate_keys, 0);
+    assert!(got.contains(&(0, Item::Present(10))) && got.contains(&(0, Item::Present(12))));
+
+    let dir = std::env::temp_dir().join(format!("rayorch-unique-keys-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut got: Vec<(u64, Item<u32>)> = Vec::new();
+    let summary = Runner::new(&plan)
+        .window(1)
+        .journal(dir.join("journal.redb"))
+        .run(
+            REPEATED_AFTER,
+            Callback(|o: &RootOutcome| got.push((o.key, o.get(out)))),
+        )
+        .unwrap();
+    assert_eq!((summary.duplicate_keys, summary.present), (1, 3), "{got:?}");
+    assert!(got.contains(&(0, Item::Present(10))));
+    let dup = got.iter().find(|(k, i)| *k == 0 && i.kind() == ItemKind::Failed);
+    assert!(dup.is_some(), "{got:?}");
+    // A second run over the same journal skips every finished key, the
+    // repeated one included, and refuses nothing.
+    let mut again = Vec::new();
+    let summary = Runner::new(&plan)
+        .window(1)
+        .journal(dir.join("journal.redb"))
+        .run(REPEATED_AFTER, Callback(|o: &RootOutcome| again.push(o.key)))
+        .unwrap();
+    assert_eq!((summary.journal_skipped, summary.duplicate_keys), (4, 0));
+    assert!(again.is_empty(), "{again:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A stage that pulls the handle's lever when it sees key 2.

@@ -337,3 +337,79 @@ fn short_roots_pass_a_long_text_dense_root_under_the_children_window() {
         "{first} of {total} ocr batches were dispatched before the first short root was written: {delivered:?}"
     );
 }
+
+/// The most the loop held at any snapshot of a run, and how many it took.
+#[derive(Default, Debug)]
+struct Held {
+    keys: usize,
+    roots: usize,
+    children: usize,
+    snapshots: usize,
+    last_keys: usize,
+}
+
+struct HeldWatch(Arc<std::sync::Mutex<Held>>);
+
+impl Observer for HeldWatch {
+    fn progress_every(&self) -> Option<Duration> {
+        Some(Duration::from_millis(2))
+    }
+    fn progress(&mut self, p: &rayorch::Progress<'_>) {
+        let mut h = self.0.lock().unwrap();
+        let a = &p.admission;
+        h.keys = h.keys.max(a.keys_held);
+        h.roots = h.roots.max(a.roots);
+        h.children = h.children.max(a.children);
+        h.snapshots += 1;
+        h.last_keys = a.keys_held;
+    }
+}
+
+/// `n` tiny roots, each split into two pages and gathered back, watched.
+fn stream_pairs(n: u64, unique_keys: bool) -> (rayorch::RunSummary, Held) {
+    let split = Call::map("split", |x: u64| vec![x, x + 1]).batch_size(64);
+    let add = Call::map("add", |p: u64| p + 1).batch_size(64);
+    let (plan, out) = Plan::build(|b| {
+        let docs = b.source::<Doc, u64>();
+        b.output(reduce(add.apply(expand::<Page, _, _>(split.apply(docs)))))
+    })
+    .unwrap();
+    let held = Arc::new(std::sync::Mutex::new(Held::default()));
+    let mut wrong = 0u64;
+    let summary = Runner::new(&plan)
+        .window(64)
+        .unique_keys(unique_keys)
+        .observe(HeldWatch(held.clone()))
+        .run(
+            (0..n).map(|k| (k, k)),
+            Callback::new(|o: &RootOutcome| {
+                wrong += u64::from(o.get(out).present() != Some(vec![o.key + 1, o.key + 2]));
+            }),
+        )
+        .unwrap();
+    assert_eq!(wrong, 0, "every root's pages come back, in order");
+    let held = std::mem::take(&mut *held.lock().unwrap());
+    (summary, held)
+}
+
+/// A run's memory does not grow with its length: over a million roots the
+/// loop holds no more keys, roots and pages than its windows allow (counts
+/// from live snapshots, not timing). The run-wide key set is the opt-in
+/// that grows: it holds every key at the end.
+#[test]
+fn a_million_roots_leave_the_loop_holding_no_more_than_its_windows() {
+    let n = 1_000_000;
+    let (summary, held) = stream_pairs(n, false);
+    assert_eq!((summary.roots, summary.present), (n, n));
+    assert!(held.snapshots >= 2, "{held:?}");
+    assert!(held.keys <= 64 && held.roots <= 64, "{held:?}");
+    assert!(held.children <= 2 * 64, "{held:?}");
+
+    let n = 10_000;
+    let (summary, held) = stream_pairs(n, true);
+    assert_eq!(summary.present, n);
+    assert_eq!(
+        held.last_keys as u64, n,
+        "the opt-in set holds every key: {held:?}"
+    );
+}

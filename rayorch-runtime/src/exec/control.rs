@@ -200,6 +200,10 @@ pub struct AdmissionLive {
     pub window_children: usize,
     /// Roots handed out and not yet committed to the journal (0 without one).
     pub journal_lag: usize,
+    /// Root keys the loop holds to refuse a repeated one: the live roots',
+    /// plus every key given with [`Runner::unique_keys`](crate::Runner::unique_keys)
+    /// (the only one of these figures that can grow with the run's length).
+    pub keys_held: usize,
 }
 
 /// A figure a backend adds to [`Progress`] (a counter only grows; a gauge

@@ -6,7 +6,8 @@
 //!   and the source description the caller gives
 //!   ([`Runner::journal_source`](crate::Runner::journal_source));
 //! - per root key, its terminal outcome (present / failed with its cause /
-//!   suppressed / dropped), recorded when the root is handed to the sink;
+//!   suppressed / dropped) and the run (a number each open increments)
+//!   that handed it out, recorded when the root is handed to the sink;
 //! - the sinks' positions at the last commit (one `u64` per output file: a
 //!   byte length for a lines file, a segment count for a segmented file; see
 //!   [`Sink::sync`]).
@@ -36,6 +37,10 @@
 //!   resume cuts them off and runs them).
 //! - A sink without files (a callback) has no positions: on resume it gets
 //!   again the roots delivered after the last commit (at least once).
+//! - Nothing grows in memory with the journal's size: whether a key was
+//!   finished by an earlier run (skip it) or handed out already in this one
+//!   (a duplicate) is a lookup ([`Journal::seen`]) in the file and in the
+//!   roots recorded since the last commit, not a set loaded at open.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -83,17 +88,33 @@ pub struct RootRecord {
     /// Where the cause arose (Call and Entity path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
+    /// The run that handed the root out (1 for a journal's first run; 0 in
+    /// journals written before runs were numbered).
+    #[serde(default)]
+    pub run: u64,
 }
 
 impl RootRecord {
-    fn of(o: &RootOutcome) -> RootRecord {
+    fn of(o: &RootOutcome, run: u64) -> RootRecord {
         let cause = o.cause();
         RootRecord {
             outcome: format!("{:?}", o.kind()).to_lowercase(),
             cause: cause.map(|c| c.message().to_string()),
             at: cause.and_then(|c| c.context().map(String::from)),
+            run,
         }
     }
+}
+
+/// What a journal knows of a root key ([`Journal::seen`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// Never handed out.
+    New,
+    /// Terminal in an earlier run: its output is kept, it is not run again.
+    Earlier,
+    /// Handed out already in this run (a repeated key).
+    ThisRun,
 }
 
 /// A journal's committed content, as read back (for tools and tests).
@@ -188,6 +209,10 @@ pub struct Journal {
     fsync: FsyncPolicy,
     /// Encoded records of roots delivered since the last commit.
     pending: Vec<(u64, Vec<u8>)>,
+    /// Their keys.
+    pending_keys: HashSet<u64>,
+    /// This run's number (one more than the last run's).
+    run: u64,
     last_commit: Instant,
     pub(crate) commits: u64,
 }
@@ -247,13 +272,9 @@ fn read_identity(db: &Database, path: &Path) -> Result<Identity, RunError> {
 
 impl Journal {
     /// Open (or create) the journal for a run of a plan with `fingerprint`:
-    /// check its identity, cut `sink`'s outputs back to the committed
-    /// positions, and return the keys already terminal.
-    pub fn open(
-        opts: &JournalOptions,
-        fingerprint: &str,
-        sink: &mut impl Sink,
-    ) -> Result<(Journal, HashSet<u64>), RunError> {
+    /// check its identity and cut `sink`'s outputs back to the committed
+    /// positions. Which keys are terminal already: [`Journal::seen`].
+    pub fn open(opts: &JournalOptions, fingerprint: &str, sink: &mut impl Sink) -> Result<Journal, RunError> {
         let path = opts.path.as_path();
         let err = journal_err(path);
         let db = Database::create(path).or_journal(&err)?;
@@ -294,7 +315,7 @@ impl Journal {
             sink.sync(true, &mut p).map_err(sink_err)?;
             p
         };
-        let mut done = HashSet::new();
+        let run;
         {
             // Identity and positions go in first, in one durable commit, so a
             // run killed before its first root still resumes cleanly.
@@ -306,31 +327,56 @@ impl Journal {
                 meta.insert("source", opts.source.as_str()).or_journal(&err)?;
                 let pos = serde_json::to_string(&positions).or_journal(&err)?;
                 meta.insert("positions", pos.as_str()).or_journal(&err)?;
-                let roots = txn.open_table(ROOTS).or_journal(&err)?;
-                for row in roots.iter().or_journal(&err)? {
-                    done.insert(row.or_journal(&err)?.0.value());
-                }
+                let last: u64 = match meta.get("run").or_journal(&err)? {
+                    Some(v) => v.value().parse().or_journal(&err)?,
+                    None => 0,
+                };
+                run = last + 1;
+                meta.insert("run", run.to_string().as_str()).or_journal(&err)?;
+                txn.open_table(ROOTS).or_journal(&err)?;
             }
             txn.commit().or_journal(&err)?;
         }
-        Ok((
-            Journal {
-                db,
-                path: opts.path.clone(),
-                fsync: opts.fsync,
-                pending: Vec::new(),
-                last_commit: Instant::now(),
-                commits: 0,
-            },
-            done,
-        ))
+        Ok(Journal {
+            db,
+            path: opts.path.clone(),
+            fsync: opts.fsync,
+            pending: Vec::new(),
+            pending_keys: HashSet::new(),
+            run,
+            last_commit: Instant::now(),
+            commits: 0,
+        })
+    }
+
+    /// Was `key` handed out before: by an earlier run of this journal, or
+    /// by this one? One lookup in the file (and in the roots recorded since
+    /// the last commit); nothing is held in memory per key.
+    pub fn seen(&self, key: u64) -> Result<Seen, RunError> {
+        if self.pending_keys.contains(&key) {
+            return Ok(Seen::ThisRun);
+        }
+        let err = journal_err(&self.path);
+        let txn = self.db.begin_read().or_journal(&err)?;
+        let table = txn.open_table(ROOTS).or_journal(&err)?;
+        let Some(v) = table.get(key).or_journal(&err)? else {
+            return Ok(Seen::New);
+        };
+        let record: RootRecord = serde_json::from_slice(v.value()).or_journal(&err)?;
+        Ok(if record.run == self.run {
+            Seen::ThisRun
+        } else {
+            Seen::Earlier
+        })
     }
 
     /// Note a root handed to the sink; it is durable at the next commit.
     pub fn record(&mut self, o: &RootOutcome) -> Result<(), RunError> {
         debug_assert!(o.kind() != ItemKind::Present || o.cause().is_none());
-        let bytes = serde_json::to_vec(&RootRecord::of(o)).map_err(|e| journal_err(&self.path)(&e))?;
+        let bytes =
+            serde_json::to_vec(&RootRecord::of(o, self.run)).map_err(|e| journal_err(&self.path)(&e))?;
         self.pending.push((o.key, bytes));
+        self.pending_keys.insert(o.key);
         Ok(())
     }
 
@@ -374,6 +420,7 @@ impl Journal {
             }
         }
         txn.commit().or_journal(&err)?;
+        self.pending_keys.clear();
         self.commits += 1;
         self.last_commit = Instant::now();
         Ok(())

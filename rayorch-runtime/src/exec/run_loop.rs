@@ -56,7 +56,7 @@ use crate::exec::control::{
     AdmissionLive, BackendGauge, BatchDispatched, BatchFinished, CallLive, CancelHandle, ControlState,
     Observer, Progress, Watch,
 };
-use crate::exec::journal::Journal;
+use crate::exec::journal::{Journal, Seen};
 use crate::exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary, WorkerGrains, secs};
 use crate::exec::sink::Sink;
 use crate::exec::stage::{AttemptError, AttemptResult, panic_text};
@@ -257,8 +257,14 @@ pub struct LoopConfig {
     pub engine: EngineConfig,
     /// Hold producers behind consumers with this many full batches queued.
     pub backpressure: Option<usize>,
-    /// The run's commit log and the keys it already holds as finished.
-    pub journal: Option<(Journal, HashSet<u64>)>,
+    /// The run's commit log (it also answers which keys were handed out
+    /// before: by an earlier run, or by this one).
+    pub journal: Option<Journal>,
+    /// Refuse a key given earlier in the run even after its root finished
+    /// (a set of every key: about 16 bytes a root for the whole run). Off,
+    /// a repeated key is refused while its first root is live, or when the
+    /// journal holds it; memory then does not grow with the run.
+    pub unique_keys: bool,
 }
 
 /// What a run leaves besides its summary (the simulator reads it).
@@ -288,8 +294,9 @@ struct RunLoop<'p, S: Sink, B: Backend> {
     control: &'p ControlState,
     watch: Watch,
     backpressure: Option<Backpressure>,
-    /// Every key given to this run (duplicates are refused per root).
-    keys: HashSet<u64>,
+    /// With `unique_keys`: every key given to this run (duplicates are
+    /// refused per root).
+    keys: Option<HashSet<u64>>,
     /// Keys admitted and not yet handed to the sink.
     live: HashSet<u64>,
     start: Instant,
@@ -309,8 +316,6 @@ struct RunLoop<'p, S: Sink, B: Backend> {
     cancelled: bool,
     wakeups: u64,
     journal: Option<Journal>,
-    /// Keys the journal holds as terminal: a resumed run skips them.
-    journal_done: HashSet<u64>,
     journal_skipped: u64,
     /// Grains committed per (worker, Call) (distributed runs).
     per_worker: BTreeMap<(String, usize), u64>,
@@ -367,10 +372,6 @@ where
     St: Stream<Item = (u64, Value)>,
 {
     let calls = plan.calls().len();
-    let (journal, journal_done) = match config.journal {
-        Some((j, done)) => (Some(j), done),
-        None => (None, HashSet::new()),
-    };
     let mut l = RunLoop {
         plan,
         engine: Engine::new(plan, config.engine),
@@ -379,7 +380,7 @@ where
         control,
         watch: Watch::new(observer),
         backpressure: config.backpressure.map(|k| Backpressure::new(plan, k)),
-        keys: HashSet::new(),
+        keys: config.unique_keys.then(HashSet::new),
         live: HashSet::new(),
         start: Instant::now(),
         first_root: None,
@@ -393,8 +394,7 @@ where
         abandoned: 0,
         cancelled: false,
         wakeups: 0,
-        journal,
-        journal_done,
+        journal: config.journal,
         journal_skipped: 0,
         per_worker: BTreeMap::new(),
         root_failures: BTreeMap::new(),
@@ -571,12 +571,19 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
     }
 
     fn admit(&mut self, key: u64, v: Value) -> Result<(), RunError> {
-        if self.journal_done.contains(&key) {
+        let seen = match &self.journal {
+            Some(j) => j.seen(key)?,
+            None => Seen::New,
+        };
+        if seen == Seen::Earlier {
             // Finished in an earlier run of this journal; its output is kept.
             self.journal_skipped += 1;
             return Ok(());
         }
-        if !self.keys.insert(key) {
+        let repeated = seen == Seen::ThisRun
+            || self.live.contains(&key)
+            || self.keys.as_mut().is_some_and(|k| !k.insert(key));
+        if repeated {
             self.duplicates += 1;
             return self.refuse(
                 key,
@@ -786,6 +793,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 children: self.engine.live_children(),
                 window_children: self.engine.window_children(),
                 journal_lag: self.journal.as_ref().map_or(0, Journal::lag),
+                keys_held: self.live.len() + self.keys.as_ref().map_or(0, HashSet::len),
             },
             backend: &backend,
             finished: last,

@@ -97,6 +97,7 @@ pub struct Runner<'p> {
     control: Arc<ControlState>,
     observer: Mutex<Option<Box<dyn Observer>>>,
     journal: Option<JournalOptions>,
+    unique_keys: bool,
 }
 
 impl<'p> Runner<'p> {
@@ -115,6 +116,7 @@ impl<'p> Runner<'p> {
             control: Arc::default(),
             observer: Mutex::new(None),
             journal: None,
+            unique_keys: false,
         }
     }
 
@@ -255,6 +257,19 @@ impl<'p> Runner<'p> {
         self
     }
 
+    /// Refuse a repeated root key even when its first root finished long
+    /// before (a set of every key given: about 16 bytes per root, growing
+    /// with the run). By default a repeated key is refused while its first
+    /// root is live and, in a journaled run, whenever the journal holds it
+    /// (one lookup in the file per root), so a run's memory does not grow
+    /// with its length; without a journal, a key repeated after its first
+    /// root finished runs again.
+    #[must_use]
+    pub fn unique_keys(mut self, on: bool) -> Self {
+        self.unique_keys = on;
+        self
+    }
+
     /// No backpressure: producers run as far ahead as their queues allow.
     #[must_use]
     pub fn no_backpressure(mut self) -> Self {
@@ -352,6 +367,7 @@ impl<'p> Runner<'p> {
             },
             backpressure: self.backpressure,
             journal,
+            unique_keys: self.unique_keys,
         };
         let source = source.map(|(k, v)| (k, Arc::new(v) as Value));
         let mut backend = ReplicaBackend::new(self.plan);

@@ -289,6 +289,8 @@ pub fn run(
         },
         backpressure: None,
         journal: None,
+        // Tests compare every repeated key's outcome with the other backends.
+        unique_keys: true,
     };
     let mut outcomes = Vec::new();
     let control = ControlState::default();
