@@ -64,9 +64,12 @@ use proc_macro::TokenStream;
 /// Domain mistakes are compile errors at the offending token. Set
 /// `RAYORCH_MACROS_DEBUG=1` (or the type's name) to print the expansion.
 ///
+/// `build_plan()` gives the `Plan` and a typed handle per output; a `Runner`
+/// runs it. (A pipeline's tests may run it under `rayorch::sim`, the seeded
+/// executor: rayorch's `sim` feature.)
+///
 /// ```
 /// use rayorch::prelude::*;
-/// use rayorch::sim;
 ///
 /// #[derive(Domain)]
 /// struct Doc;
@@ -93,8 +96,11 @@ use proc_macro::TokenStream;
 ///     len: Call::map("len", |w: String| w.len()),
 /// };
 /// let (plan, out) = p.build_plan().unwrap();
-/// let run = sim::run_typed(&plan, [(0, "a bb ccc".to_string())], &sim::SimConfig::sequential()).unwrap();
-/// assert_eq!(run.outcomes[0].get(out), Item::Present(vec![1, 2, 3]));
+/// let mut got = Vec::new();
+/// Runner::new(&plan)
+///     .run([(0, "a bb ccc".to_string())], Callback(|o: &RootOutcome| got.push(o.get(out))))
+///     .unwrap();
+/// assert_eq!(got, vec![Item::Present(vec![1, 2, 3])]);
 /// ```
 #[proc_macro_attribute]
 pub fn pipeline(attr: TokenStream, item: TokenStream) -> TokenStream {

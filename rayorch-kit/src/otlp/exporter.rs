@@ -177,7 +177,9 @@ impl SpanProcessor for Ended {
     }
 }
 
-/// A run's traces, bridged from `tracing` to an OTLP/HTTP collector.
+/// A run's traces, bridged from `tracing` to an OTLP/HTTP collector
+/// (feature `otlp`). The example is compiled, not run: it needs a collector
+/// at the URL.
 ///
 /// ```no_run
 /// let otlp = rayorch_kit::otlp::Otlp::install(rayorch_kit::otlp::OtlpConfig::new(

@@ -60,16 +60,26 @@ impl ControlState {
 /// Stops a run from another thread (a Ctrl-C handler, a UI, a test).
 ///
 /// ```
-/// use rayorch_runtime::{domain, Call, Plan, Runner, sink::Callback};
-/// domain!(Doc);
-/// let id = Call::map("id", |x: u32| x);
-/// let (plan, _) = Plan::build(|b| {
-///     let xs = b.source::<Doc, u32>();
-///     b.output(id.apply(xs))
-/// }).unwrap();
+/// use rayorch::prelude::*;
+///
+/// #[derive(Domain)]
+/// struct Doc;
+///
+/// struct Ids {
+///     id: FnCall<u32, u32>,
+/// }
+///
+/// #[pipeline]
+/// impl Ids {
+///     fn forward(&self, xs: Port<Doc, u32>) -> Port<Doc, u32> {
+///         self.id(xs)
+///     }
+/// }
+///
+/// let (plan, _) = Ids { id: Call::map("id", |x: u32| x) }.build_plan().unwrap();
 /// let runner = Runner::new(&plan);
 /// runner.cancel_handle().cancel(); // before the run: nothing is admitted
-/// let summary = runner.run((0..10).map(|k| (k, k as u32)), Callback(|_: &rayorch_runtime::RootOutcome| {})).unwrap();
+/// let summary = runner.run((0..10).map(|k| (k, k as u32)), Callback(|_: &RootOutcome| {})).unwrap();
 /// assert!(summary.cancelled);
 /// assert_eq!(summary.roots, 0);
 /// ```

@@ -61,10 +61,10 @@ pub type RecordResult<T> = Result<Outcome<T>, BoxError>;
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use rayorch_runtime::{AsyncRecordStage, Call, Item, Outcome, Plan, RecordResult, Runner, StageContext, domain};
-/// use rayorch_runtime::sink::Callback;
+/// use rayorch::prelude::*;
 ///
-/// domain!(Doc);
+/// #[derive(Domain)]
+/// struct Doc;
 ///
 /// /// Stands in for a model server: odd numbers fail once, then answer.
 /// struct Square { seen: std::sync::Mutex<Vec<u32>> }
@@ -82,20 +82,27 @@ pub type RecordResult<T> = Result<Outcome<T>, BoxError>;
 ///     }
 /// }
 ///
+/// struct Squares {
+///     square: RecordCall<Square>,
+/// }
+///
+/// #[pipeline]
+/// impl Squares {
+///     fn forward(&self, xs: Port<Doc, u32>) -> Port<Doc, u32> {
+///         self.square(xs)
+///     }
+/// }
+///
 /// let square = Call::new_async_records("square", || Ok(Square { seen: Default::default() }))
 ///     .batch_size(4)
 ///     .concurrency(8) // requests in flight per replica
 ///     .record_timeout(Duration::from_secs(5))
 ///     .record_retries(2)
 ///     .record_backoff(Duration::from_millis(1));
-/// let (plan, out) = Plan::build(|b| {
-///     let xs = b.source::<Doc, u32>();
-///     b.output(square.apply(xs))
-/// })
-/// .unwrap();
+/// let (plan, out) = Squares { square }.build_plan().unwrap();
 /// let mut got = Vec::new();
 /// Runner::new(&plan)
-///     .run((0..6).map(|k| (k, k as u32)), Callback(|o: &rayorch_runtime::RootOutcome| got.push((o.key, o.get(out)))))
+///     .run((0..6).map(|k| (k, k as u32)), Callback(|o: &RootOutcome| got.push((o.key, o.get(out)))))
 ///     .unwrap();
 /// got.sort_by_key(|(k, _)| *k);
 /// assert_eq!(got, (0..6).map(|k| (k, Item::Present((k * k) as u32))).collect::<Vec<_>>());
@@ -133,7 +140,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 ///
 /// ```
 /// use std::time::Duration;
-/// use rayorch_runtime::RecordPolicy;
+/// use rayorch::RecordPolicy;
 /// let p = RecordPolicy::default();
 /// assert_eq!((p.timeout, p.retries, p.backoff), (Duration::from_secs(30), 2, Duration::from_millis(100)));
 /// assert_eq!(p.backoff_before(2), Duration::from_millis(200));

@@ -59,18 +59,35 @@ pub const DEFAULT_BACKPRESSURE: usize = 2;
 /// Runs a [`Plan`] over a source of roots, streaming outcomes to a sink.
 ///
 /// ```
-/// use rayorch_runtime::{domain, expand, reduce, Call, Plan, Runner, sink::Callback};
-/// domain!(Doc);
-/// domain!(Word: Doc);
-/// let split = Call::map("split", |s: String| s.split(' ').map(String::from).collect::<Vec<_>>());
-/// let len = Call::map("len", |w: String| w.len()).batch_size(8).replicas(2);
-/// let (plan, out) = Plan::build(|b| {
-///     let docs = b.source::<Doc, String>();
-///     b.output(reduce(len.apply(expand::<Word, _, _>(split.apply(docs)))))
-/// }).unwrap();
+/// use rayorch::prelude::*;
+///
+/// #[derive(Domain)]
+/// struct Doc;
+/// #[derive(Domain)]
+/// #[domain(parent = Doc)]
+/// struct Word;
+///
+/// struct Lengths {
+///     split: FnCall<String, Vec<String>>,
+///     len: FnCall<String, usize>,
+/// }
+///
+/// #[pipeline]
+/// impl Lengths {
+///     fn forward(&self, docs: Port<Doc, String>) -> Port<Doc, Vec<usize>> {
+///         let word = expand!(self.split(docs) => Word);
+///         reduce!(self.len(word))
+///     }
+/// }
+///
+/// let p = Lengths {
+///     split: Call::map("split", |s: String| s.split(' ').map(String::from).collect()),
+///     len: Call::map("len", |w: String| w.len()).batch_size(8).replicas(2),
+/// };
+/// let (plan, out) = p.build_plan().unwrap();
 /// let mut lens = Vec::new();
 /// let summary = Runner::new(&plan)
-///     .run([(0, "a bb".to_string()), (1, "ccc".to_string())], Callback(|o: &rayorch_runtime::RootOutcome| {
+///     .run([(0, "a bb".to_string()), (1, "ccc".to_string())], Callback(|o: &RootOutcome| {
 ///         lens.push((o.key, o.get(out).present().unwrap()));
 ///     }))
 ///     .unwrap();
@@ -128,13 +145,24 @@ impl<'p> Runner<'p> {
     /// keeps what was committed.
     ///
     /// ```
-    /// use rayorch_runtime::{domain, Call, Plan, Runner, sink::JsonlSink};
-    /// domain!(Job);
-    /// let double = Call::map("double", |x: u64| 2 * x);
-    /// let (plan, out) = Plan::build(|b| {
-    ///     let xs = b.source::<Job, u64>();
-    ///     b.output(double.apply(xs))
-    /// }).unwrap();
+    /// use rayorch::prelude::*;
+    /// use rayorch::sink::JsonlSink;
+    ///
+    /// #[derive(Domain)]
+    /// struct Job;
+    ///
+    /// struct Double {
+    ///     double: FnCall<u64, u64>,
+    /// }
+    ///
+    /// #[pipeline]
+    /// impl Double {
+    ///     fn forward(&self, xs: Port<Job, u64>) -> Port<Job, u64> {
+    ///         self.double(xs)
+    ///     }
+    /// }
+    ///
+    /// let (plan, out) = Double { double: Call::map("double", |x: u64| 2 * x) }.build_plan().unwrap();
     /// let dir = std::env::temp_dir().join(format!("rayorch-doc-journal-{}", std::process::id()));
     /// std::fs::create_dir_all(&dir).unwrap();
     /// let runner = Runner::new(&plan).journal(dir.join("run.journal")).journal_source("0..6");
@@ -209,15 +237,32 @@ impl<'p> Runner<'p> {
     /// Default: [`DEFAULT_WINDOW_CHILDREN`]; `usize::MAX` turns it off.
     ///
     /// ```
-    /// use rayorch_runtime::{domain, expand, reduce, Call, Plan, Runner, sink::Callback};
-    /// domain!(Doc);
-    /// domain!(Page: Doc);
-    /// let split = Call::map("split", |n: u32| (0..n).collect::<Vec<u32>>());
-    /// let ocr = Call::map("ocr", |p: u32| p + 1).batch_size(16);
-    /// let (plan, out) = Plan::build(|b| {
-    ///     let docs = b.source::<Doc, u32>();
-    ///     b.output(reduce(ocr.apply(expand::<Page, _, _>(split.apply(docs)))))
-    /// }).unwrap();
+    /// use rayorch::prelude::*;
+    ///
+    /// #[derive(Domain)]
+    /// struct Doc;
+    /// #[derive(Domain)]
+    /// #[domain(parent = Doc)]
+    /// struct Page;
+    ///
+    /// struct Ocr {
+    ///     split: FnCall<u32, Vec<u32>>,
+    ///     ocr: FnCall<u32, u32>,
+    /// }
+    ///
+    /// #[pipeline]
+    /// impl Ocr {
+    ///     fn forward(&self, docs: Port<Doc, u32>) -> Port<Doc, Vec<u32>> {
+    ///         let page = expand!(self.split(docs) => Page);
+    ///         reduce!(self.ocr(page))
+    ///     }
+    /// }
+    ///
+    /// let p = Ocr {
+    ///     split: Call::map("split", |n: u32| (0..n).collect()),
+    ///     ocr: Call::map("ocr", |p: u32| p + 1).batch_size(16),
+    /// };
+    /// let (plan, out) = p.build_plan().unwrap();
     /// let mut pages = 0;
     /// Runner::new(&plan)
     ///     .window(64)
@@ -323,18 +368,28 @@ impl<'p> Runner<'p> {
     /// Run over a stream of roots on a fresh tokio runtime.
     ///
     /// ```
-    /// use rayorch_runtime::{domain, Call, Plan, Runner, sink::Callback};
-    /// domain!(Job);
-    /// let double = Call::map("double", |x: u64| 2 * x);
-    /// let (plan, out) = Plan::build(|b| {
-    ///     let xs = b.source::<Job, u64>();
-    ///     b.output(double.apply(xs))
-    /// }).unwrap();
-    /// let queue = futures::stream::iter((0..5u64).map(|k| (k, k)));
+    /// use rayorch::prelude::*;
+    ///
+    /// #[derive(Domain)]
+    /// struct Job;
+    ///
+    /// struct Double {
+    ///     double: FnCall<u64, u64>,
+    /// }
+    ///
+    /// #[pipeline]
+    /// impl Double {
+    ///     fn forward(&self, xs: Port<Job, u64>) -> Port<Job, u64> {
+    ///         self.double(xs)
+    ///     }
+    /// }
+    ///
+    /// let (plan, out) = Double { double: Call::map("double", |x: u64| 2 * x) }.build_plan().unwrap();
+    /// let queue = futures::stream::iter((0..5u64).map(|k| (k, k))); // any `Stream` of roots
     /// let mut sum = 0;
     /// Runner::new(&plan)
     ///     .window(2)
-    ///     .run_stream(queue, Callback(|o: &rayorch_runtime::RootOutcome| sum += o.get(out).present().unwrap()))
+    ///     .run_stream(queue, Callback(|o: &RootOutcome| sum += o.get(out).present().unwrap()))
     ///     .unwrap();
     /// assert_eq!(sum, 20);
     /// ```

@@ -213,17 +213,29 @@ struct SimBackend {
 }
 
 /// Run `plan` over typed `inputs` (root key, value) under the schedule `cfg`:
-/// the way a pipeline's own tests use the seeded executor.
+/// the way a pipeline's own tests use the seeded executor. `rayorch::sim`
+/// is there with the `sim` feature only (for a pipeline's tests:
+/// `rayorch = { version = "…", features = ["sim"] }` in `[dev-dependencies]`).
 ///
 /// ```
-/// use rayorch_runtime::{Call, Plan, domain, sim};
-/// domain!(Doc);
-/// let len = Call::map("len", |s: String| s.len());
-/// let (plan, out) = Plan::build(|b| {
-///     let docs = b.source::<Doc, String>();
-///     b.output(len.apply(docs))
-/// })
-/// .unwrap();
+/// use rayorch::prelude::*;
+/// use rayorch::sim; // feature `sim`
+///
+/// #[derive(Domain)]
+/// struct Doc;
+///
+/// struct Lengths {
+///     len: FnCall<String, usize>,
+/// }
+///
+/// #[pipeline]
+/// impl Lengths {
+///     fn forward(&self, docs: Port<Doc, String>) -> Port<Doc, usize> {
+///         self.len(docs)
+///     }
+/// }
+///
+/// let (plan, out) = Lengths { len: Call::map("len", |s: String| s.len()) }.build_plan().unwrap();
 /// let run = sim::run_typed(&plan, [(0, "abc".to_string())], &sim::SimConfig::random(7)).unwrap();
 /// assert_eq!(run.by_key()[0].get(out).present(), Some(3));
 /// ```

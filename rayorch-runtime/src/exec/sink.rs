@@ -67,13 +67,23 @@ pub trait Sink: Send {
 /// no annotation (`Callback(|o: &RootOutcome| ...)` is the same sink):
 ///
 /// ```
-/// use rayorch_runtime::{domain, sink::Callback, Call, Plan, Runner};
-/// domain!(Job);
-/// let double = Call::map("double", |x: u64| 2 * x);
-/// let (plan, out) = Plan::build(|b| {
-///     let xs = b.source::<Job, u64>();
-///     b.output(double.apply(xs))
-/// }).unwrap();
+/// use rayorch::prelude::*; // `Callback` among them
+///
+/// #[derive(Domain)]
+/// struct Job;
+///
+/// struct Double {
+///     double: FnCall<u64, u64>,
+/// }
+///
+/// #[pipeline]
+/// impl Double {
+///     fn forward(&self, xs: Port<Job, u64>) -> Port<Job, u64> {
+///         self.double(xs)
+///     }
+/// }
+///
+/// let (plan, out) = Double { double: Call::map("double", |x: u64| 2 * x) }.build_plan().unwrap();
 /// let mut sum = 0;
 /// Runner::new(&plan)
 ///     .run((0..4u64).map(|k| (k, k)), Callback::new(|o| sum += o.get(out).present().unwrap()))
@@ -115,15 +125,26 @@ impl Sink for ChannelSink {
 /// are buffered whatever the receiver's speed.
 ///
 /// ```
-/// use rayorch_runtime::{domain, sink::BoundedChannelSink, Call, Plan, Runner};
-/// domain!(Job);
-/// let id = Call::map("id", |x: u64| x);
-/// let (plan, out) = Plan::build(|b| {
-///     let xs = b.source::<Job, u64>();
-///     b.output(id.apply(xs))
-/// }).unwrap();
+/// use rayorch::prelude::*;
+/// use rayorch::sink::BoundedChannelSink;
+///
+/// #[derive(Domain)]
+/// struct Job;
+///
+/// struct Ids {
+///     id: FnCall<u64, u64>,
+/// }
+///
+/// #[pipeline]
+/// impl Ids {
+///     fn forward(&self, xs: Port<Job, u64>) -> Port<Job, u64> {
+///         self.id(xs)
+///     }
+/// }
+///
+/// let (plan, _) = Ids { id: Call::map("id", |x: u64| x) }.build_plan().unwrap();
 /// let (tx, rx) = std::sync::mpsc::sync_channel(2);
-/// let reader = std::thread::spawn(move || rx.iter().map(|o: rayorch_runtime::RootOutcome| o.key).sum::<u64>());
+/// let reader = std::thread::spawn(move || rx.iter().map(|o: RootOutcome| o.key).sum::<u64>());
 /// Runner::new(&plan).run((0..10u64).map(|k| (k, k)), BoundedChannelSink(tx)).unwrap();
 /// assert_eq!(reader.join().unwrap(), 45);
 /// ```

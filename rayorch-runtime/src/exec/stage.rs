@@ -85,7 +85,7 @@ impl StageContext {
 /// Blocking batch code: a model, a parser.
 ///
 /// ```
-/// use rayorch_runtime::{Outcome, Stage, StageContext, StageResult};
+/// use rayorch::{Outcome, Stage, StageContext, StageResult};
 /// struct Upper;
 /// impl Stage for Upper {
 ///     type In = String;

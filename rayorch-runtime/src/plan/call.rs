@@ -108,7 +108,7 @@ pub(crate) type ShapeFn = Arc<dyn Fn(&(dyn Any + Send + Sync)) -> Option<u64> + 
 /// One configured use of a Stage. Apply it to Ports inside a plan build.
 ///
 /// ```
-/// use rayorch_runtime::{Call, Outcome, Recovery, Reservation};
+/// use rayorch::{Call, Outcome, Recovery, Reservation};
 /// let double = Call::map("double", |x: u32| x * 2).batch_size(64).replicas(2);
 /// assert_eq!(double.config().batch_size, 64);
 /// // The defaults each setter names:

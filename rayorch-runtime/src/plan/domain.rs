@@ -169,12 +169,14 @@ impl DomainInfo {
     }
 }
 
-/// Declare Domain marker types without the derive macro.
+/// Declare Domain marker types without the derive macro
+/// (`#[derive(Domain)]`, with `#[domain(parent = Doc)]` for a child, is the
+/// form a `#[pipeline]` uses).
 ///
 /// ```
-/// rayorch_runtime::domain!(Doc);
-/// rayorch_runtime::domain!(Page: Doc);
-/// fn needs_child<C: rayorch_runtime::ChildOf<P>, P: rayorch_runtime::Domain>() {}
+/// rayorch::domain!(Doc);
+/// rayorch::domain!(Page: Doc);
+/// fn needs_child<C: rayorch::ChildOf<P>, P: rayorch::Domain>() {}
 /// needs_child::<Page, Doc>();
 /// ```
 #[macro_export]

@@ -48,17 +48,28 @@ impl Plan {
     /// resume under another plan.
     ///
     /// ```
-    /// use rayorch_runtime::{domain, Call, Plan};
-    /// domain!(Job);
-    /// let build = |batch: usize| {
-    ///     let double = Call::map("double", |x: u64| 2 * x).batch_size(batch);
-    ///     Plan::build(|b| {
-    ///         let xs = b.source::<Job, u64>();
-    ///         b.output(double.apply(xs))
-    ///     }).unwrap().0
+    /// use rayorch::prelude::*;
+    ///
+    /// #[derive(Domain)]
+    /// struct Job;
+    ///
+    /// struct Double {
+    ///     double: FnCall<u64, u64>,
+    /// }
+    ///
+    /// #[pipeline]
+    /// impl Double {
+    ///     fn forward(&self, xs: Port<Job, u64>) -> Port<Job, u64> {
+    ///         self.double(xs)
+    ///     }
+    /// }
+    ///
+    /// let plan = |batch: usize| {
+    ///     let p = Double { double: Call::map("double", |x: u64| 2 * x).batch_size(batch) };
+    ///     p.build_plan().unwrap().0
     /// };
-    /// assert_eq!(build(8).fingerprint(), build(64).fingerprint());
-    /// assert_eq!(build(8).fingerprint().len(), 64);
+    /// assert_eq!(plan(8).fingerprint(), plan(64).fingerprint());
+    /// assert_eq!(plan(8).fingerprint().len(), 64);
     /// ```
     pub fn fingerprint(&self) -> String {
         let p = &self.inner;

@@ -80,7 +80,7 @@ impl PlanBuilder {
     /// per field (a `forward` with several source Ports).
     ///
     /// ```
-    /// use rayorch_runtime::{domain, Call, Plan};
+    /// use rayorch::{domain, Call, Plan};
     /// domain!(Doc);
     /// let add = Call::map("add", |(a, b): (u32, u32)| a + b);
     /// let (plan, _) = Plan::build(|b| {
@@ -127,8 +127,12 @@ impl Plan {
     /// Calls and operators, and declares outputs; its return value (usually
     /// the [`Output`] handles) is handed back beside the plan.
     ///
+    /// A pipeline is usually a `#[pipeline]` struct, whose
+    /// [`build_plan`](crate::Pipeline::build_plan) makes this call from its
+    /// `forward`; the builder below is what that `forward` is rewritten to.
+    ///
     /// ```
-    /// use rayorch_runtime::{domain, reduce, expand, Call, Plan};
+    /// use rayorch::{domain, reduce, expand, Call, Plan};
     /// domain!(Doc);
     /// domain!(Word: Doc);
     /// let split = Call::map("split", |s: String| s.split(' ').map(String::from).collect::<Vec<_>>());
