@@ -2,8 +2,9 @@
 //! SVG, for any pipeline.
 //!
 //! One row per replica of each Call, holding one rectangle per batch that
-//! replica ran (from the runner's observer: [`SpanLog`]), so gaps are idle
-//! time and the picture shows where the time went; each Call's label carries
+//! replica ran (from the runner's observer: [`SpanLog`]; on a long run,
+//! batches close together share a rectangle), so gaps are idle time and the
+//! picture shows where the time went; each Call's label carries
 //! its busy time summed over replicas. Then a row of ticks where roots were
 //! written (the job's sink says when), and a dashed line at the end of the
 //! run. Written by hand: a
@@ -15,7 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use rayorch::{BatchFinished, Observer, RunSummary};
 
-/// One batch a replica ran, in seconds from the run's start.
+/// Batches one replica ran back to back, in seconds from the run's start
+/// (one batch, or several merged: see [`SpanLog`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Span {
     /// The Call's index in the plan (and in `RunSummary::calls`).
@@ -26,14 +28,60 @@ pub struct Span {
     pub start: f64,
     /// End, seconds since the run's start.
     pub end: f64,
-    /// Grains in the batch.
+    /// Grains in its batches.
     pub size: usize,
+    /// Batches merged into it.
+    pub batches: usize,
 }
 
-/// Records every finished batch as a [`Span`]; share the log with
-/// [`SpanLog::spans`] after the run.
+/// The most spans one replica's row keeps ([`SpanLog`]); the picture is
+/// 960 pixels wide, so more would not show.
+pub const SPANS_PER_REPLICA: usize = 1024;
+
+/// One replica's row: its spans, and the gap below which a new batch joins
+/// the last span.
+#[derive(Default)]
+struct Lane {
+    call: usize,
+    replica: usize,
+    spans: Vec<Span>,
+    gap: f64,
+}
+
+impl Lane {
+    fn push(&mut self, span: Span) {
+        join(&mut self.spans, span, self.gap);
+        // Full: merge across wider gaps until half the row is left, so
+        // the row's memory stays bounded however long the run.
+        while self.spans.len() > SPANS_PER_REPLICA {
+            self.gap = (self.gap * 2.0).max(1e-3);
+            for s in std::mem::take(&mut self.spans) {
+                join(&mut self.spans, s, self.gap);
+            }
+        }
+    }
+}
+
+/// `span` onto the end of `spans`: merged into the last one when it starts
+/// within `gap` of its end.
+fn join(spans: &mut Vec<Span>, span: Span, gap: f64) {
+    match spans.last_mut() {
+        Some(last) if span.start - last.end <= gap => {
+            last.end = last.end.max(span.end);
+            last.size += span.size;
+            last.batches += span.batches;
+        }
+        _ => spans.push(span),
+    }
+}
+
+/// Records every finished batch into its replica's row; share the log with
+/// [`SpanLog::spans`] after the run. Memory does not grow with the run: a
+/// row holds at most [`SPANS_PER_REPLICA`] spans; past that, batches
+/// separated by less than a gap (doubled each time the row fills) become
+/// one span, as the picture would draw them anyway.
 #[derive(Clone, Default)]
-pub struct SpanLog(Arc<Mutex<Vec<Span>>>);
+pub struct SpanLog(Arc<Mutex<Vec<Lane>>>);
 
 impl SpanLog {
     /// Log one finished batch.
@@ -45,19 +93,80 @@ impl SpanLog {
             start,
             end: start + b.duration.as_secs_f64(),
             size: b.size,
+            batches: 1,
         };
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(span);
+        let mut lanes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let at = lanes
+            .iter()
+            .position(|l| l.call == span.call && l.replica == span.replica);
+        let lane = match at {
+            Some(i) => &mut lanes[i],
+            None => {
+                lanes.push(Lane {
+                    call: span.call,
+                    replica: span.replica,
+                    ..Lane::default()
+                });
+                lanes.last_mut().expect("just pushed")
+            }
+        };
+        lane.push(span);
     }
 
-    /// Every batch logged so far.
+    /// Every span logged so far, row by row.
     pub fn spans(&self) -> Vec<Span> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let lanes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        lanes.iter().flat_map(|l| l.spans.iter().copied()).collect()
     }
 }
 
 impl Observer for SpanLog {
     fn batch_finished(&mut self, b: &BatchFinished<'_>) {
         self.record(b);
+    }
+}
+
+/// The times roots were written, for the timeline's ticks and the summary,
+/// in memory that does not grow with the run: every time up to
+/// [`SPANS_PER_REPLICA`] of them, then every second one kept, then every
+/// fourth, … (evenly by count); the first time and the count stay exact.
+#[derive(Clone, Debug, Default)]
+pub struct Ticks {
+    times: Vec<f64>,
+    stride: usize,
+    count: usize,
+    first: Option<f64>,
+}
+
+impl Ticks {
+    /// Note one root written at `t` (seconds since the start).
+    pub fn push(&mut self, t: f64) {
+        self.first.get_or_insert(t);
+        let stride = self.stride.max(1);
+        if self.count.is_multiple_of(stride) {
+            self.times.push(t);
+        }
+        self.count += 1;
+        if self.times.len() > SPANS_PER_REPLICA {
+            let kept: Vec<f64> = self.times.iter().copied().step_by(2).collect();
+            self.times = kept;
+            self.stride = stride * 2;
+        }
+    }
+
+    /// The times kept, in order.
+    pub fn times(&self) -> &[f64] {
+        &self.times
+    }
+
+    /// The first time noted.
+    pub fn first(&self) -> Option<f64> {
+        self.first
+    }
+
+    /// How many were noted.
+    pub fn count(&self) -> usize {
+        self.count
     }
 }
 
@@ -167,7 +276,7 @@ pub fn svg(
         // Sub-pixel batches still show as a hairline.
         let _ = writeln!(
             s,
-            r#"<rect class="batch" x="{xa:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{}"><title>{} #{}: {:.3}–{:.3} s, {} grains</title></rect>"#,
+            r#"<rect class="batch" x="{xa:.2}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{}"><title>{} #{}: {:.3}–{:.3} s, {} batches, {} grains</title></rect>"#,
             y + 3.0,
             (xb - xa).max(0.5),
             row - 6.0,
@@ -176,6 +285,7 @@ pub fn svg(
             sp.replica,
             sp.start,
             sp.end,
+            sp.batches,
             sp.size
         );
     }
@@ -207,4 +317,81 @@ pub fn svg(
     );
     s.push_str("</svg>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_row_stays_bounded_and_keeps_every_batch_counted() {
+        let mut lane = Lane::default();
+        // 100,000 batches of 3 grains, 1 ms each, 0.2 ms apart; every
+        // hundredth followed by a second of idle time.
+        let mut t = 0.0;
+        for i in 0..100_000 {
+            lane.push(Span {
+                call: 0,
+                replica: 0,
+                start: t,
+                end: t + 1e-3,
+                size: 3,
+                batches: 1,
+            });
+            t += 1.2e-3 + if i % 100 == 99 { 1.0 } else { 0.0 };
+        }
+        assert!(lane.spans.len() <= SPANS_PER_REPLICA, "{}", lane.spans.len());
+        assert_eq!(lane.spans.iter().map(|s| s.batches).sum::<usize>(), 100_000);
+        assert_eq!(lane.spans.iter().map(|s| s.size).sum::<usize>(), 300_000);
+        assert_eq!(lane.spans[0].start, 0.0);
+        assert!((lane.spans.last().unwrap().end - (t - 1.0 - 1.2e-3 + 1e-3)).abs() < 1e-6);
+        // The second-long idle gaps still show: no span crosses one.
+        assert!(
+            lane.spans.iter().all(|s| s.end - s.start < 1.0),
+            "{:?}",
+            &lane.spans[..2]
+        );
+        assert!(
+            lane.spans.len() >= 1000,
+            "one span per busy stretch: {}",
+            lane.spans.len()
+        );
+
+        // A short run keeps one span per batch.
+        let mut short = Lane::default();
+        for i in 0..10 {
+            let start = i as f64 * 0.01;
+            short.push(Span {
+                call: 0,
+                replica: 0,
+                start,
+                end: start + 0.005,
+                size: 1,
+                batches: 1,
+            });
+        }
+        assert_eq!(short.spans.len(), 10);
+    }
+
+    #[test]
+    fn ticks_keep_the_first_time_the_count_and_an_even_sample() {
+        let mut ticks = Ticks::default();
+        for i in 0..10 {
+            ticks.push(i as f64);
+        }
+        assert_eq!(ticks.times(), (0..10).map(f64::from).collect::<Vec<_>>());
+        for i in 10..1_000_000 {
+            ticks.push(i as f64);
+        }
+        assert_eq!((ticks.count(), ticks.first()), (1_000_000, Some(0.0)));
+        let t = ticks.times();
+        assert!(
+            t.len() <= SPANS_PER_REPLICA && t.len() > SPANS_PER_REPLICA / 2,
+            "{}",
+            t.len()
+        );
+        // Evenly spaced by count.
+        let step = t[1] - t[0];
+        assert!(t.windows(2).all(|w| w[1] - w[0] == step), "{step}");
+    }
 }

@@ -24,6 +24,7 @@ use rayorch::{BoxError, Item, ItemKind, Output, RootOutcome};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::ParquetSegments;
 use rayorch_kit::progress::Progress;
+use rayorch_kit::timeline::Ticks;
 use rayorch_models::pdf::text::TextSource;
 use rayorch_testdata::cer::cer;
 use rayorch_testdata::pdfgen::{Sample, SampleKind};
@@ -79,10 +80,11 @@ pub struct Outputs {
     progress: Arc<Progress>,
     start: Instant,
     expected: HashMap<String, Sample>,
-    /// When each document was written, seconds since the sink was made.
-    pub written_at: Vec<f64>,
-    /// (time, pages) of each written document.
-    pub written_at_pages: Vec<(f64, usize)>,
+    /// When documents were written, seconds since the sink was made (a
+    /// bounded, even sample past a thousand: see [`Ticks`]).
+    pub written_at: Ticks,
+    /// When the first document with a page was written.
+    pub first_text_s: Option<f64>,
     /// Documents written.
     pub written: usize,
     /// Documents that failed.
@@ -137,8 +139,8 @@ impl Outputs {
             progress,
             start: Instant::now(),
             expected: expected.into_iter().map(|s| (s.file.clone(), s)).collect(),
-            written_at: Vec::new(),
-            written_at_pages: Vec::new(),
+            written_at: Ticks::default(),
+            first_text_s: None,
             written: 0,
             failed: 0,
             unexpected: 0,
@@ -239,7 +241,9 @@ impl Sink for Outputs {
                     .count();
                 self.layer_pages += layer;
                 self.written_at.push(t);
-                self.written_at_pages.push((t, doc.pages));
+                if doc.pages > 0 {
+                    self.first_text_s.get_or_insert(t);
+                }
                 let cer_text = cer.map_or(String::new(), |c| format!(", CER {:.2}%", c * 100.0));
                 self.progress.println(format!(
                     "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer{cer_text})",

@@ -226,11 +226,6 @@ pub(super) fn run_here(
 
     let interrupted = interrupts.pressed();
     let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);
-    let first_text = outputs
-        .written_at_pages
-        .iter()
-        .find(|(_, p)| *p > 0)
-        .map(|(t, _)| *t);
     let mut json = serde_json::to_value(&summary)?;
     json["job"] = serde_json::json!({
         "documents": roots.yielded(),
@@ -243,8 +238,8 @@ pub(super) fn run_here(
         "first_outcome_s": summary.first_root_s,
         "first_present_s": summary.first_present_s,
         "first_written_s": outputs.written_at.first(),
-        "written_at_s": outputs.written_at,
-        "first_text_document_s": first_text,
+        "written_at_s": outputs.written_at.times(),
+        "first_text_document_s": outputs.first_text_s,
         "interrupted": interrupted,
         "resumed_documents": summary.journal_skipped,
         "not_started": names.remaining(),
@@ -276,7 +271,7 @@ pub(super) fn run_here(
         timeline::svg(
             &summary,
             &spans.spans(),
-            &outputs.written_at,
+            outputs.written_at.times(),
             "documents written",
             &title,
         ),
@@ -290,7 +285,7 @@ pub(super) fn run_here(
         summary.wall_s,
         pages_per_s,
         summary.first_root_s.unwrap_or(f64::NAN),
-        first_text.unwrap_or(f64::NAN)
+        outputs.first_text_s.unwrap_or(f64::NAN)
     );
     print!("{}", summary.calls_table());
     if let Some(d) = &distributed {

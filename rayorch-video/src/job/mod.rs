@@ -218,7 +218,7 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
         "score_batches": batches,
         "score_batches_multi_clip": multi_clip,
         "score_batches_multi_video": multi_video,
-        "written_at_s": sink.written_at,
+        "written_at_s": sink.written_at.times(),
     });
     rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
     let title = format!("video_index: {} videos in {:.1} s", sink.written, summary.wall_s);
@@ -227,7 +227,7 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
         timeline::svg(
             &summary,
             &spans.spans(),
-            &sink.written_at,
+            sink.written_at.times(),
             "videos written",
             &title,
         ),

@@ -16,6 +16,7 @@ use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::ParquetFile;
 use rayorch_kit::progress::Progress;
+use rayorch_kit::timeline::Ticks;
 use serde::Serialize;
 
 use crate::VideoRecord;
@@ -39,8 +40,9 @@ pub struct Outputs {
     parquet: Option<ParquetFile<VideoRows>>,
     bars: Arc<Progress>,
     start: Instant,
-    /// When each video was written, seconds since the sink was made.
-    pub written_at: Vec<f64>,
+    /// When videos were written, seconds since the sink was made (a
+    /// bounded, even sample past a thousand: see [`Ticks`]).
+    pub written_at: Ticks,
     /// Videos written.
     pub written: usize,
     /// Videos that failed.
@@ -69,7 +71,7 @@ impl Outputs {
             parquet: Some(ParquetFile::create(&dir.join("videos.parquet"), VideoRows, 8)?),
             bars,
             start: Instant::now(),
-            written_at: Vec::new(),
+            written_at: Ticks::default(),
             written: 0,
             failed: 0,
         })
