@@ -130,10 +130,10 @@ pub struct Claim {
 pub enum WireOutcome {
     /// One slot per output Port.
     Ok(Vec<Slot>),
-    /// A typed record failure.
-    Record(String),
-    /// A typed group failure.
-    Group(String),
+    /// A typed record failure: its message and the stage's code.
+    Record(String, Option<String>),
+    /// A typed group failure: its message and the stage's code.
+    Group(String, Option<String>),
 }
 
 /// A worker's report of one batch.
@@ -479,13 +479,14 @@ impl Ctl {
                                     w.u8(0);
                                     w.slots(s);
                                 }
-                                WireOutcome::Record(m) => {
-                                    w.u8(1);
+                                // Tags 1 and 2 without a code, 3 and 4 with.
+                                WireOutcome::Record(m, code) | WireOutcome::Group(m, code) => {
+                                    let group = matches!(o, WireOutcome::Group(..));
+                                    w.u8(u8::from(group) + if code.is_some() { 3 } else { 1 });
                                     w.str(m);
-                                }
-                                WireOutcome::Group(m) => {
-                                    w.u8(2);
-                                    w.str(m);
+                                    if let Some(c) = code {
+                                        w.str(c);
+                                    }
                                 }
                             }
                         }
@@ -526,8 +527,16 @@ impl Ctl {
                         for _ in 0..n {
                             outs.push(match r.u8("outcome tag")? {
                                 0 => WireOutcome::Ok(r.slots()?),
-                                1 => WireOutcome::Record(r.text("record failure")?),
-                                2 => WireOutcome::Group(r.text("group failure")?),
+                                1 => WireOutcome::Record(r.text("record failure")?, None),
+                                2 => WireOutcome::Group(r.text("group failure")?, None),
+                                3 => WireOutcome::Record(
+                                    r.text("record failure")?,
+                                    Some(r.text("failure code")?),
+                                ),
+                                4 => WireOutcome::Group(
+                                    r.text("group failure")?,
+                                    Some(r.text("failure code")?),
+                                ),
                                 t => return Err(r.err(format!("unknown outcome tag {t}"))),
                             });
                         }
@@ -589,8 +598,10 @@ mod tests {
                 claim: claim.clone(),
                 result: Ok(vec![
                     WireOutcome::Ok(vec![Slot::Inline("s".into(), b"x".to_vec())]),
-                    WireOutcome::Record("bad".into()),
-                    WireOutcome::Group("worse".into()),
+                    WireOutcome::Record("bad".into(), None),
+                    WireOutcome::Group("worse".into(), None),
+                    WireOutcome::Record("corrupt".into(), Some("pdf.corrupt".into())),
+                    WireOutcome::Group("gone".into(), Some("input.missing".into())),
                 ]),
             }),
             Ctl::Report(Report {

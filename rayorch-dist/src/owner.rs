@@ -970,8 +970,8 @@ async fn decode_result(
                 }
                 Outcome::Ok(vals)
             }
-            WireOutcome::Record(m) => Outcome::RecordFailure(Cause::new(m)),
-            WireOutcome::Group(m) => Outcome::GroupFailure(Cause::new(m)),
+            WireOutcome::Record(m, code) => Outcome::RecordFailure(coded(Cause::new(m), code)),
+            WireOutcome::Group(m, code) => Outcome::GroupFailure(coded(Cause::new(m), code)),
         });
     }
     (Ok(res), decoded_keys)
@@ -1027,4 +1027,12 @@ fn run_id() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+/// A cause with the code a worker's stage gave it, if any.
+fn coded(cause: Cause, code: Option<String>) -> Cause {
+    match code {
+        Some(c) => cause.with_code(c),
+        None => cause,
+    }
 }

@@ -662,9 +662,15 @@ async fn encode_result(
                 }
                 WireOutcome::Ok(slots)
             }
-            Outcome::RecordFailure(c) => WireOutcome::Record(c.message().to_string()),
-            Outcome::GroupFailure(c) => WireOutcome::Group(c.message().to_string()),
+            Outcome::RecordFailure(c) => WireOutcome::Record(c.message().to_string(), stage_code(&c)),
+            Outcome::GroupFailure(c) => WireOutcome::Group(c.message().to_string(), stage_code(&c)),
         });
     }
     Ok(wire)
+}
+
+/// The code a stage gave its failure's cause, to travel with its message
+/// (a fresh cause has no kind yet, so this is the stage's own code).
+fn stage_code(c: &rayorch_runtime::Cause) -> Option<String> {
+    c.code().map(String::from)
 }

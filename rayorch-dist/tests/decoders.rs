@@ -158,8 +158,8 @@ fn hello() -> impl Strategy<Value = Hello> {
 fn outcome() -> impl Strategy<Value = WireOutcome> {
     prop_oneof![
         proptest::collection::vec(slot(), 0..4).prop_map(WireOutcome::Ok),
-        name().prop_map(WireOutcome::Record),
-        name().prop_map(WireOutcome::Group),
+        (name(), prop::option::of(name())).prop_map(|(m, c)| WireOutcome::Record(m, c)),
+        (name(), prop::option::of(name())).prop_map(|(m, c)| WireOutcome::Group(m, c)),
     ]
 }
 

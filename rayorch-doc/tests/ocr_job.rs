@@ -132,14 +132,16 @@ fn bad_documents_are_failure_lines_the_rest_are_written_and_the_exit_status_says
         "{:?}",
         ran.failures
     );
-    for (file, says) in [
-        ("b-cut.pdf", "declares 10 pages but only"),
-        ("missing.pdf", "cannot read the file"),
-        ("nothing-*.pdf", "cannot read the file"),
-        ("d-notes.pdf", "not a PDF"),
+    for (file, says, code) in [
+        ("b-cut.pdf", "declares 10 pages but only", "pdf.truncated"),
+        ("missing.pdf", "cannot read the file", "input.missing"),
+        ("nothing-*.pdf", "cannot read the file", "input.missing"),
+        ("d-notes.pdf", "not a PDF", "input.not_pdf"),
     ] {
-        let cause = &failure(&ran, file).cause;
-        assert!(cause.contains(says), "{file}: {cause}");
+        let line = failure(&ran, file);
+        assert!(line.cause.contains(says), "{file}: {}", line.cause);
+        // A code to group failures by, without reading the message.
+        assert_eq!(line.code.as_deref(), Some(code), "{file}");
     }
     // Where it arose: the Call that failed.
     let at = failure(&ran, "d-notes.pdf").at.clone().unwrap_or_default();

@@ -41,11 +41,17 @@ fn the_first_30_percent_of_a_report_is_a_failure_with_the_counts() {
     let full = report();
     let cut = full[..full.len() * 3 / 10].to_vec();
     let err = render_document(&PdfFile::from_bytes("report-cut.pdf", cut), &cfg()).unwrap_err();
-    let RenderError::Corrupt { doc, detail } = &err else {
+    let RenderError::Corrupt {
+        doc,
+        detail,
+        truncated,
+    } = &err
+    else {
         panic!("expected Corrupt, got {err:?}");
     };
     assert_eq!(doc, "report-cut.pdf");
     assert!(detail.contains("declares 18 pages but only"), "{detail}");
+    assert!(*truncated && err.code() == "pdf.truncated");
     let read: usize = detail
         .split("but only ")
         .nth(1)

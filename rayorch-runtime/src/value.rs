@@ -119,8 +119,13 @@ impl fmt::Display for FailureKind {
 pub struct Origin {
     /// The Call (or structural operation) that failed.
     pub call: Arc<str>,
-    /// The Entity, as a Domain-named path from the root.
+    /// The Entity, as a Domain-named path from the root (for people).
     pub entity: String,
+    /// The Entity's Domain.
+    pub domain: &'static str,
+    /// The Entity's place: its root's key and one ordinal per level below
+    /// the root (for tools: no parsing of `entity`).
+    pub path: crate::EntityPath,
 }
 
 /// Why an Item is not present: the text a stage gave, what kind of failure
@@ -138,6 +143,7 @@ pub struct Cause(Arc<CauseInner>);
 #[derive(Clone, PartialEq, Eq)]
 struct CauseInner {
     message: String,
+    code: Option<Arc<str>>,
     context: Option<String>,
     kind: Option<FailureKind>,
     origin: Option<Origin>,
@@ -150,6 +156,7 @@ impl Cause {
     pub fn new(message: impl Into<String>) -> Cause {
         Cause(Arc::new(CauseInner {
             message: message.into(),
+            code: None,
             context: None,
             kind: None,
             origin: None,
@@ -194,6 +201,30 @@ impl Cause {
         let mut inner = (*self.0).clone();
         inner.suppression = true;
         Cause(Arc::new(inner))
+    }
+
+    /// This cause with a stable, machine-readable code (`pdf.corrupt`,
+    /// `input.not_pdf`, …) that failure lines carry, so failures can be
+    /// grouped without parsing messages. Use dotted lowercase names; the
+    /// engine's own are listed at [`Cause::code`].
+    #[must_use]
+    pub fn with_code(self, code: impl Into<Arc<str>>) -> Cause {
+        let mut inner = (*self.0).clone();
+        inner.code = Some(code.into());
+        Cause(Arc::new(inner))
+    }
+
+    /// The failure's code: the one its stage set ([`Cause::with_code`]),
+    /// else the engine's: `input.duplicate_key`, `input.wrong_type`,
+    /// `call.stopped` (a Call past its cap of stuck threads), else the
+    /// kind's name (`record`, `group`, `error`, `panic`, `timeout`,
+    /// `contract`, `cancelled`, `source`); `None` only for a cause no
+    /// stage coded and the engine has not sealed yet.
+    pub fn code(&self) -> Option<&str> {
+        self.0
+            .code
+            .as_deref()
+            .or_else(|| self.0.kind.map(FailureKind::as_str))
     }
 
     /// The text the stage (or the engine) gave.

@@ -142,7 +142,7 @@ fn abort_ends_the_run_naming_the_entity_the_call_and_the_error() {
         let inputs = common::keyed([2u32, 1, 3, 0, 1, 2]);
         let err = sim::run(&plan, inputs, &cfg).expect_err("the run aborts");
         let exact = cfg.batch_size.is_none();
-        assert_abort_error(&err, if exact { "Page 2/2" } else { "Page " });
+        assert_abort_error(&err, if exact { "Doc 2 / Page 2" } else { "Doc " });
     }
     // Driving the engine by hand: after the failed report nothing more is
     // admitted or reserved, and `aborted()` holds the error.
@@ -157,7 +157,7 @@ fn abort_ends_the_run_naming_the_entity_the_call_and_the_error() {
         let r = replicas[c].run(b.inputs);
         eng.report(b.id, r);
     }
-    assert_abort_error(eng.aborted().unwrap(), "Page 2/2");
+    assert_abort_error(eng.aborted().unwrap(), "Doc 2 / Page 2");
     assert!(!eng.can_admit());
     assert!(matches!(eng.admit_typed(6, 1u32), Err(RunError::Aborted { .. })));
     assert!((0..eng.calls()).all(|c| eng.reserve(c, 8).is_none()));

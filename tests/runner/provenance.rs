@@ -28,7 +28,7 @@ impl Stage for Ocr {
         let mut out = Vec::new();
         for (d, p) in batch {
             out.push(match (d, p) {
-                (1, 1) => Outcome::RecordFailure("unreadable page".into()),
+                (1, 1) => Outcome::RecordFailure(Cause::new("unreadable page").with_code("page.unreadable")),
                 (2, 1) => Outcome::GroupFailure("the document is torn".into()),
                 (3, 1) => panic!("the model crashed on this page"),
                 (4, 1) => return Err("the model server said no".into()),
@@ -96,6 +96,10 @@ fn record_group_panic_error_and_duplicate_failures_say_what_and_where() {
         );
     }
     assert!(lines[&3].cause.contains("the model crashed"), "{:?}", lines[&3]);
+    // Codes to group by: the stage's own, else the kind's.
+    for (k, code) in [(1, "page.unreadable"), (2, "group"), (3, "panic"), (4, "error")] {
+        assert_eq!(lines[&k].code.as_deref(), Some(code), "{:?}", lines[&k]);
+    }
     // The second root given key 1: the source's mistake, no Call, no Entity.
     assert_eq!(repeated.len(), 1, "{repeated:?}");
     assert_eq!(
@@ -112,6 +116,7 @@ fn record_group_panic_error_and_duplicate_failures_say_what_and_where() {
         "{:?}",
         repeated[0]
     );
+    assert_eq!(repeated[0].code.as_deref(), Some("input.duplicate_key"));
     let dup = summary.failures.iter().find(|f| f.kind == "source").unwrap();
     assert_eq!(
         (dup.domain.as_str(), dup.level.as_str(), dup.count),
@@ -241,4 +246,33 @@ fn a_keep_failed_list_tells_failed_children_from_suppressed_ones() {
         Some("Doc 0 / Page 1"),
         "the suppressed page names the failure that suppressed it"
     );
+}
+
+/// A cause's origin is typed: the Call, the Domain and the Entity's place
+/// (root key, ordinals) as fields, besides the words for people.
+#[test]
+fn a_causes_origin_gives_the_entity_path_as_fields() {
+    let pages = Call::map("pages", |d: u32| (0..3).map(|p| (d, p)).collect::<Vec<_>>());
+    let ocr = Call::new("ocr", || Ok(Ocr)).batch_size(1);
+    let (plan, out) = Plan::build(|b| {
+        let docs = b.source::<Doc, u32>();
+        b.output(reduce(ocr.apply(expand::<Page, _, _>(pages.apply(docs)))))
+    })
+    .unwrap();
+    let mut causes = Vec::new();
+    Runner::new(&plan)
+        .run(
+            [(7u64, 1u32)],
+            rayorch::sink::Callback::new(|o: &rayorch::RootOutcome| causes.push(o.get(out).cause().cloned())),
+        )
+        .unwrap();
+    let cause = causes[0]
+        .clone()
+        .expect("doc 7 is suppressed by its page's failure");
+    let origin = cause.origin().unwrap();
+    assert_eq!((&*origin.call, origin.domain), ("ocr", "Page"));
+    assert_eq!((origin.path.root, origin.path.ordinals.as_slice()), (7, &[1][..]));
+    assert_eq!(origin.entity, "Doc 7 / Page 1");
+    assert_eq!(cause.kind(), Some(FailureKind::Record));
+    assert_eq!(cause.code(), Some("page.unreadable"));
 }

@@ -63,6 +63,8 @@ pub enum RenderError {
         doc: String,
         /// The I/O error.
         cause: String,
+        /// There is no such file.
+        missing: bool,
     },
     /// No `%PDF-` header in the first KiB.
     #[error("{doc}: not a PDF (no `%PDF-` header; the file starts with {head:?}); pass only PDF files")]
@@ -89,6 +91,9 @@ pub enum RenderError {
         doc: String,
         /// What failed.
         detail: String,
+        /// It looks cut short (pages the page tree declares are missing, or
+        /// the end-of-file marker is).
+        truncated: bool,
     },
     /// The renderer crashed on a page.
     #[error(
@@ -102,6 +107,29 @@ pub enum RenderError {
         /// The panic message.
         detail: String,
     },
+}
+
+impl RenderError {
+    /// A stable, machine-readable code for the failure lines (group
+    /// failures by it without parsing the message): `input.missing`,
+    /// `input.unreadable`, `input.not_pdf`, `pdf.encrypted`, `pdf.truncated`,
+    /// `pdf.corrupt`, `pdf.render_crashed`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RenderError::Read { missing: true, .. } => "input.missing",
+            RenderError::Read { .. } => "input.unreadable",
+            RenderError::NotPdf { .. } => "input.not_pdf",
+            RenderError::Encrypted { .. } => "pdf.encrypted",
+            RenderError::Corrupt { truncated: true, .. } => "pdf.truncated",
+            RenderError::Corrupt { .. } => "pdf.corrupt",
+            RenderError::Crashed { .. } => "pdf.render_crashed",
+        }
+    }
+
+    /// This failure as a record's cause, with its [`code`](RenderError::code).
+    pub fn cause(&self) -> Cause {
+        Cause::new(self.to_string()).with_code(self.code())
+    }
 }
 
 fn head_text(bytes: &[u8]) -> String {
@@ -258,6 +286,7 @@ pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
             .map_err(|e| RenderError::Read {
                 doc: doc.clone(),
                 cause: e.to_string(),
+                missing: e.kind() == std::io::ErrorKind::NotFound,
             })?
             .into(),
         PdfSource::Url(u) => {
@@ -266,6 +295,7 @@ pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
                 cause: format!(
                     "{u} was not fetched (a pipeline opens a URL's document after its fetch Call)"
                 ),
+                missing: false,
             });
         }
     };
@@ -289,12 +319,14 @@ pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
             return Err(RenderError::Corrupt {
                 doc,
                 detail: "no readable cross-reference table or page tree".into(),
+                truncated: false,
             });
         }
         Err(p) => {
             return Err(RenderError::Corrupt {
                 doc,
                 detail: format!("the parser crashed: {}", panic_message(&*p)),
+                truncated: false,
             });
         }
     };
@@ -379,20 +411,27 @@ fn check_page_count(pdf: &Pdf, doc: &str, bytes: &[u8]) -> Result<(), RenderErro
     let declared = catalog
         .and_then(|c| c.get::<Dict<'_>>(b"Pages"))
         .and_then(|p| p.get::<i64>(b"Count"));
-    let corrupt = |detail: String| RenderError::Corrupt {
+    let corrupt = |detail: String, truncated| RenderError::Corrupt {
         doc: doc.to_string(),
         detail,
+        truncated,
     };
     match declared {
-        Some(n) if n > read as i64 => Err(corrupt(format!(
-            "the page tree declares {n} pages but only {read} could be read (is the file truncated?)"
-        ))),
+        Some(n) if n > read as i64 => Err(corrupt(
+            format!(
+                "the page tree declares {n} pages but only {read} could be read (is the file truncated?)"
+            ),
+            true,
+        )),
         Some(_) => Ok(()),
-        None if read == 0 => Err(corrupt("no page tree could be read".into())),
-        None if !ends_with_eof_marker(bytes) => Err(corrupt(format!(
-            "the file ends without its end-of-file marker and its page tree is lost; {read} pages were \
+        None if read == 0 => Err(corrupt("no page tree could be read".into(), false)),
+        None if !ends_with_eof_marker(bytes) => Err(corrupt(
+            format!(
+                "the file ends without its end-of-file marker and its page tree is lost; {read} pages were \
              found by scanning, others may be missing (is the file truncated?)"
-        ))),
+            ),
+            true,
+        )),
         // A complete file with a damaged root whose pages were still found:
         // their count is all we know.
         None => Ok(()),
@@ -423,7 +462,7 @@ impl Stage for PdfOpen {
                 let _span = tracing::debug_span!("pdf_open", doc = &*f.name).entered();
                 match open_document(f) {
                     Ok(pages) => Outcome::Ok(pages),
-                    Err(e) => Outcome::RecordFailure(Cause::new(e.to_string())),
+                    Err(e) => Outcome::RecordFailure(e.cause()),
                 }
             })
             .collect())

@@ -273,11 +273,7 @@ impl Core {
         let dom = plan.calls[c].domain;
         let error = RunError::InvalidTransition {
             call: plan.calls[c].name.to_string(),
-            entity: format!(
-                "{} {}",
-                plan.domains[dom].info.name,
-                self.lineage.path(plan, dom, e)
-            ),
+            entity: self.lineage.named_path(plan, dom, e),
             transition: bad.to_string(),
         };
         debug_assert!(!self.assert_transitions, "{error}");

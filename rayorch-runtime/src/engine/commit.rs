@@ -258,11 +258,7 @@ impl Core {
             let dom = plan.calls[c].domain;
             self.fail_stop(RunError::Aborted {
                 call: plan.calls[c].name.to_string(),
-                entity: format!(
-                    "{} {}",
-                    plan.domains[dom].info.name,
-                    self.lineage.path(plan, dom, live[0])
-                ),
+                entity: self.lineage.named_path(plan, dom, live[0]),
                 cause: msg.to_string(),
             });
             return 0;
@@ -310,7 +306,9 @@ impl Core {
 
     fn exhaust(&mut self, plan: &PlanInner, c: usize, e: u32, err: &AttemptError) {
         self.calls.stats[c].exhausted += 1;
-        let cause = Cause::new(err.message()).classified(err.kind(), || self.lineage.origin(plan, c, e));
+        let cause = Cause::new(err.message())
+            .with_code(err.code())
+            .classified(err.kind(), || self.lineage.origin(plan, c, e));
         self.seal(plan, c, e, Transition::Commit, Item::Failed(cause));
     }
 }

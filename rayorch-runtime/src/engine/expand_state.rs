@@ -137,6 +137,8 @@ impl Core {
                 .classified(FailureKind::Record, || Origin {
                     call: n.label.as_str().into(),
                     entity: self.lineage.named_path(plan, parent_dom, p),
+                    domain: plan.domains[parent_dom].info.name,
+                    path: self.lineage.path(plan, parent_dom, p),
                 });
                 self.close_expansion(plan, child, p, ExpansionState::Failed, Some(cause));
             }

@@ -161,6 +161,8 @@ impl LineageState {
         Origin {
             call: call.name.clone(),
             entity: self.named_path(plan, call.domain, e),
+            domain: plan.domains[call.domain].info.name,
+            path: self.path(plan, call.domain, e),
         }
     }
 

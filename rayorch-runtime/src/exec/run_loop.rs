@@ -565,8 +565,8 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
     }
 
     /// A root refused before admission: to the sink failed (kind `source`).
-    fn refuse(&mut self, key: u64, why: String) -> Result<(), RunError> {
-        let cause = Cause::of_kind(why, FailureKind::Source);
+    fn refuse(&mut self, key: u64, code: &'static str, why: String) -> Result<(), RunError> {
+        let cause = Cause::of_kind(why, FailureKind::Source).with_code(code);
         self.hand_out(&self.failed_outcome(key, cause), false)
     }
 
@@ -587,6 +587,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             self.duplicates += 1;
             return self.refuse(
                 key,
+                "input.duplicate_key",
                 format!(
                     "root key {key} was already given to this run; this root was not run: give each root a unique key"
                 ),
@@ -599,6 +600,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             self.wrong_type += 1;
             return self.refuse(
                 key,
+                "input.wrong_type",
                 format!(
                     "root {key}: the plan's source takes `{expected}`, but this root's value is another type; it was not run: give every root a `{expected}`"
                 ),

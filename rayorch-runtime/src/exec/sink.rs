@@ -430,6 +430,13 @@ pub struct FailureLine {
     /// The kind of the failure that decided the root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// A stable, machine-readable code for grouping failures: the stage's
+    /// (`pdf.corrupt`, `pdf.encrypted`, `pdf.truncated`, `input.not_pdf`,
+    /// `input.missing`, …), else the engine's (`input.duplicate_key`,
+    /// `input.wrong_type`, `call.stopped`), else the kind (`timeout`,
+    /// `panic`, …). See [`Cause::code`](crate::Cause::code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     /// The cause's message (empty for dropped roots).
     pub cause: String,
     /// Where the cause arose: the Call and Entity path, in words.
@@ -454,6 +461,7 @@ impl FailureLine {
             name,
             outcome: format!("{kind:?}").to_lowercase(),
             kind: cause.and_then(|c| c.kind()).map(|k| k.as_str().to_string()),
+            code: cause.and_then(|c| c.code()).map(String::from),
             cause: cause.map(|c| c.message().to_string()).unwrap_or_default(),
             at: cause.and_then(|c| c.context().map(String::from)),
             call: origin.map(|o| o.call.to_string()),

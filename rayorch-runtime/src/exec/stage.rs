@@ -256,6 +256,18 @@ impl AttemptError {
         }
     }
 
+    /// The code a record's cause carries when this was its last attempt
+    /// (see [`Cause::code`](crate::Cause::code)).
+    pub fn code(&self) -> &'static str {
+        match self {
+            AttemptError::Failed(_) => "error",
+            AttemptError::Panicked(_) => "panic",
+            AttemptError::TimedOut(_) => "timeout",
+            AttemptError::Contract(_) => "contract",
+            AttemptError::Stopped(_) => "call.stopped",
+        }
+    }
+
     /// The kind of failure a record ends with when this was its last attempt.
     pub fn kind(&self) -> crate::value::FailureKind {
         use crate::value::FailureKind;
