@@ -97,7 +97,8 @@ fn check_final(m: &BTreeMap<String, f64>, s: &RunSummary) {
     eq("rayorch_roots_total", &[("outcome", "failed")], s.failed);
     eq("rayorch_roots_total", &[("outcome", "dropped")], s.dropped);
     eq("rayorch_roots_total", &[("outcome", "suppressed")], s.suppressed);
-    eq("rayorch_driver_wakeups_total", &[], s.driver_wakeups);
+    eq("rayorch_loop_wakeups_total", &[], s.loop_wakeups);
+    eq("rayorch_driver_wakeups_total", &[], s.loop_wakeups);
     eq("rayorch_rejected_reports_total", &[], s.rejected_reports);
     for c in &s.calls {
         let call = [("call", c.name.as_str())];

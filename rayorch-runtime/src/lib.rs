@@ -8,14 +8,17 @@
 //! deterministic executor for tests. An executor author finds the synchronous [`spi::Engine`] and the
 //! stage-erasure types in [`spi`].
 //!
-//! Inside, three layers (one folder each): `plan/` (building and checking a
-//! plan), `engine/` (the synchronous, deterministic lineage engine),
-//! `exec/` (executors, sinks, metrics).
+//! Inside, a ground floor and three layers above it, each importing only
+//! downward: `value` and `stage/` (values, causes, and the stage contract a
+//! Call runs: `Stage`, `AsyncStage`, per-record `records`), then `plan/`
+//! (building and checking a plan), `engine/` (the synchronous,
+//! deterministic lineage engine), `exec/` (executors, sinks, metrics).
 
 mod engine;
 mod error;
 mod exec;
 mod plan;
+mod stage;
 mod value;
 
 #[cfg(feature = "sim")]
@@ -32,9 +35,7 @@ pub use exec::control::{
     AdmissionLive, BackendGauge, BatchDispatched, BatchFinished, CallLive, CancelHandle, Observer, Progress,
 };
 pub use exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary};
-pub use exec::records::{AsyncRecordStage, RecordPolicy, RecordResult, Records};
 pub use exec::runner::{DEFAULT_BACKPRESSURE, DEFAULT_WINDOW, DEFAULT_WINDOW_CHILDREN, Runner};
-pub use exec::stage::{Async, AsyncStage, BatchFn, BoxError, BoxFuture, Stage, StageContext, StageResult};
 pub use plan::call::{Call, CallConfig, FnCall, RecordCall, Recovery, Reservation};
 pub use plan::domain::{ChildOf, Domain, RootDomain};
 pub use plan::pipeline::Pipeline;
@@ -43,6 +44,8 @@ pub use plan::port::{
     reduce_members,
 };
 pub use plan::{Output, Plan, PlanBuilder};
+pub use stage::records::{AsyncRecordStage, RecordPolicy, RecordResult, Records};
+pub use stage::{Async, AsyncStage, BatchFn, BoxError, BoxFuture, Stage, StageContext, StageResult};
 pub use value::{Cause, Data, FailureKind, Item, ItemKind, Origin, Outcome};
 
 // Type-level plumbing the operators' signatures name; users never write it.
@@ -76,13 +79,13 @@ pub mod spi {
     pub use crate::exec::metrics::WorkerGrains;
     pub use crate::exec::replica::{ReplicaPool, run_attempt};
     pub use crate::exec::run_loop::{Backend, Dispatch, Finished, LoopConfig, Report, run};
+    pub use crate::plan::CallSpec;
+    pub use crate::plan::forward::{Forward, ValueList, forwarding, split_output};
     #[cfg(feature = "sim")]
-    pub use crate::exec::stage::Replica;
-    pub use crate::exec::stage::{
+    pub use crate::stage::Replica;
+    pub use crate::stage::{
         AttemptError, AttemptResult, BatchInputs, ErasedCall, ErasedOutcome, Execution, StageBox, StageKind,
         panic_text,
     };
-    pub use crate::plan::CallSpec;
-    pub use crate::plan::forward::{Forward, ValueList, forwarding, split_output};
     pub use crate::value::{Value, Values};
 }

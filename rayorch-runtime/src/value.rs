@@ -112,6 +112,25 @@ impl fmt::Display for FailureKind {
     }
 }
 
+/// Where an Entity sits: its root key, then one ordinal per level.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntityPath {
+    /// The root's key.
+    pub root: u64,
+    /// Ordinals below the root, outermost first.
+    pub ordinals: Vec<u32>,
+}
+
+impl fmt::Display for EntityPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.root)?;
+        for o in &self.ordinals {
+            write!(f, "/{o}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Where a failure arose: the Call and the Entity, the Entity as its path
 /// from the root with each Domain named (`Pdf 7 / Page 3 / Line 12`: root
 /// key 7, page ordinal 3, line ordinal 12).
@@ -125,7 +144,7 @@ pub struct Origin {
     pub domain: &'static str,
     /// The Entity's place: its root's key and one ordinal per level below
     /// the root (for tools: no parsing of `entity`).
-    pub path: crate::EntityPath,
+    pub path: EntityPath,
 }
 
 /// Why an Item is not present: the text a stage gave, what kind of failure

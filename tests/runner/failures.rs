@@ -154,7 +154,7 @@ fn a_late_report_from_a_replaced_replica_is_rejected_and_counted() {
     // One replica hangs on its first batch until its replacement exists, then
     // reports (too late) and exits, dropping its stage. The last document's
     // render waits for that drop, which comes after the late report was sent:
-    // the run is still open when the driver reads it, in any timing.
+    // the run is still open when the run loop reads it, in any timing.
     let inits = Arc::new(common::Count::default());
     let dropped = Arc::new(common::Count::default());
     let batches = Arc::new(AtomicUsize::new(0));

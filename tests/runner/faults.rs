@@ -1,6 +1,6 @@
 //! Every fault path of the threaded Runner ends: async panics (in the future
 //! and in the synchronous part of `run`), async timeouts without a busy
-//! driver, failing replica factories, `Recovery::Abort`.
+//! run loop, failing replica factories, `Recovery::Abort`.
 
 use crate::common;
 
@@ -189,10 +189,10 @@ fn an_async_stage_that_always_panics_fails_its_records_and_the_run_ends() {
     assert!(m.replicas_replaced >= 1 && m.replicas_replaced <= m.attempt_failures);
 }
 
-/// A hanging async attempt is timed out by the driver under paused time: the
-/// test takes no wall time, and the driver wakes only for real events.
+/// A hanging async attempt is timed out by the run loop under paused time: the
+/// test takes no wall time, and the run loop wakes only for real events.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn an_async_timeout_is_retried_on_a_fresh_replica_and_the_driver_never_spins() {
+async fn an_async_timeout_is_retried_on_a_fresh_replica_and_the_run_loop_never_spins() {
     let attempts = Arc::new(AtomicUsize::new(0));
     let call = remote(Fault::Hang, usize::MAX, &attempts)
         .batch_size(8)
@@ -213,10 +213,10 @@ async fn an_async_timeout_is_retried_on_a_fresh_replica_and_the_driver_never_spi
     assert!(cause.contains("timed out after 1s"), "{cause}");
     let m = summary.call("remote").unwrap();
     assert_eq!((m.rpcs, m.attempt_failures, m.replicas_replaced), (3, 3, 3));
-    // The driver wakes for the two first replica starts (render, remote),
+    // The run loop wakes for the two first replica starts (render, remote),
     // render's report, three deadlines and two replacement starts (the third
     // replacement is not waited for): 8 at most, never in between.
-    assert!(summary.driver_wakeups <= 8, "{} wake-ups", summary.driver_wakeups);
+    assert!(summary.loop_wakeups <= 8, "{} wake-ups", summary.loop_wakeups);
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
 }
 
@@ -250,11 +250,11 @@ fn thread_cpu_ticks() -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-/// Real time, the driver on this thread: while the only attempt hangs, the
-/// driver sleeps until the deadline instead of polling it.
+/// Real time, the run loop on this thread: while the only attempt hangs, the
+/// run loop sleeps until the deadline instead of polling it.
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "current_thread")]
-async fn the_driver_uses_no_cpu_while_waiting_on_an_async_deadline() {
+async fn the_run_loop_uses_no_cpu_while_waiting_on_an_async_deadline() {
     let attempts = Arc::new(AtomicUsize::new(0));
     let call = remote(Fault::Hang, 2, &attempts)
         .timeout(Duration::from_millis(400))
@@ -274,9 +274,12 @@ async fn the_driver_uses_no_cpu_while_waiting_on_an_async_deadline() {
         waited >= Duration::from_millis(800),
         "two timeouts were waited for"
     );
-    // A spinning driver would burn ~80 ticks (800 ms at 100 Hz) here.
-    assert!(spent <= 10, "the driver thread used {spent} ticks while waiting");
-    assert!(summary.driver_wakeups <= 10, "{}", summary.driver_wakeups);
+    // A spinning run loop would burn ~80 ticks (800 ms at 100 Hz) here.
+    assert!(
+        spent <= 10,
+        "the run-loop thread used {spent} ticks while waiting"
+    );
+    assert!(summary.loop_wakeups <= 10, "{}", summary.loop_wakeups);
 }
 
 #[test]

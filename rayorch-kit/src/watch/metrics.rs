@@ -45,7 +45,7 @@
 //! | `rayorch_window_children_limit` | gauge | | the children window (absent when off) |
 //! | `rayorch_journal_commits_total` | counter | | journal commits |
 //! | `rayorch_journal_lag_roots` | gauge | | roots handed out, not yet committed |
-//! | `rayorch_driver_wakeups_total` | counter | | driver turns |
+//! | `rayorch_loop_wakeups_total` | counter | | run-loop turns (`rayorch_driver_wakeups_total`: the same figure under its old name, for one release) |
 //! | `rayorch_rejected_reports_total` | counter | | reports for batches no longer in flight |
 //! | `rayorch_backpressure_holds_total` | counter | | dispatches held by backpressure |
 //! | `rayorch_run_wall_seconds` | gauge | | time since the run started (at its last snapshot) |
@@ -206,7 +206,9 @@ fn record_progress(p: &Progress<'_>) -> Vec<Option<f64>> {
     }
     counter!("rayorch_journal_commits_total").absolute(s.journal_commits);
     gauge!("rayorch_journal_lag_roots").set(a.journal_lag as f64);
-    counter!("rayorch_driver_wakeups_total").absolute(s.driver_wakeups);
+    counter!("rayorch_loop_wakeups_total").absolute(s.loop_wakeups);
+    // The old name, for dashboards built on it; removed in the next release.
+    counter!("rayorch_driver_wakeups_total").absolute(s.loop_wakeups);
     counter!("rayorch_rejected_reports_total").absolute(s.rejected_reports);
     counter!("rayorch_backpressure_holds_total").absolute(s.backpressure_holds);
     gauge!("rayorch_run_wall_seconds").set(s.wall_s);
@@ -349,7 +351,11 @@ fn describe() {
         "rayorch_journal_lag_roots",
         "Roots handed out and not yet committed."
     );
-    describe_counter!("rayorch_driver_wakeups_total", "Driver turns.");
+    describe_counter!("rayorch_loop_wakeups_total", "Run-loop turns.");
+    describe_counter!(
+        "rayorch_driver_wakeups_total",
+        "Run-loop turns (deprecated name of rayorch_loop_wakeups_total)."
+    );
     describe_counter!(
         "rayorch_rejected_reports_total",
         "Reports for batches no longer in flight."

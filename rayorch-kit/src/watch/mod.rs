@@ -11,7 +11,7 @@
 //! | `/api/state` | the page's data as JSON (also for scripts) |
 //!
 //! Invariants:
-//! - The observer runs on the run's driver and only records: a snapshot
+//! - The observer runs on the run loop and only records: a snapshot
 //!   every [`Watch::every`] (250 ms by default) becomes metric values and
 //!   the page's state under one short lock; batch and root events append to
 //!   bounded buffers. Nothing it does waits on a reader.

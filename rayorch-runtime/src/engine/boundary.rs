@@ -8,8 +8,8 @@
 
 use std::fmt;
 
-use crate::exec::stage::BatchInputs;
 use crate::plan::Output;
+use crate::stage::BatchInputs;
 use crate::value::{Cause, Data, Item, ItemKind, Value, take_value};
 
 /// Engine settings.
@@ -73,25 +73,6 @@ pub struct Batch {
     pub inputs: BatchInputs,
     /// The Grains, in the same order.
     pub grains: Vec<GrainRef>,
-}
-
-/// Where an Entity sits: its root key, then one ordinal per level.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EntityPath {
-    /// The root's key.
-    pub root: u64,
-    /// Ordinals below the root, outermost first.
-    pub ordinals: Vec<u32>,
-}
-
-impl fmt::Display for EntityPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.root)?;
-        for o in &self.ordinals {
-            write!(f, "/{o}")?;
-        }
-        Ok(())
-    }
 }
 
 /// A root's final outcome: one Item per plan output.

@@ -24,10 +24,10 @@ use crate::engine::propagation_rules::{self, CallDecision, State};
 use crate::engine::ready_queue::{Batching, CallQueues, Entry, Reserved};
 use crate::engine::{Core, lineage_state::LineageState};
 use crate::error::RunError;
-use crate::exec::stage::BatchInputs;
 use crate::plan::PlanInner;
 use crate::plan::call::Recovery;
 use crate::plan::call::Reservation;
+use crate::stage::BatchInputs;
 use crate::value::{Cause, Item, Value};
 
 /// One Grain of a batch in flight, as the commit gate will check it.

@@ -20,9 +20,9 @@ use crate::engine::call_state::{InFlightGrain, retry_possible};
 use crate::engine::grain::{Phase, Transition};
 use crate::engine::ready_queue::Entry;
 use crate::error::RunError;
-use crate::exec::stage::{AttemptError, AttemptResult, ErasedOutcome};
 use crate::plan::PlanInner;
 use crate::plan::call::Recovery;
+use crate::stage::{AttemptError, AttemptResult, ErasedOutcome};
 use crate::value::{Cause, FailureKind, Item, Outcome, Value};
 
 impl Core {

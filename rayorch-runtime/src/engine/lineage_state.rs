@@ -16,9 +16,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::engine::boundary::EntityPath;
 use crate::engine::lineage::{Entities, Publish, Slot, publish_item};
 use crate::plan::PlanInner;
+use crate::value::EntityPath;
 use crate::value::{Cause, Item, Origin, Value};
 
 /// A published Item waiting to be propagated to its consumers.

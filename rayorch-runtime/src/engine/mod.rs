@@ -53,8 +53,9 @@ mod reduce_state;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+pub use crate::value::EntityPath;
 pub use boundary::{
-    Batch, BatchId, CallStats, EngineConfig, EngineStats, EntityPath, GrainRef, ReportOutcome, RootOutcome,
+    Batch, BatchId, CallStats, EngineConfig, EngineStats, GrainRef, ReportOutcome, RootOutcome,
 };
 
 use crate::engine::call_state::CallState;
@@ -62,8 +63,8 @@ use crate::engine::expand_state::ExpandState;
 use crate::engine::lineage_state::LineageState;
 use crate::engine::reduce_state::ReduceState;
 use crate::error::RunError;
-use crate::exec::stage::AttemptResult;
 use crate::plan::{Plan, PlanInner};
+use crate::stage::AttemptResult;
 use crate::value::{Cause, Data, Item, Value};
 
 /// The synchronous lineage engine and scheduler for one run of a [`Plan`].
@@ -322,7 +323,7 @@ impl Engine {
     }
 
     /// If nothing is in flight and nothing is dispatchable while roots are
-    /// unfinished, describe what is stuck (instead of letting a driver hang).
+    /// unfinished, describe what is stuck (instead of letting an executor hang).
     pub fn stall(&self) -> Option<String> {
         self.core.stall(&self.plan)
     }

@@ -14,7 +14,7 @@
 //! Invariants:
 //! - It never stalls a run: a Call is held only while one of its consumers
 //!   has work in flight or replicas starting up, and that consumer's next
-//!   report (or start) wakes the driver, which then reconsiders. With the
+//!   report (or start) wakes the run loop, which then reconsiders. With the
 //!   consumer idle nothing is held, so "nothing dispatched, nothing in
 //!   flight" still means a real stall.
 //! - It changes when batches are reserved, never what they contain or what

@@ -1,7 +1,7 @@
 //! Run control: a cancellation handle and an observer, both outside the stages.
 //!
 //! Invariants:
-//! - A [`CancelHandle`] only sets flags and wakes the driver; the driver alone
+//! - A [`CancelHandle`] only sets flags and wakes the run loop; the run loop alone
 //!   acts on them, between two events, so the engine is never touched from
 //!   another thread.
 //! - Cancellation is sticky: a cancelled [`Runner`](crate::Runner) stays
@@ -11,7 +11,7 @@
 //!   cause saying the run was cancelled. `run` then returns `Ok` with
 //!   [`RunSummary::cancelled`](crate::RunSummary::cancelled) set, because every
 //!   outcome the sink got is valid and the caller asked for the stop.
-//! - [`Observer`] methods run on the driver, in event order; they must return
+//! - [`Observer`] methods run on the run loop, in event order; they must return
 //!   quickly (a slow observer slows dispatch, like a slow sink).
 
 use std::sync::Arc;
@@ -39,7 +39,7 @@ pub(crate) struct ControlState {
 impl ControlState {
     fn raise(&self, to: u8) {
         self.level.fetch_max(to, Ordering::SeqCst);
-        // `notify_one` keeps a permit when the driver is not waiting yet, so
+        // `notify_one` keeps a permit when the run loop is not waiting yet, so
         // a request between two waits is never lost.
         self.wake.notify_one();
     }
@@ -235,7 +235,7 @@ pub struct BackendGauge {
 
 /// Watches a run without wrapping its stages: pass one to
 /// [`Runner::observe`](crate::Runner::observe). Every method has a no-op
-/// default; all run on the driver, in event order.
+/// default; all run on the run loop, in event order.
 pub trait Observer: Send {
     /// A batch went to a replica.
     fn batch_dispatched(&mut self, _batch: &BatchDispatched<'_>) {}
@@ -251,7 +251,7 @@ pub trait Observer: Send {
     fn root_finished(&mut self, _outcome: &RootOutcome, _at: Duration) {}
     /// How often this observer wants a [`Progress`] snapshot (`None`, the
     /// default: never, and the run builds none). Snapshots come at the
-    /// first driver turn after each interval, and once at the end.
+    /// first run-loop turn after each interval, and once at the end.
     fn progress_every(&self) -> Option<Duration> {
         None
     }

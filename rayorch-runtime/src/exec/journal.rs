@@ -14,7 +14,7 @@
 //!
 //! Invariants (exactly once across a crash):
 //! - A commit is one redb write transaction with `Durability::Immediate`:
-//!   before it, the driver calls [`Sink::sync`] with `durable = true`, which
+//!   before it, the run loop calls [`Sink::sync`] with `durable = true`, which
 //!   `fsync`s every output and returns its positions; the transaction then
 //!   stores the roots delivered since the last commit *and* those positions.
 //!   So after a crash at any instant, the last commit's roots are exactly the
@@ -26,7 +26,7 @@
 //!   to its committed position ([`Sink::truncate_to`]), and skips the roots
 //!   the journal holds; the others run again and are written once more.
 //!   Hence a root is in the outputs iff it is in the journal.
-//! - Commits are grouped: every root delivered in one driver wakeup goes in
+//! - Commits are grouped: every root delivered in one run-loop wakeup goes in
 //!   one transaction ([`FsyncPolicy::EveryWakeup`]), or at most one
 //!   transaction per interval ([`FsyncPolicy::Interval`], the default: a crash
 //!   repeats at most that much finished work). The end of a run, and a
@@ -63,7 +63,7 @@ const FORMAT: &str = "rayorch-journal/1";
 /// journal: that is its cost).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FsyncPolicy {
-    /// Commit at the end of every driver wakeup that delivered roots: a
+    /// Commit at the end of every run-loop wakeup that delivered roots: a
     /// crash repeats nothing that reached the sink before the last wakeup.
     EveryWakeup,
     /// Commit at most once per interval (and at the end of the run): a
@@ -199,7 +199,7 @@ impl JournalOptions {
     }
 }
 
-/// An open journal, owned by the executor of one run (the local driver, or
+/// An open journal, owned by the executor of one run (the local run loop, or
 /// a distributed owner): [`Journal::open`] before the first root,
 /// [`Journal::record`] each root handed to the sink, [`Journal::commit`]
 /// when [`Journal::due`] (and with `force` at the end).

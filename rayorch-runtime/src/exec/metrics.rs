@@ -116,9 +116,9 @@ pub struct RunSummary {
     /// Replica threads abandoned past a Call's timeout, over every Call
     /// (see [`CallMetrics::threads_abandoned`]).
     pub threads_abandoned: u64,
-    /// Times the driver woke up (an event, a deadline, a source item, a
+    /// Times the run loop woke up (an event, a deadline, a source item, a
     /// control request): a run's control-plane cost; it never spins.
-    pub driver_wakeups: u64,
+    pub loop_wakeups: u64,
     /// Reports for batches no longer in flight (stale or duplicate).
     pub rejected_reports: u64,
     /// Times a Call's dispatch was held by backpressure (its consumer was

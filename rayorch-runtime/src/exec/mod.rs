@@ -1,5 +1,4 @@
-//! Executors and everything around a run: the [`Stage`](stage::Stage)
-//! contract (and per-record async stages, `records`), the one run loop
+//! Executors and everything around a run: the one run loop
 //! every executor drives (`run_loop`) and its backends — the threaded
 //! [`Runner`](runner::Runner)'s replica pools, the seeded `sim` executor
 //! (feature `sim`); the distributed one lives in `rayorch-dist` — plus run
@@ -9,11 +8,9 @@ pub(crate) mod backpressure;
 pub(crate) mod control;
 pub mod journal;
 pub(crate) mod metrics;
-pub(crate) mod records;
 pub(crate) mod replica;
 pub(crate) mod run_loop;
 pub(crate) mod runner;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod sink;
-pub(crate) mod stage;

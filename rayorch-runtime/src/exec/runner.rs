@@ -331,7 +331,7 @@ impl<'p> Runner<'p> {
     }
 
     /// Watch runs with `observer` (batch events, per-Domain counts), called
-    /// on the driver; replaces an earlier observer.
+    /// on the run loop; replaces an earlier observer.
     #[must_use]
     pub fn observe(self, observer: impl Observer + 'static) -> Self {
         *self.observer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(observer));

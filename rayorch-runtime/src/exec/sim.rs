@@ -41,11 +41,9 @@ use crate::error::RunError;
 use crate::exec::control::ControlState;
 use crate::exec::run_loop::{Backend, Dispatch, Finished, LoopConfig, Report, run_ended};
 use crate::exec::sink::Callback;
-use crate::exec::stage::{
-    AttemptError, AttemptResult, BoxFuture, Execution, StageBox, panic_text, paused_runtime,
-};
 use crate::plan::Plan;
 use crate::plan::call::Recovery;
+use crate::stage::{AttemptError, AttemptResult, BoxFuture, Execution, StageBox, panic_text, paused_runtime};
 use crate::value::Value;
 
 /// How the simulated schedule is drawn.

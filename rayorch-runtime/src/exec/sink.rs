@@ -1,9 +1,9 @@
 //! Sinks: where each root's outcome goes the moment it is terminal.
 //!
-//! A sink runs on the driver, in completion order, once per root. A sink
+//! A sink runs on the run loop, in completion order, once per root. A sink
 //! error stops the run (a full disk must not silently drop results).
 //!
-//! Backpressure, not buffering: the driver calls the sink synchronously and
+//! Backpressure, not buffering: the run loop calls the sink synchronously and
 //! admits, dispatches and reports nothing while it runs, so a slow sink
 //! slows the run instead of letting finished roots pile up; roots pulled
 //! from the source never exceed roots delivered plus the window
@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::engine::RootOutcome;
-use crate::exec::stage::BoxError;
 use crate::plan::Output;
+use crate::stage::BoxError;
 use crate::value::{Data, Item};
 
 /// Receives root outcomes as they complete.

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::error::PlanError;
-use crate::exec::stage::ErasedCall;
 use crate::plan::call::CallConfig;
 use crate::plan::domain::{Domain, DomainInfo};
+use crate::stage::ErasedCall;
 use crate::value::{Cause, Value};
 
 /// A Port id together with the build that made it.

@@ -5,13 +5,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::exec::records::{AsyncRecordStage, RecordPolicy, Records};
-use crate::exec::stage::{
-    Assemble, Async, AsyncStage, BatchFn, BoxError, Factory, Glue, StageKind, StageResult,
-};
 use crate::plan::build::{self, NodeKind};
 use crate::plan::domain::Domain;
 use crate::plan::port::{Inputs, OutputSet, Port};
+use crate::stage::records::{AsyncRecordStage, RecordPolicy, Records};
+use crate::stage::{Assemble, Async, AsyncStage, BatchFn, BoxError, Factory, Glue, StageKind, StageResult};
 use crate::value::{Data, Outcome};
 
 /// How a Call's Ready Queue is turned into physical batches.

@@ -22,11 +22,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::error::{PlanError, PlanErrors};
-use crate::exec::stage::ErasedCall;
 use crate::plan::build::{Draft, Edge, NodeKind};
 use crate::plan::call::CallConfig;
 use crate::plan::domain::{DomainInfo, RootDomain};
 use crate::plan::port::{OutputSet, Port};
+use crate::stage::ErasedCall;
 use crate::value::{Data, take_value};
 
 /// An immutable, validated pipeline graph. Cheap to clone.

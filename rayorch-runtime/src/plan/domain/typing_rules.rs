@@ -39,11 +39,11 @@
 
 use std::marker::PhantomData;
 
-use crate::exec::stage::Assemble;
-use crate::exec::stage::StageKind;
 use crate::plan::call::Call;
 use crate::plan::domain::{Domain, NoParent};
 use crate::plan::port::{Inputs, Optional, OutputSet, Port};
+use crate::stage::Assemble;
+use crate::stage::StageKind;
 use crate::value::{Cause, Data, Value};
 
 mod roots;

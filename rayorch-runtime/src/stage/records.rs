@@ -41,7 +41,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::Semaphore;
 
-use crate::exec::stage::{AsyncStage, BoxError, StageContext, StageResult, panic_text, short_type_name};
+use crate::stage::{AsyncStage, BoxError, StageContext, StageResult, panic_text, short_type_name};
 use crate::value::{Cause, FailureKind, Outcome};
 
 /// What [`AsyncRecordStage::run_one`] returns: the record's outcome, or an

@@ -8,7 +8,7 @@
 //!   replica, up to `concurrency` batches in flight on the async runtime.
 //! - [`AsyncRecordStage`](crate::AsyncRecordStage): I/O one record at a time,
 //!   each record with its own deadline and retries; an `AsyncStage` through
-//!   its adapter (`exec/records.rs`), so executors see an async stage.
+//!   its adapter (`stage/records.rs`), so executors see an async stage.
 //!
 //! Each returns one [`Outcome`] per input, in input order. An `Err` for the
 //! whole batch, or a panic, is a *physical attempt failure* handled by the
@@ -23,6 +23,11 @@
 //! that makes stage instances ([`StageBox`]) and runs erased batches on them.
 //! Two Calls applied from the same `Call` value have the same stage type, so
 //! one pool of instances can serve both.
+//!
+//! This module is the ground floor beside `value`: it imports nothing from
+//! `plan/`, `engine/` or `exec/`, which all build on it.
+
+pub(crate) mod records;
 
 use std::any::{Any, type_name};
 use std::future::Future;
@@ -30,7 +35,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::exec::records::RecordPolicy;
+use crate::stage::records::RecordPolicy;
 use crate::value::{Outcome, Value, Values};
 
 /// A boxed error, as stages and factories return it.
@@ -49,7 +54,7 @@ pub struct StageContext {
     replica: usize,
     param: Option<Arc<dyn Any + Send + Sync>>,
     /// The Call's per-record policy and concurrency, read by the
-    /// per-record adapter (`exec/records.rs`).
+    /// per-record adapter (`stage/records.rs`).
     pub(crate) records: RecordPolicy,
     pub(crate) concurrency: usize,
 }

@@ -1,0 +1,161 @@
+//! The run's figures: per-Domain counts, failures by kind and the
+//! [`RunSummary`], built from the engine's counters and the loop's own.
+
+use super::{Backend, RunLoop};
+use crate::exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary, WorkerGrains, secs};
+use crate::exec::sink::Sink;
+use crate::value::{FailureKind, ItemKind};
+
+impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
+    pub(super) fn domain_counts(&self) -> Vec<DomainCounts> {
+        let plan = &self.plan.inner;
+        let st = self.engine.stats();
+        plan.domains
+            .iter()
+            .enumerate()
+            .map(|(d, spec)| {
+                let mut counts = DomainCounts {
+                    domain: spec.info.name,
+                    ..DomainCounts::default()
+                };
+                if d == plan.root {
+                    counts.published = st.roots_admitted + self.refused();
+                    counts.done = st.roots_present + st.roots_dropped;
+                    counts.failed = st.roots_failed + self.refused() + self.abandoned;
+                    counts.suppressed = st.roots_suppressed;
+                    return counts;
+                }
+                let calls: Vec<usize> = (0..plan.calls.len())
+                    .filter(|&c| plan.calls[c].domain == d)
+                    .collect();
+                let (Some(&first), Some(&last)) = (calls.first(), calls.last()) else {
+                    return counts;
+                };
+                counts.published = self.reached[first];
+                counts.done = self.engine.call_stats(last).committed;
+                for &c in &calls {
+                    let cs = self.engine.call_stats(c);
+                    counts.failed +=
+                        cs.record_failures + cs.group_failures + cs.exhausted + cs.contract_errors;
+                    counts.suppressed += cs.suppressed_before_dispatch + cs.suppressed_in_flight;
+                }
+                counts
+            })
+            .collect()
+    }
+
+    /// Failures by Domain and kind: the roots failed or suppressed (root
+    /// Domain), then the Grains sealed Failed below and at the root.
+    fn failure_counts(&self) -> Vec<FailureCount> {
+        let plan = &self.plan.inner;
+        let root = plan.domains[plan.root].info.name;
+        let kind_name = |k: Option<FailureKind>| k.map_or("unknown", FailureKind::as_str).to_string();
+        let roots = self
+            .root_failures
+            .iter()
+            .map(|(&(outcome, kind), &count)| FailureCount {
+                domain: root.to_string(),
+                level: if outcome == ItemKind::Failed {
+                    "root failed"
+                } else {
+                    "root suppressed"
+                }
+                .to_string(),
+                kind: kind_name(kind),
+                count,
+            });
+        let grains = self
+            .engine
+            .stats()
+            .failed_grains
+            .iter()
+            .map(|(&(d, kind), &count)| FailureCount {
+                domain: plan.domains[d].info.name.to_string(),
+                level: "grain failed".to_string(),
+                kind: kind.as_str().to_string(),
+                count,
+            });
+        roots.chain(grains).collect()
+    }
+
+    /// Roots the source gave that were refused before admission.
+    fn refused(&self) -> u64 {
+        self.duplicates + self.wrong_type
+    }
+
+    pub(super) fn summary(&self) -> RunSummary {
+        let st = self.engine.stats();
+        let calls = self
+            .plan
+            .calls()
+            .iter()
+            .enumerate()
+            .map(|(c, spec)| {
+                let cs = self.engine.call_stats(c);
+                let t = self.timing[c];
+                let mean = if cs.rpcs > 0 {
+                    cs.grains_dispatched as f64 / cs.rpcs as f64
+                } else {
+                    0.0
+                };
+                CallMetrics {
+                    name: spec.name.to_string(),
+                    batch_size: spec.config.batch_size,
+                    replicas: spec.config.replicas,
+                    rpcs: cs.rpcs,
+                    grains_dispatched: cs.grains_dispatched,
+                    mean_batch: mean,
+                    fill: mean / spec.config.batch_size as f64,
+                    mixed_parent_batches: cs.mixed_parent_batches,
+                    committed: cs.committed,
+                    record_failures: cs.record_failures,
+                    group_failures: cs.group_failures,
+                    attempt_failures: cs.attempt_failures,
+                    requeued: cs.requeued,
+                    suppressed_before_dispatch: cs.suppressed_before_dispatch,
+                    suppressed_in_flight: cs.suppressed_in_flight,
+                    stale_grains: cs.stale_grains,
+                    replicas_replaced: self.replaced[c],
+                    threads_abandoned: self.backend.threads_abandoned(c),
+                    busy_s: secs(t.busy),
+                    window_start_s: t.from.map(secs),
+                    window_end_s: t.to.map(secs),
+                }
+            })
+            .collect();
+        RunSummary {
+            roots: st.roots_admitted + self.refused(),
+            present: st.roots_present,
+            dropped: st.roots_dropped,
+            failed: st.roots_failed + self.refused() + self.abandoned,
+            suppressed: st.roots_suppressed,
+            wall_s: secs(self.start.elapsed()),
+            first_root_s: self.first_root.map(secs),
+            first_present_s: self.first_present.map(secs),
+            duplicate_keys: self.duplicates,
+            wrong_type_roots: self.wrong_type,
+            cancelled: self.cancelled,
+            abandoned: self.abandoned,
+            threads_abandoned: (0..self.plan.calls().len())
+                .map(|c| self.backend.threads_abandoned(c))
+                .sum(),
+            loop_wakeups: self.wakeups,
+            rejected_reports: st.rejected_reports,
+            backpressure_holds: self.held,
+            journal_skipped: self.journal_skipped,
+            journal_commits: self.journal.as_ref().map_or(0, |j| j.commits),
+            calls,
+            domains: self.domain_counts(),
+            failures: self.failure_counts(),
+            workers: self
+                .per_worker
+                .iter()
+                .map(|((w, c), &grains)| WorkerGrains {
+                    worker: w.clone(),
+                    call: self.plan.calls()[*c].name.to_string(),
+                    grains,
+                })
+                .collect(),
+        }
+    }
+}
