@@ -106,6 +106,13 @@ fn check_final(m: &BTreeMap<String, f64>, s: &RunSummary) {
         eq("rayorch_call_grains_dispatched_total", &call, c.grains_dispatched);
         eq("rayorch_call_grains_committed_total", &call, c.committed);
         eq("rayorch_call_retries_total", &call, c.requeued);
+        eq("rayorch_call_record_attempts_total", &call, c.record_attempts);
+        eq("rayorch_call_record_retries_total", &call, c.record_retries);
+        eq(
+            "rayorch_call_record_deadline_misses_total",
+            &call,
+            c.record_deadline_misses,
+        );
         eq("rayorch_call_attempt_failures_total", &call, c.attempt_failures);
         eq(
             "rayorch_call_failed_grains_total",

@@ -205,7 +205,10 @@ impl Observer for Batches {
 /// Documents list their records; each record goes through `fetch`; the
 /// results come back per document, failures kept at their ordinal. Returns
 /// each record's outcome by id.
-fn run(fetch: Call<impl StageKind<In = u32, Out = u32>>, batches: &Batches) -> Vec<Result<u32, Cause>> {
+fn run(
+    fetch: Call<impl StageKind<In = u32, Out = u32>>,
+    batches: &Batches,
+) -> (Vec<Result<u32, Cause>>, rayorch::RunSummary) {
     let n = LAYOUT.len() as u32;
     let list = Call::map("list", move |d: u32| (d * n..(d + 1) * n).collect::<Vec<u32>>());
     let (plan, out) = Plan::build(|b| {
@@ -215,7 +218,7 @@ fn run(fetch: Call<impl StageKind<In = u32, Out = u32>>, batches: &Batches) -> V
     })
     .unwrap();
     let mut docs = Vec::new();
-    Runner::new(&plan)
+    let summary = Runner::new(&plan)
         .observe(batches.clone())
         .run(
             (0..DOCS).map(|d| (u64::from(d), d)),
@@ -223,12 +226,14 @@ fn run(fetch: Call<impl StageKind<In = u32, Out = u32>>, batches: &Batches) -> V
         )
         .unwrap();
     docs.sort_by_key(|(k, _)| *k);
-    docs.into_iter()
+    let records = docs
+        .into_iter()
         .flat_map(|(k, item)| match item {
             Item::Present(records) => records,
             other => panic!("document {k}: {other:?}"),
         })
-        .collect()
+        .collect();
+    (records, summary)
 }
 
 fn counts(server: &Server) -> Vec<(u32, Kind, u32)> {
@@ -246,8 +251,20 @@ fn per_record_async_stages_send_each_healthy_record_once_and_each_bad_one_within
         .record_retries(RETRIES)
         .record_backoff(Duration::from_millis(50));
     let batches = Batches::default();
-    let got = run(fetch, &batches);
+    let (got, summary) = run(fetch, &batches);
     eprintln!("per record, (id, kind, requests): {:?}", counts(&server));
+    // What the server saw, the summary counts: every request, the retries
+    // among them and each wait past the record deadline.
+    let requests: u32 = (0..RECORDS).map(|id| server.sent(id)).sum();
+    let per_kind = |k: Kind| (0..RECORDS).filter(|&id| kind(id) == k).count() as u64;
+    let f = summary.call("fetch").unwrap();
+    assert_eq!(f.record_attempts, u64::from(requests), "{f:?}");
+    assert_eq!(f.record_retries, u64::from(requests - RECORDS), "{f:?}");
+    assert_eq!(
+        f.record_deadline_misses,
+        per_kind(HangsOnce) + per_kind(Hangs) * u64::from(RETRIES + 1),
+        "{f:?}"
+    );
 
     assert_eq!(got.len(), RECORDS as usize);
     for (id, outcome) in (0..RECORDS).zip(&got) {
@@ -290,7 +307,12 @@ fn batch_level_async_stages_resend_healthy_records_when_a_mate_fails() {
         .concurrency(8)
         .timeout(Duration::from_secs(1));
     let batches = Batches::default();
-    let got = run(fetch, &batches);
+    let (got, summary) = run(fetch, &batches);
+    assert_eq!(
+        summary.call("fetch").unwrap().record_attempts,
+        0,
+        "a batch-level stage counts no record attempts"
+    );
     let counts = counts(&server);
     eprintln!("per batch, (id, kind, requests): {counts:?}");
 

@@ -19,7 +19,10 @@
 //! | `rayorch_call_batches_total` | counter | call | batches dispatched |
 //! | `rayorch_call_grains_dispatched_total` | counter | call | Grains dispatched, retries included |
 //! | `rayorch_call_grains_committed_total` | counter | call | Grains committed present |
-//! | `rayorch_call_retries_total` | counter | call | Grains put back for a retry |
+//! | `rayorch_call_retries_total` | counter | call | Grains put back for a retry (whole-batch recovery) |
+//! | `rayorch_call_record_attempts_total` | counter | call | per-record Calls: record attempts, retries included |
+//! | `rayorch_call_record_retries_total` | counter | call | per-record Calls: attempts after a record's first |
+//! | `rayorch_call_record_deadline_misses_total` | counter | call | per-record Calls: attempts past the record deadline |
 //! | `rayorch_call_failed_grains_total` | counter | call, kind (`record`, `group`) | Grains failed by the stage's outcome |
 //! | `rayorch_call_attempt_failures_total` | counter | call | whole attempts that failed (error, panic, timeout) |
 //! | `rayorch_call_suppressed_grains_total` | counter | call, when (`before_dispatch`, `in_flight`) | Grains a barrier sealed |
@@ -146,6 +149,10 @@ fn record_progress(p: &Progress<'_>) -> Vec<Option<f64>> {
         counter!("rayorch_call_grains_dispatched_total", "call" => call()).absolute(m.grains_dispatched);
         counter!("rayorch_call_grains_committed_total", "call" => call()).absolute(m.committed);
         counter!("rayorch_call_retries_total", "call" => call()).absolute(m.requeued);
+        counter!("rayorch_call_record_attempts_total", "call" => call()).absolute(m.record_attempts);
+        counter!("rayorch_call_record_retries_total", "call" => call()).absolute(m.record_retries);
+        counter!("rayorch_call_record_deadline_misses_total", "call" => call())
+            .absolute(m.record_deadline_misses);
         counter!("rayorch_call_failed_grains_total", "call" => call(), "kind" => "record")
             .absolute(m.record_failures);
         counter!("rayorch_call_failed_grains_total", "call" => call(), "kind" => "group")
@@ -293,6 +300,18 @@ fn describe() {
     );
     describe_counter!("rayorch_call_grains_committed_total", "Grains committed present.");
     describe_counter!("rayorch_call_retries_total", "Grains put back for a retry.");
+    describe_counter!(
+        "rayorch_call_record_attempts_total",
+        "Per-record Calls: record attempts, retries included."
+    );
+    describe_counter!(
+        "rayorch_call_record_retries_total",
+        "Per-record Calls: attempts after a record's first."
+    );
+    describe_counter!(
+        "rayorch_call_record_deadline_misses_total",
+        "Per-record Calls: attempts past the record deadline."
+    );
     describe_counter!(
         "rayorch_call_failed_grains_total",
         "Grains failed by the stage's outcome."

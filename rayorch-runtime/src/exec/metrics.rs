@@ -46,6 +46,15 @@ pub struct CallMetrics {
     pub stale_grains: u64,
     /// Replicas torn down (panic, timeout) and re-initialised.
     pub replicas_replaced: u64,
+    /// Per-record Calls ([`Call::new_async_records`](crate::Call::new_async_records)):
+    /// record attempts made, retries included (Calls run on distributed
+    /// workers count on the worker, not here).
+    pub record_attempts: u64,
+    /// Per-record Calls: attempts after a record's first (a model server
+    /// degrading shows here before records start failing).
+    pub record_retries: u64,
+    /// Per-record Calls: attempts that ran past the record deadline.
+    pub record_deadline_misses: u64,
     /// Blocking replica threads abandoned past the timeout, still running
     /// when given up on ([`Call::max_abandoned_threads`](crate::Call::max_abandoned_threads)
     /// caps those alive at once).

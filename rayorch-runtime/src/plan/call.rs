@@ -380,6 +380,7 @@ impl<S: StageKind> Call<S> {
             param: self.param.clone(),
             records: self.config.records,
             concurrency: self.config.concurrency,
+            record_counts: Default::default(),
         });
         build::add_node::<D>(
             NodeKind::Call {

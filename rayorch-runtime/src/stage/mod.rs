@@ -57,6 +57,8 @@ pub struct StageContext {
     /// per-record adapter (`stage/records.rs`).
     pub(crate) records: RecordPolicy,
     pub(crate) concurrency: usize,
+    /// The Call's per-record counters (per-record Calls built by a plan).
+    pub(crate) record_counts: Option<Arc<records::RecordCounts>>,
 }
 
 impl StageContext {
@@ -68,6 +70,7 @@ impl StageContext {
             param: None,
             records: RecordPolicy::default(),
             concurrency: 1,
+            record_counts: None,
         }
     }
 
@@ -311,6 +314,12 @@ pub trait ErasedCall: Send + Sync {
     fn run_blocking(&self, stage: &mut StageBox, replica: usize, batch: BatchInputs) -> AttemptResult;
     /// Run a batch on an async instance made by a Call of the same pool.
     fn run_async(&self, stage: &StageBox, replica: usize, batch: BatchInputs) -> BoxFuture<AttemptResult>;
+    /// A per-record Call's (attempts, retries, deadline misses) so far, over
+    /// every run of its plan in this process (zero for other Calls); a run
+    /// reports the difference between its end and its start.
+    fn record_counts(&self) -> [u64; 3] {
+        [0; 3]
+    }
     /// A self-contained replica (an instance plus this node's glue), handy for
     /// tests and simple executors. An async stage's batches run to completion
     /// on a current-thread tokio runtime with paused time that the replica
@@ -397,6 +406,7 @@ pub struct Glue<S: StageKind> {
     pub(crate) param: Option<Arc<dyn Any + Send + Sync>>,
     pub(crate) records: RecordPolicy,
     pub(crate) concurrency: usize,
+    pub(crate) record_counts: Arc<records::RecordCounts>,
 }
 
 impl<S: StageKind> Glue<S> {
@@ -407,6 +417,7 @@ impl<S: StageKind> Glue<S> {
             param: self.param.clone(),
             records: self.records,
             concurrency: self.concurrency,
+            record_counts: Some(self.record_counts.clone()),
         }
     }
 
@@ -512,6 +523,9 @@ impl<S: AsyncStage> ErasedCall for AsyncCall<S> {
         let split = self.0.split;
         let fut = stage.run(inputs, self.0.context(replica));
         Box::pin(async move { Glue::<Async<S>>::outputs(split, fut.await) })
+    }
+    fn record_counts(&self) -> [u64; 3] {
+        self.0.record_counts.snapshot()
     }
 }
 

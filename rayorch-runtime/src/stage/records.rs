@@ -178,6 +178,26 @@ impl RecordPolicy {
     }
 }
 
+/// What a per-record Call's attempts did, counted as they happen (shared by
+/// the Call's replicas; the run loop reports the difference over a run).
+#[derive(Debug, Default)]
+pub(crate) struct RecordCounts {
+    attempts: std::sync::atomic::AtomicU64,
+    retries: std::sync::atomic::AtomicU64,
+    deadline_misses: std::sync::atomic::AtomicU64,
+}
+
+impl RecordCounts {
+    /// (attempts, retries, deadline misses) so far.
+    pub(crate) fn snapshot(&self) -> [u64; 3] {
+        [
+            self.attempts.load(Ordering::Relaxed),
+            self.retries.load(Ordering::Relaxed),
+            self.deadline_misses.load(Ordering::Relaxed),
+        ]
+    }
+}
+
 /// An [`AsyncRecordStage`] as an [`AsyncStage`]: one future per record of
 /// each batch, under the Call's concurrency. [`Call::new_async_records`]
 /// wraps the stage in it; a Call's type is `Call<Async<Records<S>>>`
@@ -231,11 +251,18 @@ impl<S: AsyncRecordStage> Records<S> {
             // The permits are never closed: `Err` cannot happen, and would
             // only mean running unbounded.
             let permit = self.permits.acquire().await.ok();
+            if let Some(c) = &cx.record_counts {
+                c.attempts.fetch_add(1, Ordering::Relaxed);
+                c.retries.fetch_add(u64::from(attempt > 0), Ordering::Relaxed);
+            }
             let failure = match self.attempt(arg, &cx, policy.timeout).await {
                 Ok(outcome) => return outcome,
                 Err(failure) => failure,
             };
             drop(permit);
+            if let (Some(c), FailureKind::Timeout) = (&cx.record_counts, failure.0) {
+                c.deadline_misses.fetch_add(1, Ordering::Relaxed);
+            }
             failures.push(failure);
         }
         Outcome::RecordFailure(gave_up(&failures))

@@ -124,6 +124,8 @@ struct RunLoop<'p, S: Sink, B: Backend> {
     held: u64,
     /// Replicas torn down and restarted, per Call.
     replaced: Vec<u64>,
+    /// Each Call's per-record counters when the run started.
+    record_base: Vec<[u64; 3]>,
     duplicates: u64,
     /// Roots refused for a value of another type than the source's.
     wrong_type: u64,
@@ -204,6 +206,7 @@ where
         reached: vec![0; calls],
         held: 0,
         replaced: vec![0; calls],
+        record_base: plan.calls().iter().map(|c| c.runtime.record_counts()).collect(),
         duplicates: 0,
         wrong_type: 0,
         abandoned: 0,

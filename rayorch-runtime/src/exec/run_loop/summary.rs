@@ -93,6 +93,9 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             .map(|(c, spec)| {
                 let cs = self.engine.call_stats(c);
                 let t = self.timing[c];
+                let now = spec.runtime.record_counts();
+                let records: [u64; 3] =
+                    std::array::from_fn(|i| now[i].saturating_sub(self.record_base[c][i]));
                 let mean = if cs.rpcs > 0 {
                     cs.grains_dispatched as f64 / cs.rpcs as f64
                 } else {
@@ -116,6 +119,9 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                     suppressed_in_flight: cs.suppressed_in_flight,
                     stale_grains: cs.stale_grains,
                     replicas_replaced: self.replaced[c],
+                    record_attempts: records[0],
+                    record_retries: records[1],
+                    record_deadline_misses: records[2],
                     threads_abandoned: self.backend.threads_abandoned(c),
                     busy_s: secs(t.busy),
                     window_start_s: t.from.map(secs),
