@@ -19,6 +19,7 @@ mod runner {
     mod memory_bounds;
     mod observer_spans;
     mod provenance;
+    mod quiet_panics;
     mod run_handles;
     mod streaming;
     mod traces;

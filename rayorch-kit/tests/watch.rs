@@ -107,6 +107,7 @@ fn check_final(m: &BTreeMap<String, f64>, s: &RunSummary) {
         eq("rayorch_call_grains_committed_total", &call, c.committed);
         eq("rayorch_call_retries_total", &call, c.requeued);
         eq("rayorch_call_record_attempts_total", &call, c.record_attempts);
+        eq("rayorch_call_shape_key_panics_total", &call, c.shape_key_panics);
         eq("rayorch_call_record_retries_total", &call, c.record_retries);
         eq(
             "rayorch_call_record_deadline_misses_total",

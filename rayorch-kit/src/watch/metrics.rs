@@ -20,6 +20,7 @@
 //! | `rayorch_call_grains_dispatched_total` | counter | call | Grains dispatched, retries included |
 //! | `rayorch_call_grains_committed_total` | counter | call | Grains committed present |
 //! | `rayorch_call_retries_total` | counter | call | Grains put back for a retry (whole-batch recovery) |
+//! | `rayorch_call_shape_key_panics_total` | counter | call | Grains whose shape key function panicked |
 //! | `rayorch_call_record_attempts_total` | counter | call | per-record Calls: record attempts, retries included |
 //! | `rayorch_call_record_retries_total` | counter | call | per-record Calls: attempts after a record's first |
 //! | `rayorch_call_record_deadline_misses_total` | counter | call | per-record Calls: attempts past the record deadline |
@@ -149,6 +150,7 @@ fn record_progress(p: &Progress<'_>) -> Vec<Option<f64>> {
         counter!("rayorch_call_grains_dispatched_total", "call" => call()).absolute(m.grains_dispatched);
         counter!("rayorch_call_grains_committed_total", "call" => call()).absolute(m.committed);
         counter!("rayorch_call_retries_total", "call" => call()).absolute(m.requeued);
+        counter!("rayorch_call_shape_key_panics_total", "call" => call()).absolute(m.shape_key_panics);
         counter!("rayorch_call_record_attempts_total", "call" => call()).absolute(m.record_attempts);
         counter!("rayorch_call_record_retries_total", "call" => call()).absolute(m.record_retries);
         counter!("rayorch_call_record_deadline_misses_total", "call" => call())
@@ -300,6 +302,10 @@ fn describe() {
     );
     describe_counter!("rayorch_call_grains_committed_total", "Grains committed present.");
     describe_counter!("rayorch_call_retries_total", "Grains put back for a retry.");
+    describe_counter!(
+        "rayorch_call_shape_key_panics_total",
+        "Grains whose shape key function panicked."
+    );
     describe_counter!(
         "rayorch_call_record_attempts_total",
         "Per-record Calls: record attempts, retries included."

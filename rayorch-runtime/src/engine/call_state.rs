@@ -349,7 +349,11 @@ impl Core {
             return u64::MAX;
         };
         let v: &(dyn std::any::Any + Send + Sync) = &**v;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shape(v))) {
+        // Quiet: counted here, and the run loop prints one line per Call.
+        let key = crate::stage::quiet::quietly(true, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shape(v)))
+        });
+        match key {
             Ok(Some(k)) => k,
             Ok(None) => u64::MAX,
             Err(_) => {

@@ -55,6 +55,9 @@ pub struct CallMetrics {
     pub record_retries: u64,
     /// Per-record Calls: attempts that ran past the record deadline.
     pub record_deadline_misses: u64,
+    /// Grains whose shape key function panicked (each went under key
+    /// `u64::MAX`; one warning line per Call says so).
+    pub shape_key_panics: u64,
     /// Blocking replica threads abandoned past the timeout, still running
     /// when given up on ([`Call::max_abandoned_threads`](crate::Call::max_abandoned_threads)
     /// caps those alive at once).

@@ -253,7 +253,8 @@ impl<S: StageKind> Call<S> {
     /// Call with several inputs, or an optional one, is a plan error. The
     /// function runs on the engine thread when a Grain becomes ready: keep
     /// it cheap. A panic in it puts that Grain under key `u64::MAX` (it is
-    /// counted in [`CallStats::shape_key_panics`](crate::spi::CallStats)).
+    /// counted in [`CallMetrics::shape_key_panics`](crate::CallMetrics::shape_key_panics),
+    /// with one warning line per Call, the panics themselves not printed).
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn shape(mut self, key: impl Fn(&S::In) -> u64 + Send + Sync + 'static) -> Self {
         self.shape = Some(Arc::new(move |v: &(dyn Any + Send + Sync)| {

@@ -27,6 +27,7 @@
 //! This module is the ground floor beside `value`: it imports nothing from
 //! `plan/`, `engine/` or `exec/`, which all build on it.
 
+pub(crate) mod quiet;
 pub(crate) mod records;
 
 use std::any::{Any, type_name};

@@ -41,6 +41,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::Semaphore;
 
+use crate::stage::quiet::{Quiet, quietly};
 use crate::stage::{AsyncStage, BoxError, StageContext, StageResult, panic_text, short_type_name};
 use crate::value::{Cause, FailureKind, Outcome};
 
@@ -255,7 +256,7 @@ impl<S: AsyncRecordStage> Records<S> {
                 c.attempts.fetch_add(1, Ordering::Relaxed);
                 c.retries.fetch_add(u64::from(attempt > 0), Ordering::Relaxed);
             }
-            let failure = match self.attempt(arg, &cx, policy.timeout).await {
+            let failure = match self.attempt(arg, &cx, policy.timeout, attempt > 0).await {
                 Ok(outcome) => return outcome,
                 Err(failure) => failure,
             };
@@ -273,10 +274,15 @@ impl<S: AsyncRecordStage> Records<S> {
         input: S::In,
         cx: &StageContext,
         deadline: Duration,
+        quiet: bool,
     ) -> Result<Outcome<S::Out>, (FailureKind, String)> {
         let stage = self.stage.clone();
-        let fut = catch_unwind(AssertUnwindSafe(|| stage.run_one(input, cx.clone())))
-            .map_err(|p| (FailureKind::Panic, format!("panicked: {}", panic_text(&p))))?;
+        // A retry's panic prints nothing: the first attempt's did.
+        let fut = quietly(quiet, || {
+            catch_unwind(AssertUnwindSafe(|| stage.run_one(input, cx.clone())))
+        })
+        .map_err(|p| (FailureKind::Panic, format!("panicked: {}", panic_text(&p))))?;
+        let fut = Quiet::new(fut, quiet);
         match tokio::time::timeout(deadline, AssertUnwindSafe(fut).catch_unwind()).await {
             Ok(Ok(Ok(outcome))) => Ok(outcome),
             Ok(Ok(Err(e))) => Err((FailureKind::Error, format!("error: {e}"))),

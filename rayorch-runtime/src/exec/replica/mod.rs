@@ -37,6 +37,7 @@ use crate::engine::{Batch, BatchId};
 use crate::error::RunError;
 use crate::exec::run_loop::{Dispatch, Finished, Report, timed_out};
 use crate::plan::Plan;
+use crate::stage::quiet::{Quiet, quietly};
 use crate::stage::{AttemptError, AttemptResult, BatchInputs, ErasedCall, Execution, StageBox, panic_text};
 
 mod pool;
@@ -64,6 +65,9 @@ struct Job {
     batch: BatchId,
     call: usize,
     inputs: BatchInputs,
+    /// A retry or a bisection step: a panic prints nothing (see
+    /// `stage::quiet`).
+    quiet: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -413,12 +417,16 @@ impl Replicas {
             abort: None,
         };
         let id = batch.id;
+        // A Grain seen before makes this a later attempt: its panic printed
+        // already, at the first.
+        let quiet = batch.grains.iter().any(|g| g.generation > 1);
         match execution {
             Execution::Blocking => {
                 let job = Job {
                     batch: id,
                     call,
                     inputs: batch.inputs,
+                    quiet,
                 };
                 if let Some(Err(_)) = slot.jobs.as_ref().map(|tx| tx.send(job)) {
                     // The thread is gone (it panicked between batches): fail
@@ -437,12 +445,14 @@ impl Replicas {
                 // its future in a task; a panic in either is this attempt's
                 // failure, never the run loop's. (The instance is `Send` but
                 // not `Sync`, so the call cannot move into the task.)
-                let fut = catch_unwind(AssertUnwindSafe(|| {
-                    self.runtimes[call].run_async(stage, s, batch.inputs)
-                }));
+                let fut = quietly(quiet, || {
+                    catch_unwind(AssertUnwindSafe(|| {
+                        self.runtimes[call].run_async(stage, s, batch.inputs)
+                    }))
+                });
                 let task = tokio::spawn(async move {
                     let run = match fut {
-                        Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                        Ok(fut) => AssertUnwindSafe(Quiet::new(fut, quiet)).catch_unwind().await,
                         Err(p) => Err(p),
                     };
                     let (result, dead) = match run {
@@ -571,9 +581,11 @@ fn replica_thread(
         Err(e) => return initialised(Err(e)),
     };
     while let Ok(job) = jobs.recv() {
-        let run = catch_unwind(AssertUnwindSafe(|| {
-            runtimes[job.call].run_blocking(&mut stage, slot, job.inputs)
-        }));
+        let run = quietly(job.quiet, || {
+            catch_unwind(AssertUnwindSafe(|| {
+                runtimes[job.call].run_blocking(&mut stage, slot, job.inputs)
+            }))
+        });
         let (result, dead) = match run {
             Ok(r) => (r, false),
             Err(p) => (Err(panicked(&p)), true),

@@ -126,6 +126,8 @@ struct RunLoop<'p, S: Sink, B: Backend> {
     replaced: Vec<u64>,
     /// Each Call's per-record counters when the run started.
     record_base: Vec<[u64; 3]>,
+    /// Calls whose panicking shape key was reported (one line each).
+    shape_warned: Vec<bool>,
     duplicates: u64,
     /// Roots refused for a value of another type than the source's.
     wrong_type: u64,
@@ -189,6 +191,8 @@ where
     St: Stream<Item = (u64, Value)>,
 {
     let calls = plan.calls().len();
+    // Retries and bisection steps print no panic a first attempt printed.
+    crate::stage::quiet::install();
     let mut l = RunLoop {
         plan,
         engine: Engine::new(plan, config.engine),
@@ -207,6 +211,7 @@ where
         held: 0,
         replaced: vec![0; calls],
         record_base: plan.calls().iter().map(|c| c.runtime.record_counts()).collect(),
+        shape_warned: vec![false; calls],
         duplicates: 0,
         wrong_type: 0,
         abandoned: 0,
@@ -357,6 +362,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
     }
 
     async fn dispatch(&mut self) -> Result<usize, B::Error> {
+        self.warn_shape_keys();
         let mut cx = Dispatch {
             plan: self.plan,
             engine: &mut self.engine,
@@ -371,6 +377,21 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
         };
         self.backend.dispatch(&mut cx).await?;
         Ok(cx.sent)
+    }
+
+    /// One line per Call whose shape key panicked (the panics themselves
+    /// print nothing; `CallMetrics::shape_key_panics` counts them).
+    fn warn_shape_keys(&mut self) {
+        for (c, warned) in self.shape_warned.iter_mut().enumerate() {
+            let n = self.engine.call_stats(c).shape_key_panics;
+            if !*warned && n > 0 {
+                *warned = true;
+                eprintln!(
+                    "rayorch: Call `{}`: its shape key function panicked; such Grains are batched under key u64::MAX (counted in shape_key_panics, not printed again): fix the key function",
+                    self.plan.calls()[c].name
+                );
+            }
+        }
     }
 
     /// Commit what was handed out to the journal, if any, when due (`force`:

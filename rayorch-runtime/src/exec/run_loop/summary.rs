@@ -119,6 +119,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                     suppressed_in_flight: cs.suppressed_in_flight,
                     stale_grains: cs.stale_grains,
                     replicas_replaced: self.replaced[c],
+                    shape_key_panics: cs.shape_key_panics,
                     record_attempts: records[0],
                     record_retries: records[1],
                     record_deadline_misses: records[2],
