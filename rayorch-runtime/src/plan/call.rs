@@ -277,7 +277,11 @@ impl<S: StageKind> Call<S> {
 
     /// Batch sizes worth dispatching without waiting for a full batch (with
     /// [`Call::max_batch_delay`]): when at least one of these many Grains of
-    /// a key are ready, the largest such size goes out at once.
+    /// a key are ready, the largest such size goes out at once. A size below
+    /// the batch size therefore means "dispatch now": it cuts the wait the
+    /// delay would spend filling the batch, and lowers the fill. Set the
+    /// delay alone first; add a size only where the model runs it as cheaply
+    /// per item as a full batch.
     #[must_use = "a Call builder returns the configured Call; use the value it returns"]
     pub fn preferred_batch_sizes(mut self, sizes: &[usize]) -> Self {
         let mut v: Vec<usize> = sizes.iter().copied().filter(|&n| n > 0).collect();
