@@ -367,6 +367,9 @@ fn past_the_cap_of_stuck_threads_a_call_fails_its_remaining_work_instead_of_leak
     let m = summary.call("parse").unwrap();
     assert_eq!(m.threads_abandoned, 2, "{m:?}");
     assert_eq!(summary.threads_abandoned, 2);
+    // The first stuck thread's replica was replaced; the second slot was
+    // retired (the cap), not replaced.
+    assert_eq!(m.replicas_replaced, 1, "{m:?}");
     // The empty document needs no parse; every other one failed, most of
     // them without a thread: the Call stopped.
     assert_eq!(rows[1], (1, Item::Present(vec![])));

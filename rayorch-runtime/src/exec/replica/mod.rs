@@ -669,6 +669,8 @@ pub(crate) fn expire(
 ) {
     for batch in replicas.expired(now) {
         if let Some(a) = replicas.time_out(plan, batch) {
+            // A slot retired past the stuck-thread cap was not replaced.
+            let replaced = replicas.pools[a.pool].slots[a.slot].state != SlotState::Retired;
             out.push(Report::Done(Finished {
                 batch,
                 call: a.call,
@@ -676,7 +678,7 @@ pub(crate) fn expire(
                 replica: a.slot,
                 dispatched: a.dispatched,
                 result: Err(timed_out(plan.calls()[a.call].config.timeout)),
-                replaced: true,
+                replaced,
                 worker: worker.map(String::from),
             }));
         }
