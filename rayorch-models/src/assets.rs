@@ -32,7 +32,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use sha2::{Digest, Sha256};
 
 use crate::error::ModelError;
 pub use rayorch_wheels::Pin;
@@ -539,20 +538,10 @@ fn copy_member(src: &mut impl std::io::Read, dest: &Path, name: &str) -> Result<
     std::fs::rename(&tmp, &target).map_err(ModelError::io(&target))
 }
 
-/// The sha256 of a file, as lowercase hex.
+/// The sha256 of a file, as lowercase hex (`rayorch_wheels::sha256_file`,
+/// with this crate's error).
 pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(ModelError::io(path))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(ModelError::io(path))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    rayorch_wheels::sha256_file(path).map_err(ModelError::io(path))
 }
 
 #[cfg(test)]

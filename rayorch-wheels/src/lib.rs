@@ -78,10 +78,10 @@ pub fn python() -> String {
 }
 
 /// The sha256 of a file, as lowercase hex.
-pub fn sha256_file(path: &Path) -> Result<String, String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
     let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(|e| format!("read {}: {e}", path.display()))?;
+    std::io::copy(&mut f, &mut h)?;
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -90,7 +90,7 @@ pub fn sha256_file(path: &Path) -> Result<String, String> {
 /// delete). Errors say what failed; callers add what the file was for.
 pub fn wheel(wheels: &Path, pin: &Pin) -> Result<PathBuf, String> {
     let target = downloaded(wheels, pin)?;
-    let found = sha256_file(&target)?;
+    let found = sha256_file(&target).map_err(|e| format!("read {}: {e}", target.display()))?;
     if found != pin.sha256 {
         return Err(format!(
             "{} has sha256 {found}, expected {}: delete the file and run again",

@@ -113,6 +113,28 @@ pub(crate) struct Attempt {
     abort: Option<AbortHandle>,
 }
 
+impl Attempt {
+    /// The loop's report of this attempt's end.
+    fn finished(
+        self,
+        batch: BatchId,
+        result: AttemptResult,
+        replaced: bool,
+        worker: Option<&str>,
+    ) -> Finished {
+        Finished {
+            batch,
+            call: self.call,
+            size: self.size,
+            replica: self.slot,
+            dispatched: self.dispatched,
+            result,
+            replaced,
+            worker: worker.map(String::from),
+        }
+    }
+}
+
 /// Every pool of a run and every attempt in flight.
 pub(crate) struct Replicas {
     pools: Vec<Pool>,
@@ -639,16 +661,7 @@ pub(crate) fn on_event(
             }),
         Event::Done { batch, result, dead } => {
             match replicas.finish(plan, batch, dead) {
-                Some(a) => out.push(Report::Done(Finished {
-                    batch,
-                    call: a.call,
-                    size: a.size,
-                    replica: a.slot,
-                    dispatched: a.dispatched,
-                    result,
-                    replaced: dead,
-                    worker: worker.map(String::from),
-                })),
+                Some(a) => out.push(Report::Done(a.finished(batch, result, dead, worker))),
                 // An attempt given up before (timed out): its report still
                 // goes to the engine, whose gate refuses it.
                 None => out.push(Report::Echo(batch, result)),
@@ -671,16 +684,8 @@ pub(crate) fn expire(
         if let Some(a) = replicas.time_out(plan, batch) {
             // A slot retired past the stuck-thread cap was not replaced.
             let replaced = replicas.pools[a.pool].slots[a.slot].state != SlotState::Retired;
-            out.push(Report::Done(Finished {
-                batch,
-                call: a.call,
-                size: a.size,
-                replica: a.slot,
-                dispatched: a.dispatched,
-                result: Err(timed_out(plan.calls()[a.call].config.timeout)),
-                replaced,
-                worker: worker.map(String::from),
-            }));
+            let result = Err(timed_out(plan.calls()[a.call].config.timeout));
+            out.push(Report::Done(a.finished(batch, result, replaced, worker)));
         }
     }
 }
