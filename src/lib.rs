@@ -73,11 +73,11 @@ pub use rayorch_runtime::{
     AdmissionLive, Async, AsyncRecordStage, AsyncStage, BackendGauge, BatchDispatched, BatchFinished,
     BatchFn, BoxError, BoxFuture, Call, CallConfig, CallLive, CallMetrics, CancelHandle, Cause, ChildOf,
     DEFAULT_BACKPRESSURE, DEFAULT_WINDOW, DEFAULT_WINDOW_CHILDREN, Data, Domain, DomainCounts, EntityPath,
-    FailureCount, FailureKind, FnCall, Item, ItemKind, Observer, Optional, Origin, Outcome, Output, Pipeline,
-    Plan, PlanBuilder, PlanError, PlanErrors, Port, Progress, RecordCall, RecordPolicy, RecordResult,
-    Records, Recovery, Reservation, RootDomain, RootOutcome, RunError, RunSummary, Runner, Stage,
-    StageContext, StageResult, broadcast, domain, expand, expand_aligned, filter, journal, reduce,
-    reduce_aligned, reduce_keep_failed, reduce_members, sink, spi,
+    FailedAttempt, FailureCount, FailureKind, FailureLevel, FnCall, Item, ItemKind, KeyBatchCount, Observer,
+    Optional, Origin, Outcome, Output, Pipeline, Plan, PlanBuilder, PlanError, PlanErrors, Port, Progress,
+    RecordCall, RecordPolicy, RecordResult, Records, Recovery, Reservation, RootDomain, RootOutcome,
+    RunError, RunSummary, Runner, Stage, StageContext, StageResult, broadcast, domain, expand,
+    expand_aligned, filter, journal, reduce, reduce_aligned, reduce_keep_failed, reduce_members, sink, spi,
 };
 
 // Type-level plumbing the operators' signatures name; users never write it.
@@ -107,9 +107,10 @@ pub mod prelude {
     pub use rayorch_runtime::sink::Callback;
     #[doc(no_inline)]
     pub use rayorch_runtime::{
-        Async, AsyncRecordStage, AsyncStage, Call, Cause, Domain, FnCall, Item, Outcome, Pipeline, Plan,
-        Port, RecordCall, RecordResult, Recovery, Reservation, RootOutcome, Runner, Stage, StageContext,
-        StageResult, domain, reduce_keep_failed, reduce_members,
+        Async, AsyncRecordStage, AsyncStage, Call, CancelHandle, Cause, Domain, FailureKind, FnCall, Item,
+        Observer, Outcome, Pipeline, Plan, Port, RecordCall, RecordResult, Recovery, Reservation,
+        RootOutcome, RunSummary, Runner, Stage, StageContext, StageResult, domain, reduce_keep_failed,
+        reduce_members,
     };
 }
 

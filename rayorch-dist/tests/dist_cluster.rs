@@ -774,7 +774,10 @@ async fn an_owner_stalled_past_the_lease_fails_no_healthy_batch() {
         assert_eq!(c.requeued, 0, "{c:?}");
     }
     assert!(
-        !r.summary.failures.iter().any(|f| f.kind == "timeout"),
+        !r.summary
+            .failures
+            .iter()
+            .any(|f| f.kind == rayorch_runtime::FailureKind::Timeout),
         "{:?}",
         r.summary.failures
     );

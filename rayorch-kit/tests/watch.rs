@@ -89,17 +89,36 @@ fn run_watched(watch: &Watch, ms: u64, hold: Arc<AtomicBool>) -> RunSummary {
         .unwrap()
 }
 
-fn check_final(m: &BTreeMap<String, f64>, s: &RunSummary) {
+/// Compare the final scrape with the summary, family by family; returns
+/// the families compared, so a test can check that none was left out.
+fn check_final(m: &BTreeMap<String, f64>, s: &RunSummary) -> std::collections::BTreeSet<String> {
+    let seen = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let at = |name: &str, labels: &[(&str, &str)]| {
+        seen.borrow_mut().insert(name.to_string());
+        value(m, name, labels)
+    };
     let eq = |name: &str, labels: &[(&str, &str)], want: u64| {
-        assert_eq!(value(m, name, labels), want as f64, "{name} {labels:?}");
+        assert_eq!(at(name, labels), want as f64, "{name} {labels:?}");
+    };
+    let close = |name: &str, labels: &[(&str, &str)], want: f64| {
+        let got = at(name, labels);
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "{name} {labels:?}: {got} vs {want}"
+        );
     };
     eq("rayorch_roots_total", &[("outcome", "present")], s.present);
     eq("rayorch_roots_total", &[("outcome", "failed")], s.failed);
     eq("rayorch_roots_total", &[("outcome", "dropped")], s.dropped);
     eq("rayorch_roots_total", &[("outcome", "suppressed")], s.suppressed);
+    eq("rayorch_roots_duplicate_keys_total", &[], s.duplicate_keys);
+    eq("rayorch_roots_abandoned_total", &[], s.abandoned);
+    eq("rayorch_roots_journal_skipped_total", &[], s.journal_skipped);
+    eq("rayorch_journal_commits_total", &[], s.journal_commits);
     eq("rayorch_loop_wakeups_total", &[], s.loop_wakeups);
     eq("rayorch_driver_wakeups_total", &[], s.loop_wakeups);
     eq("rayorch_rejected_reports_total", &[], s.rejected_reports);
+    eq("rayorch_backpressure_holds_total", &[], s.backpressure_holds);
     for c in &s.calls {
         let call = [("call", c.name.as_str())];
         eq("rayorch_call_batches_total", &call, c.rpcs);
@@ -115,20 +134,64 @@ fn check_final(m: &BTreeMap<String, f64>, s: &RunSummary) {
             c.record_deadline_misses,
         );
         eq("rayorch_call_attempt_failures_total", &call, c.attempt_failures);
+        for (kind, &n) in &c.failed_grains {
+            eq(
+                "rayorch_call_failed_grains_total",
+                &[("call", &c.name), ("kind", kind.as_str())],
+                n,
+            );
+        }
+        for (when, n) in [
+            ("before_dispatch", c.suppressed_before_dispatch),
+            ("in_flight", c.suppressed_in_flight),
+        ] {
+            eq(
+                "rayorch_call_suppressed_grains_total",
+                &[("call", &c.name), ("when", when)],
+                n,
+            );
+        }
+        eq("rayorch_call_stale_reports_total", &call, c.stale_grains);
+        eq("rayorch_call_replicas_replaced_total", &call, c.replicas_replaced);
+        eq("rayorch_call_threads_abandoned_total", &call, c.threads_abandoned);
         eq(
-            "rayorch_call_failed_grains_total",
-            &[("call", &c.name), ("kind", "record")],
-            c.record_failures,
+            "rayorch_call_mixed_parent_batches_total",
+            &call,
+            c.mixed_parent_batches,
         );
+        close("rayorch_call_batch_fill_ratio", &call, c.fill);
+        if let Some(w) = c.mean_wait_s {
+            close("rayorch_call_mean_wait_seconds", &call, w);
+        }
+        for k in &c.batches_by_key {
+            let key = k.key.map_or_else(|| "other".to_string(), |k| k.to_string());
+            eq(
+                "rayorch_call_key_batches_total",
+                &[("call", &c.name), ("key", &key)],
+                k.batches,
+            );
+            eq(
+                "rayorch_call_key_grains_total",
+                &[("call", &c.name), ("key", &key)],
+                k.grains,
+            );
+        }
         eq("rayorch_call_batch_duration_seconds_count", &call, c.rpcs);
-        let busy = value(m, "rayorch_call_batch_duration_seconds_sum", &call);
-        assert!(
-            (busy - c.busy_s).abs() < 1e-6 * c.busy_s.max(1.0),
-            "{busy} vs {}",
-            c.busy_s
-        );
-        assert_eq!(value(m, "rayorch_call_queue_ready_grains", &call), 0.0);
-        assert_eq!(value(m, "rayorch_call_busy_replicas", &call), 0.0);
+        eq("rayorch_call_batch_grains_count", &call, c.rpcs);
+        close("rayorch_call_batch_grains_sum", &call, c.grains_dispatched as f64);
+        close("rayorch_call_batch_duration_seconds_sum", &call, c.busy_s);
+        // The levels: nothing left at the end.
+        for level in [
+            "rayorch_call_queue_ready_grains",
+            "rayorch_call_queue_recovery_grains",
+            "rayorch_call_in_flight_grains",
+            "rayorch_call_busy_replicas",
+            "rayorch_call_backlog_seconds",
+            "rayorch_call_backlog_replica_seconds",
+        ] {
+            assert_eq!(at(level, &call), 0.0, "{level} {call:?}");
+        }
+        eq("rayorch_call_replicas", &call, c.replicas as u64);
     }
     for d in &s.domains {
         let dom = [("domain", d.domain)];
@@ -140,12 +203,36 @@ fn check_final(m: &BTreeMap<String, f64>, s: &RunSummary) {
     for f in &s.failures {
         eq(
             "rayorch_failures_total",
-            &[("domain", &f.domain), ("level", &f.level), ("kind", &f.kind)],
+            &[
+                ("domain", &f.domain),
+                ("level", f.level.as_str()),
+                ("kind", f.kind.as_str()),
+            ],
             f.count,
         );
     }
-    assert_eq!(value(m, "rayorch_run_finished", &[]), 1.0);
-    assert_eq!(value(m, "rayorch_window_roots", &[]), 0.0);
+    assert_eq!(at("rayorch_run_finished", &[]), 1.0);
+    // The last snapshot is taken as the run ends, a moment before its
+    // summary: its wall time is at most the summary's.
+    let wall = at("rayorch_run_wall_seconds", &[]);
+    assert!(wall > 0.0 && wall <= s.wall_s, "{wall} vs {}", s.wall_s);
+    assert_eq!(at("rayorch_window_roots", &[]), 0.0);
+    assert_eq!(at("rayorch_window_children", &[]), 0.0);
+    assert_eq!(at("rayorch_journal_lag_roots", &[]), 0.0);
+    assert!(at("rayorch_window_roots_limit", &[]) > 0.0);
+    if m.keys().any(|k| k == "rayorch_window_children_limit") {
+        assert!(at("rayorch_window_children_limit", &[]) > 0.0);
+    }
+    seen.into_inner()
+}
+
+/// Every metric family of a scrape, by name (histograms' `_bucket` lines
+/// under their `_count`/`_sum` names).
+fn families(m: &BTreeMap<String, f64>) -> std::collections::BTreeSet<String> {
+    m.keys()
+        .map(|k| k.split_once('{').map_or(k.as_str(), |(n, _)| n).to_string())
+        .filter(|n| !n.ends_with("_bucket"))
+        .collect()
 }
 
 #[test]
@@ -171,7 +258,12 @@ fn metrics_scraped_during_and_after_a_run_end_at_the_run_summary() {
     assert_eq!(summary.suppressed, 1, "document 5 fails by its page: {summary:?}");
     assert_eq!(summary.present, 23);
     let last = parse(&get(addr, "/metrics"));
-    check_final(&last, &summary);
+    let compared = check_final(&last, &summary);
+    let left: Vec<_> = families(&last).difference(&compared).cloned().collect();
+    assert!(
+        left.is_empty(),
+        "families not compared with the summary: {left:?}"
+    );
 
     // During the run: some scrape saw work under way (a queue or a busy
     // replica) and an unfinished run; every count only grew and never
@@ -206,6 +298,128 @@ fn metrics_scraped_during_and_after_a_run_end_at_the_run_summary() {
         live.iter()
             .any(|m| m.keys().any(|k| k.starts_with("rayorch_call_backlog_seconds{")))
     );
+}
+
+/// A run with every kind of Grain failure a stage can cause: a record
+/// failure, a group failure, an `Err` and a panic from a batch stage
+/// (bisected down to their record), and per-record calls that error and
+/// time out past their retries. After it, every metric family agrees with
+/// the summary, and per Call the failed Grains by kind add up to the
+/// Domain's `grain failed` failures.
+#[test]
+fn after_a_run_with_every_failure_kind_every_metric_family_agrees_with_the_summary() {
+    use rayorch::{AsyncRecordStage, Cause, FailureKind, FailureLevel, Outcome, RecordResult, StageContext};
+
+    struct Embed;
+    impl AsyncRecordStage for Embed {
+        type In = u64;
+        type Out = u64;
+        async fn run_one(self: Arc<Self>, text: u64, _cx: StageContext) -> RecordResult<u64> {
+            match text {
+                6000 => Err("model server: HTTP 503".into()),
+                7000 => std::future::pending().await,
+                _ => Ok(Outcome::Ok(text + 1)),
+            }
+        }
+    }
+
+    let render = Call::map("render", |(doc, n): (u64, u32)| {
+        (0..n).map(|p| (doc, p)).collect::<Vec<_>>()
+    });
+    let ocr = Call::batch("ocr", |pages: Vec<(u64, u32)>| {
+        let mut out = Vec::with_capacity(pages.len());
+        for (doc, p) in pages {
+            out.push(match (doc, p) {
+                (1, 0) => Outcome::RecordFailure(Cause::new("unreadable page")),
+                (2, 1) => Outcome::GroupFailure(Cause::new("the document is encrypted")),
+                (3, 2) => return Err("the OCR model ran out of memory".into()),
+                (4, 1) => panic!("a bug in the OCR stage"),
+                _ => Outcome::Ok(doc * 1000 + u64::from(p)),
+            });
+        }
+        Ok(out)
+    })
+    .batch_size(4)
+    .replicas(2);
+    let embed = Call::new_async_records("embed", || Ok(Embed))
+        .batch_size(4)
+        .record_timeout(Duration::from_millis(200))
+        .record_retries(1)
+        .record_backoff(Duration::from_millis(1));
+    let (plan, _) = Plan::build(|b| {
+        let docs = b.source::<common::Doc, (u64, u32)>();
+        let pages = rayorch::expand::<common::Page, _, _>(render.apply(docs));
+        b.output(rayorch::reduce(embed.apply(ocr.apply(pages))))
+    })
+    .unwrap();
+    let watch = Watch::with_interval(Duration::from_millis(20));
+    let server = watch.serve(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).unwrap();
+    let summary = Runner::new(&plan)
+        .window(4)
+        .observe(watch.observer())
+        .run((0..10u64).map(|k| (k, (k, 4u32))), Callback(|_: &RootOutcome| {}))
+        .unwrap();
+    assert!(watch.finished());
+    let last = parse(&get(server.addr(), "/metrics"));
+    let compared = check_final(&last, &summary);
+    let left: Vec<_> = families(&last).difference(&compared).cloned().collect();
+    assert!(
+        left.is_empty(),
+        "families not compared with the summary: {left:?}"
+    );
+
+    // Every kind happened, where it should.
+    let call = |n: &str| {
+        summary
+            .calls
+            .iter()
+            .find(|c| c.name == n)
+            .unwrap()
+            .failed_grains
+            .clone()
+    };
+    use FailureKind::*;
+    assert_eq!(
+        call("ocr"),
+        BTreeMap::from([(Record, 1), (Group, 1), (Error, 1), (Panic, 1)]),
+        "{summary:?}"
+    );
+    assert_eq!(
+        call("embed"),
+        BTreeMap::from([(Error, 1), (Timeout, 1)]),
+        "{summary:?}"
+    );
+    // Per Call, by kind, adds up to the Domain's Grains failed.
+    let mut by_kind: BTreeMap<FailureKind, u64> = BTreeMap::new();
+    for c in &summary.calls {
+        for (k, n) in &c.failed_grains {
+            *by_kind.entry(*k).or_default() += n;
+        }
+    }
+    let grain_failed: BTreeMap<FailureKind, u64> = summary
+        .failures
+        .iter()
+        .filter(|f| f.level == FailureLevel::GrainFailed)
+        .map(|f| (f.kind, f.count))
+        .collect();
+    assert_eq!(by_kind, grain_failed, "{:?}", summary.failures);
+    for (k, n) in &by_kind {
+        let scraped: f64 = summary
+            .calls
+            .iter()
+            .filter(|c| c.failed_grains.contains_key(k))
+            .map(|c| {
+                value(
+                    &last,
+                    "rayorch_call_failed_grains_total",
+                    &[("call", &c.name), ("kind", k.as_str())],
+                )
+            })
+            .sum();
+        assert_eq!(scraped, *n as f64, "{k}");
+    }
+    assert_eq!(summary.call("embed").unwrap().record_deadline_misses, 2);
+    assert_eq!(summary.failed + summary.suppressed, 6, "{summary:?}");
 }
 
 struct Release(Arc<AtomicBool>);

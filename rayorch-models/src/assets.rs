@@ -32,7 +32,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-
 use crate::error::ModelError;
 pub use rayorch_wheels::Pin;
 

@@ -34,7 +34,7 @@ pub use error::{PlanError, PlanErrors, RunError};
 pub use exec::control::{
     AdmissionLive, BackendGauge, BatchDispatched, BatchFinished, CallLive, CancelHandle, Observer, Progress,
 };
-pub use exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary};
+pub use exec::metrics::{CallMetrics, DomainCounts, FailureCount, FailureLevel, KeyBatchCount, RunSummary};
 pub use exec::runner::{DEFAULT_BACKPRESSURE, DEFAULT_WINDOW, DEFAULT_WINDOW_CHILDREN, Runner};
 pub use plan::call::{Call, CallConfig, FnCall, RecordCall, Recovery, Reservation};
 pub use plan::domain::{ChildOf, Domain, RootDomain};
@@ -46,7 +46,7 @@ pub use plan::port::{
 pub use plan::{Output, Plan, PlanBuilder};
 pub use stage::records::{AsyncRecordStage, RecordPolicy, RecordResult, Records};
 pub use stage::{Async, AsyncStage, BatchFn, BoxError, BoxFuture, Stage, StageContext, StageResult};
-pub use value::{Cause, Data, FailureKind, Item, ItemKind, Origin, Outcome};
+pub use value::{Cause, Data, FailedAttempt, FailureKind, Item, ItemKind, Origin, Outcome};
 
 // Type-level plumbing the operators' signatures name; users never write it.
 #[doc(hidden)]
@@ -72,7 +72,7 @@ pub mod spi {
     pub use crate::engine::lineage::Publish;
     pub use crate::engine::propagation_rules;
     pub use crate::engine::{
-        Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, GrainRef, ReportOutcome,
+        Batch, BatchId, CallStats, Engine, EngineConfig, EngineStats, GrainRef, KeyBatches, ReportOutcome,
     };
     pub use crate::exec::backpressure::Backpressure;
     pub use crate::exec::journal::{Journal, JournalOptions};
@@ -84,8 +84,8 @@ pub mod spi {
     #[cfg(feature = "sim")]
     pub use crate::stage::Replica;
     pub use crate::stage::{
-        AttemptError, AttemptResult, BatchInputs, ErasedCall, ErasedOutcome, Execution, StageBox, StageKind,
-        panic_text,
+        AttemptError, AttemptResult, BatchInputs, ErasedCall, ErasedOutcome, Execution, StageBox,
+        StageFailure, StageKind, panic_text,
     };
     pub use crate::value::{Value, Values};
 }

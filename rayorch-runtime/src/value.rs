@@ -167,7 +167,32 @@ struct CauseInner {
     kind: Option<FailureKind>,
     origin: Option<Origin>,
     suppression: bool,
+    attempts: Vec<FailedAttempt>,
+    source: Option<StageError>,
 }
+
+/// One failed attempt at a record, as its [`Cause::attempts`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailedAttempt {
+    /// How the attempt ended: `Error` (the stage returned `Err`), `Panic`
+    /// or `Timeout`.
+    pub kind: FailureKind,
+    /// What it said (`HTTP 500`, `panicked: ...`, `timed out after 2s`).
+    pub message: String,
+}
+
+/// The stage's own error, kept so that a failure can be downcast to it.
+/// Two are equal when they read the same (an error type need not be `Eq`).
+#[derive(Clone)]
+struct StageError(Arc<dyn std::error::Error + Send + Sync>);
+
+impl PartialEq for StageError {
+    fn eq(&self, other: &StageError) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for StageError {}
 
 impl Cause {
     /// A cause with only a message (the engine adds its kind and origin
@@ -180,13 +205,42 @@ impl Cause {
             kind: None,
             origin: None,
             suppression: false,
+            attempts: Vec::new(),
+            source: None,
         }))
     }
 
-    /// A cause located by a free-form context.
-    pub fn at(message: impl Into<String>, context: impl Into<String>) -> Cause {
-        let mut inner = (*Cause::new(message).0).clone();
-        inner.context = Some(context.into());
+    /// A cause made from a typed error: its text is the error's, and the
+    /// error itself stays reachable ([`Cause::stage_error`], and
+    /// `std::error::Error::source`) so a sink can downcast it.
+    ///
+    /// ```
+    /// use rayorch::Cause;
+    ///
+    /// let cause = Cause::from_error(std::io::Error::other("disk gone"));
+    /// assert_eq!(cause.message(), "disk gone");
+    /// let io = cause.stage_error().and_then(|e| e.downcast_ref::<std::io::Error>());
+    /// assert_eq!(io.map(|e| e.kind()), Some(std::io::ErrorKind::Other));
+    /// ```
+    pub fn from_error(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Cause {
+        let error: Arc<dyn std::error::Error + Send + Sync> = Arc::from(error.into());
+        let mut inner = (*Cause::new(error.to_string()).0).clone();
+        inner.source = Some(StageError(error));
+        Cause(Arc::new(inner))
+    }
+
+    /// A record's failure after its attempts (every one, in order); the
+    /// cause's kind is the last attempt's, its source the last attempt's
+    /// own error, when it returned one.
+    pub(crate) fn after_attempts(
+        message: String,
+        attempts: Vec<FailedAttempt>,
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    ) -> Cause {
+        let kind = attempts.last().map_or(FailureKind::Error, |a| a.kind);
+        let mut inner = (*Cause::of_kind(message, kind).0).clone();
+        inner.attempts = attempts;
+        inner.source = source.map(StageError);
         Cause(Arc::new(inner))
     }
 
@@ -267,6 +321,25 @@ impl Cause {
         self.0.origin.as_ref()
     }
 
+    /// The record's failed attempts, in order: every one for a per-record
+    /// Call ([`Call::new_async_records`](crate::Call::new_async_records));
+    /// the last one for a batch Call whose recovery ran out (the engine
+    /// counts a Grain's earlier attempts, it does not keep their text).
+    /// Empty for a failure the stage returned (`RecordFailure`,
+    /// `GroupFailure`) and for one that crossed a process boundary.
+    pub fn attempts(&self) -> &[FailedAttempt] {
+        &self.0.attempts
+    }
+
+    /// The stage's own error, when it gave one: the `Err` a batch stage or a
+    /// record's last attempt returned, or the error a cause was made from
+    /// ([`Cause::from_error`]). Downcast it to the stage's error type. Kept
+    /// in the process that ran the stage only (a distributed worker's
+    /// failure reaches the owner as its text and code).
+    pub fn stage_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.0.source.as_ref().map(|s| &*s.0)
+    }
+
     /// In a `keep_failed` list: the child was suppressed by this failure
     /// (a sibling's or an input's), it did not fail itself.
     pub fn is_suppression(&self) -> bool {
@@ -280,6 +353,15 @@ impl fmt::Display for Cause {
             Some(c) => write!(f, "{} ({c})", self.0.message),
             None => f.write_str(&self.0.message),
         }
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0
+            .source
+            .as_ref()
+            .map(|s| &*s.0 as &(dyn std::error::Error + 'static))
     }
 }
 

@@ -25,7 +25,7 @@ const BOUND: Duration = Duration::from_millis(10);
 
 /// Doc(pages) → render → Page → ocr (shape `page % KEYS`, batch `b`) → count.
 fn shaped(b: usize, delay: Option<Duration>) -> (Plan, Output<u32>) {
-    let render = Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>()).batch_size(4);
+    let render = render().batch_size(4);
     let ocr = Call::map("ocr", |p: u32| p + 1)
         .batch_size(b)
         .shape(|p: &u32| u64::from(p % KEYS));
@@ -33,6 +33,11 @@ fn shaped(b: usize, delay: Option<Duration>) -> (Plan, Output<u32>) {
         Some(d) => ocr.max_batch_delay(d),
         None => ocr,
     };
+    pages_plan(render, ocr)
+}
+
+/// Doc(pages) → `render` → Page → `ocr` → count.
+fn pages_plan(render: FnCall<u32, Vec<u32>>, ocr: FnCall<u32, u32>) -> (Plan, Output<u32>) {
     let count = Call::map("count", |v: Vec<u32>| v.iter().sum::<u32>());
     Plan::build(|bld| {
         let doc = bld.source::<Doc, u32>();
@@ -40,6 +45,11 @@ fn shaped(b: usize, delay: Option<Duration>) -> (Plan, Output<u32>) {
         bld.output(count.apply(reduce(ocr.apply(page))))
     })
     .expect("valid plan")
+}
+
+/// `render` without a batch size of its own.
+fn render() -> FnCall<u32, Vec<u32>> {
+    Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>())
 }
 
 /// What `count` gives for a document of `n` pages.
@@ -342,6 +352,13 @@ fn a_delayed_call_waits_for_a_fuller_batch_only_within_its_bound_and_while_more_
         "nothing more can come: no wait"
     );
     assert_eq!(eng.call_stats(0).holds, 3);
+    // Waits, on the engine's clock: three queued at 0 and one at 6 ms went
+    // at 6 ms, two queued at 6 ms went at 16 ms, the last went at once.
+    assert_eq!(eng.call_stats(0).queue_wait_us, 3 * 6_000 + 2 * 10_000);
+    assert!(
+        eng.call_stats(0).key_batches.is_empty(),
+        "an unshaped Call counts no keys"
+    );
 }
 
 #[test]
@@ -363,6 +380,25 @@ fn a_delayed_call_waits_while_upstream_work_runs_and_not_after() {
     eng.report(second.id, replicas[0].run(second.inputs));
     let b = eng.reserve(ocr, 8).expect("nothing more can come: go");
     assert_eq!(b.grains.len(), 2, "pages 0 of both roots share key 0");
+    let counted = &eng.call_stats(ocr).key_batches;
+    assert_eq!(counted.len(), 1, "{counted:?}");
+    assert_eq!((counted[&0].batches, counted[&0].grains), (1, 2));
+}
+
+#[test]
+fn a_shaped_call_counts_batches_per_key_for_its_first_256_keys_and_the_rest_together() {
+    // One document of 300 pages, each page its own key.
+    let ocr = Call::map("ocr", |p: u32| p + 1)
+        .batch_size(4)
+        .shape(|p: &u32| u64::from(*p));
+    let (plan, out) = pages_plan(render(), ocr);
+    let run = sim::run(&plan, common::keyed([300u32]), &SimConfig::sequential()).unwrap();
+    assert_eq!(run.outcomes[0].get(out), Item::Present(want(300)));
+    let st = &run.call_stats[common::call_index(&plan, "ocr")];
+    assert_eq!(st.rpcs, 300, "one page per key, so one per batch");
+    assert_eq!(st.key_batches.len(), 256);
+    assert!(st.key_batches.values().all(|k| (k.batches, k.grains) == (1, 1)));
+    assert_eq!((st.other_keys.batches, st.other_keys.grains), (44, 44));
 }
 
 #[test]
@@ -387,14 +423,7 @@ fn a_panicking_shape_key_only_moves_its_grain_to_the_last_key() {
         assert!(*p != 2, "no key for page 2");
         u64::from(*p)
     });
-    let render = Call::map("render", |n: u32| (0..n).collect::<Vec<u32>>());
-    let count = Call::map("count", |v: Vec<u32>| v.iter().sum::<u32>());
-    let (plan, out) = Plan::build(|bld| {
-        let doc = bld.source::<Doc, u32>();
-        let page = expand::<Page, _, _>(render.apply(doc));
-        bld.output(count.apply(reduce(ocr.apply(page))))
-    })
-    .unwrap();
+    let (plan, out) = pages_plan(render(), ocr);
     let run = sim::run(&plan, common::keyed([4u32]), &SimConfig::sequential()).unwrap();
     assert_eq!(run.outcomes[0].get(out), Item::Present(want(4)));
     assert_eq!(
@@ -434,12 +463,24 @@ fn shaped_and_delayed_runs_end_as_plain_ones_under_the_simulator_and_the_runner(
         }
         let mut got = Vec::new();
         let source = docs.iter().enumerate().map(|(k, &n)| (k as u64, n));
-        Runner::new(&plan)
+        let summary = Runner::new(&plan)
             .run(
                 source,
                 Callback(|o: &RootOutcome| got.push((o.key, o.get(out).present().unwrap()))),
             )
             .expect("the Runner completes");
+        // The Runner's summary: every OCR batch under one of the 3 keys.
+        let m = summary.calls.iter().find(|c| c.name == "ocr").unwrap();
+        assert!(
+            m.batches_by_key
+                .iter()
+                .all(|k| k.key.is_some_and(|k| k < u64::from(KEYS)))
+        );
+        let batches: u64 = m.batches_by_key.iter().map(|k| k.batches).sum();
+        let grains: u64 = m.batches_by_key.iter().map(|k| k.grains).sum();
+        assert_eq!((batches, grains), (m.rpcs, m.grains_dispatched), "{m:?}");
+        let wait = m.mean_wait_s.expect("a shaped Call reports its wait");
+        assert!((0.0..summary.wall_s).contains(&wait), "{m:?}");
         got.sort_unstable();
         let expected: Vec<(u64, u32)> = docs
             .iter()

@@ -495,8 +495,9 @@ impl rayorch::AsyncStage for Hang {
     }
 }
 
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn cancel_drops_async_attempts_in_flight() {
+/// One async Call whose attempts hang (batches of 2, 3 at once), with
+/// the counts of attempts started and dropped.
+fn hanging_plan() -> (Plan, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let (started, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (s, d) = (started.clone(), dropped.clone());
     let hang = Call::new_async("hang", move || {
@@ -512,6 +513,12 @@ async fn cancel_drops_async_attempts_in_flight() {
         b.output(hang.apply(x))
     })
     .unwrap();
+    (plan, started, dropped)
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn cancel_drops_async_attempts_in_flight() {
+    let (plan, started, dropped) = hanging_plan();
     let runner = Runner::new(&plan).window(6);
     let handle = runner.cancel_handle();
     let canceller = tokio::spawn(async move {
@@ -544,4 +551,30 @@ async fn cancel_drops_async_attempts_in_flight() {
     got.sort_unstable_by_key(|(k, _)| *k);
     assert_eq!(got, (0..6).map(|k| (k, ItemKind::Failed)).collect::<Vec<_>>());
     assert_eq!((summary.roots, summary.abandoned, summary.failed), (6, 6, 6));
+}
+
+/// Dropping a `run_async` future (a `select!` that lost, a timeout) ends
+/// the run: its async attempts in flight are dropped with it, none goes on
+/// running on the runtime, and no root reaches the sink after the drop.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn dropping_a_run_future_drops_its_async_attempts() {
+    let (plan, started, dropped) = hanging_plan();
+    let runner = Runner::new(&plan).window(6);
+    let got = std::sync::Mutex::new(Vec::new());
+    let run = runner.run_async(
+        (0..100u64).map(|k| (k, k as u32)),
+        Callback(|o: &RootOutcome| got.lock().unwrap().push(o.key)),
+    );
+    let timed_out = tokio::time::timeout(std::time::Duration::from_secs(10), run).await;
+    assert!(timed_out.is_err(), "the run hangs until dropped");
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(started.load(Ordering::SeqCst), 3, "3 attempts were in flight");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        3,
+        "each was dropped with the run's future"
+    );
+    assert!(got.lock().unwrap().is_empty(), "no root finished");
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rayorch::prelude::*;
 use rayorch::sink::Callback;
-use rayorch::{AsyncStage, RootOutcome, RunError, RunSummary, Runner, StageContext};
+use rayorch::{AsyncStage, FailureLevel, RootOutcome, RunError, RunSummary, Runner, StageContext};
 
 domain!(Doc);
 domain!(Page: Doc);
@@ -349,7 +349,7 @@ fn a_stage_that_hangs_on_one_input_fails_that_root_alone_and_counts_its_threads(
     let timeouts: u64 = summary
         .failures
         .iter()
-        .filter(|f| f.level == "grain failed" && f.kind == "timeout")
+        .filter(|f| f.level == FailureLevel::GrainFailed && f.kind == FailureKind::Timeout)
         .map(|f| f.count)
         .sum();
     assert_eq!(timeouts, 1, "{:?}", summary.failures);

@@ -135,6 +135,19 @@ async fn respond(conn: &mut TcpStream, status: &str, body: &str) {
     let _ = conn.shutdown().await;
 }
 
+/// A reply other than 200: the client's own error type, which a failed
+/// record's cause keeps (`Cause::stage_error`).
+#[derive(Debug, PartialEq, Eq)]
+struct HttpStatus(String);
+
+impl std::fmt::Display for HttpStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HTTP {}", self.0)
+    }
+}
+
+impl std::error::Error for HttpStatus {}
+
 /// The client: one request per connection; anything but a 200 is an error.
 async fn get(addr: SocketAddr, id: u32) -> Result<u32, BoxError> {
     let mut conn = TcpStream::connect(addr).await?;
@@ -148,7 +161,7 @@ async fn get(addr: SocketAddr, id: u32) -> Result<u32, BoxError> {
         .ok_or("the connection closed before a response")?;
     match head.split(' ').nth(1) {
         Some("200") => Ok(body.parse()?),
-        Some(status) => Err(format!("HTTP {status}").into()),
+        Some(status) => Err(Box::new(HttpStatus(status.to_string()))),
         None => Err("no status line".into()),
     }
 }
@@ -265,6 +278,20 @@ fn per_record_async_stages_send_each_healthy_record_once_and_each_bad_one_within
         per_kind(HangsOnce) + per_kind(Hangs) * u64::from(RETRIES + 1),
         "{f:?}"
     );
+    // Failed records by the kind of their last attempt, as the summary's
+    // failures count them for the Domain.
+    let by_kind = std::collections::BTreeMap::from([
+        (FailureKind::Error, per_kind(Fails) + per_kind(Drops)),
+        (FailureKind::Timeout, per_kind(Hangs)),
+    ]);
+    assert_eq!(f.failed_grains, by_kind, "{f:?}");
+    let grain_failed: std::collections::BTreeMap<FailureKind, u64> = summary
+        .failures
+        .iter()
+        .filter(|c| c.domain == "Rec" && c.level == rayorch::FailureLevel::GrainFailed)
+        .map(|c| (c.kind, c.count))
+        .collect();
+    assert_eq!(grain_failed, by_kind, "{:?}", summary.failures);
 
     assert_eq!(got.len(), RECORDS as usize);
     for (id, outcome) in (0..RECORDS).zip(&got) {
@@ -286,6 +313,27 @@ fn per_record_async_stages_send_each_healthy_record_once_and_each_bad_one_within
                     _ => "error: the connection closed before a response",
                 };
                 assert_eq!(m.matches(what).count(), 3, "record {id}: {m}");
+                // The same attempts, typed: (kind, message) each.
+                let want = match k {
+                    Hangs => FailureKind::Timeout,
+                    _ => FailureKind::Error,
+                };
+                let attempts = cause.attempts();
+                assert_eq!(attempts.len(), 3, "record {id}: {attempts:?}");
+                assert!(
+                    attempts
+                        .iter()
+                        .all(|a| a.kind == want && a.message.contains(what)),
+                    "record {id}: {attempts:?}"
+                );
+                assert_eq!(cause.kind(), Some(want));
+                // The stage's own error, from the last attempt: downcast.
+                let status = cause.stage_error().and_then(|e| e.downcast_ref::<HttpStatus>());
+                match k {
+                    Fails => assert_eq!(status, Some(&HttpStatus("500".into())), "record {id}"),
+                    Hangs => assert!(cause.stage_error().is_none(), "a timeout has no error"),
+                    _ => assert!(cause.stage_error().is_some() && status.is_none(), "record {id}"),
+                }
             }
             other => panic!("record {id}: {other:?}"),
         }
@@ -320,6 +368,15 @@ fn batch_level_async_stages_resend_healthy_records_when_a_mate_fails() {
         match kind(id) {
             Fails | Hangs | Drops => assert!(outcome.is_err(), "record {id}: {outcome:?}"),
             _ => assert_eq!(outcome.as_ref().ok(), Some(&(id * 10)), "record {id}"),
+        }
+        // Bisected down to itself, a failing record keeps its last attempt
+        // and, when the stage returned `Err`, that error.
+        if kind(id) == Fails
+            && let Err(cause) = outcome
+        {
+            assert_eq!(cause.attempts().len(), 1, "{:?}", cause.attempts());
+            let status = cause.stage_error().and_then(|e| e.downcast_ref::<HttpStatus>());
+            assert_eq!(status, Some(&HttpStatus("500".into())), "record {id}: {cause}");
         }
     }
     // The cost: healthy records went out again with their failing mates.

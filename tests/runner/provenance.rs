@@ -11,7 +11,8 @@ use std::time::Duration;
 use rayorch::prelude::*;
 use rayorch::sink::FailureLine;
 use rayorch::{
-    AsyncStage, FailureKind, Runner, Stage, StageContext, StageResult, expand, reduce, reduce_keep_failed,
+    AsyncStage, FailureKind, FailureLevel, Runner, Stage, StageContext, StageResult, expand, reduce,
+    reduce_keep_failed,
 };
 
 domain!(Doc);
@@ -117,7 +118,11 @@ fn record_group_panic_error_and_duplicate_failures_say_what_and_where() {
         repeated[0]
     );
     assert_eq!(repeated[0].code.as_deref(), Some("input.duplicate_key"));
-    let dup = summary.failures.iter().find(|f| f.kind == "source").unwrap();
+    let dup = summary
+        .failures
+        .iter()
+        .find(|f| f.kind == FailureKind::Source)
+        .unwrap();
     assert_eq!(
         (dup.domain.as_str(), dup.level.as_str(), dup.count),
         ("Doc", "root failed", 1)
@@ -125,7 +130,7 @@ fn record_group_panic_error_and_duplicate_failures_say_what_and_where() {
     let grains: BTreeMap<&str, u64> = summary
         .failures
         .iter()
-        .filter(|f| f.level == "grain failed")
+        .filter(|f| f.level == FailureLevel::GrainFailed)
         .map(|f| (f.kind.as_str(), f.count))
         .collect();
     assert_eq!(

@@ -24,7 +24,10 @@
 //! | `rayorch_call_record_attempts_total` | counter | call | per-record Calls: record attempts, retries included |
 //! | `rayorch_call_record_retries_total` | counter | call | per-record Calls: attempts after a record's first |
 //! | `rayorch_call_record_deadline_misses_total` | counter | call | per-record Calls: attempts past the record deadline |
-//! | `rayorch_call_failed_grains_total` | counter | call, kind (`record`, `group`) | Grains failed by the stage's outcome |
+//! | `rayorch_call_failed_grains_total` | counter | call, kind (`record`, `group`, `error`, `panic`, `timeout`, `contract`, …) | Grains sealed Failed at the Call, by the kind of their cause: summed over a Domain's Calls, `rayorch_failures_total{level="grain failed"}` |
+//! | `rayorch_call_mean_wait_seconds` | gauge | call | Calls with a batch delay or a shape key: mean time a dispatched Grain waited in the Call's queue (batch delay plus wait for a replica) |
+//! | `rayorch_call_key_batches_total` | counter | call, key | shaped Calls: first-attempt batches per shape key (`other`: keys past the first 256) |
+//! | `rayorch_call_key_grains_total` | counter | call, key | shaped Calls: Grains in those batches |
 //! | `rayorch_call_attempt_failures_total` | counter | call | whole attempts that failed (error, panic, timeout) |
 //! | `rayorch_call_suppressed_grains_total` | counter | call, when (`before_dispatch`, `in_flight`) | Grains a barrier sealed |
 //! | `rayorch_call_stale_reports_total` | counter | call | Grain reports the commit gate fenced |
@@ -155,10 +158,19 @@ fn record_progress(p: &Progress<'_>) -> Vec<Option<f64>> {
         counter!("rayorch_call_record_retries_total", "call" => call()).absolute(m.record_retries);
         counter!("rayorch_call_record_deadline_misses_total", "call" => call())
             .absolute(m.record_deadline_misses);
-        counter!("rayorch_call_failed_grains_total", "call" => call(), "kind" => "record")
-            .absolute(m.record_failures);
-        counter!("rayorch_call_failed_grains_total", "call" => call(), "kind" => "group")
-            .absolute(m.group_failures);
+        for (kind, n) in &m.failed_grains {
+            counter!("rayorch_call_failed_grains_total", "call" => call(), "kind" => kind.as_str())
+                .absolute(*n);
+        }
+        if let Some(w) = m.mean_wait_s {
+            gauge!("rayorch_call_mean_wait_seconds", "call" => call()).set(w);
+        }
+        for k in &m.batches_by_key {
+            let key = k.key.map_or_else(|| "other".to_string(), |k| k.to_string());
+            counter!("rayorch_call_key_batches_total", "call" => call(), "key" => key.clone())
+                .absolute(k.batches);
+            counter!("rayorch_call_key_grains_total", "call" => call(), "key" => key).absolute(k.grains);
+        }
         counter!("rayorch_call_attempt_failures_total", "call" => call()).absolute(m.attempt_failures);
         counter!("rayorch_call_suppressed_grains_total", "call" => call(), "when" => "before_dispatch")
             .absolute(m.suppressed_before_dispatch);
@@ -203,7 +215,7 @@ fn record_progress(p: &Progress<'_>) -> Vec<Option<f64>> {
     counter!("rayorch_roots_abandoned_total").absolute(s.abandoned);
     counter!("rayorch_roots_journal_skipped_total").absolute(s.journal_skipped);
     for f in &s.failures {
-        counter!("rayorch_failures_total", "domain" => f.domain.clone(), "level" => f.level.clone(), "kind" => f.kind.clone())
+        counter!("rayorch_failures_total", "domain" => f.domain.clone(), "level" => f.level.as_str(), "kind" => f.kind.as_str())
             .absolute(f.count);
     }
     let a = p.admission;
@@ -320,7 +332,19 @@ fn describe() {
     );
     describe_counter!(
         "rayorch_call_failed_grains_total",
-        "Grains failed by the stage's outcome."
+        "Grains sealed Failed at the Call, by the kind of their cause."
+    );
+    describe_gauge!(
+        "rayorch_call_mean_wait_seconds",
+        "Mean time a dispatched Grain waited in the Call's queue."
+    );
+    describe_counter!(
+        "rayorch_call_key_batches_total",
+        "Shaped Calls: first-attempt batches per shape key."
+    );
+    describe_counter!(
+        "rayorch_call_key_grains_total",
+        "Shaped Calls: Grains in the batches of each shape key."
     );
     describe_counter!(
         "rayorch_call_attempt_failures_total",

@@ -6,7 +6,7 @@
 //!
 //! | path | what |
 //! | --- | --- |
-//! | `/metrics` | Prometheus text exposition (the table in `metrics.rs`'s note) |
+//! | `/metrics` | Prometheus text exposition (every family: [`metrics`]) |
 //! | `/` | the live page: one HTML file, inline script and styles, no CDN, no build step |
 //! | `/api/state` | the page's data as JSON (also for scripts) |
 //!
@@ -28,7 +28,7 @@
 //!   holds only its own connection for at most that timeout. It binds
 //!   where it is told: loopback unless the job names another address.
 
-mod metrics;
+pub mod metrics;
 mod page;
 mod server;
 
@@ -52,6 +52,47 @@ pub const SAMPLES_KEPT: usize = 600;
 const SLOWEST_SHOWN: usize = 10;
 
 /// The live state of one run, shared by its observer and its endpoint.
+///
+/// Watching one's own pipeline: serve a watch, give its observer to the
+/// Runner, keep the server handle alive while the run goes on (a kit
+/// without Parquet is enough: `rayorch-kit = { default-features = false,
+/// features = ["watch"] }`).
+///
+/// ```
+/// use std::net::{Ipv4Addr, SocketAddr};
+/// use rayorch::prelude::*;
+/// use rayorch_kit::watch::Watch;
+///
+/// #[derive(Domain)]
+/// struct Doc;
+///
+/// struct Lengths {
+///     len: FnCall<String, usize>,
+/// }
+///
+/// #[pipeline]
+/// impl Lengths {
+///     fn forward(&self, text: Port<Doc, String>) -> Port<Doc, usize> {
+///         self.len(text)
+///     }
+/// }
+///
+/// let watch = Watch::new();
+/// // Port 0: any free port; `server.url()` says where to look.
+/// let server = watch.serve(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
+/// println!("live page {} · Prometheus {}metrics", server.url(), server.url());
+/// let pipe = Lengths { len: Call::map("length", |s: String| s.len()) };
+/// let (plan, _) = pipe.build_plan()?;
+/// let roots = (0..3u64).map(|k| (k, format!("document {k}")));
+/// let summary = Runner::new(&plan)
+///     .observe(watch.observer())
+///     .run(roots, Callback(|_: &RootOutcome| {}))?;
+/// // After the run the page and `/metrics` hold the summary's counts.
+/// assert!(watch.finished());
+/// assert!(watch.metrics_text().contains("rayorch_roots_total{outcome=\"present\"} 3"));
+/// assert_eq!(summary.present, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Watch {
     shared: Arc<Shared>,
@@ -121,7 +162,12 @@ impl Watch {
     /// any free port; [`WatchServer::addr`] says which). The server stops
     /// when the returned handle is dropped.
     pub fn serve(&self, addr: SocketAddr) -> std::io::Result<WatchServer> {
-        WatchServer::start(self.clone(), addr)
+        WatchServer::start(self.clone(), addr).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot serve the watch on {addr}: {e}; give it a free address (port 0 picks one)"),
+            )
+        })
     }
 
     /// The Prometheus text exposition of everything recorded so far.
@@ -174,12 +220,7 @@ pub fn serve(
         return Ok((None, None));
     };
     let watch = Watch::new();
-    let server = watch.serve(addr).map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot serve metrics on {addr}: {e}; give it a free address (port 0 picks one)"),
-        )
-    })?;
+    let server = watch.serve(addr)?;
     progress.println(format!(
         "live page {} · Prometheus metrics {}metrics",
         server.url(),

@@ -171,6 +171,33 @@ pub struct CallStats {
     /// Grains whose shape key function panicked (they went under key
     /// `u64::MAX`).
     pub shape_key_panics: u64,
+    /// Timed Calls (a shape key or a batch delay): sum over dispatched
+    /// Grains of the time each waited in this Call's queue, from ready (or
+    /// requeued) to dispatch, in engine-clock µs. Untimed Calls never read
+    /// the clock (0).
+    pub queue_wait_us: u64,
+    /// Shaped Calls: first-attempt batches by shape key, for the first
+    /// 256 keys seen; later keys add to `other_keys`.
+    pub key_batches: std::collections::BTreeMap<u64, KeyBatches>,
+    /// Shaped Calls: batches of keys past the first 256.
+    pub other_keys: KeyBatches,
+    /// Grains sealed Failed at this Call, by the kind of their cause (the
+    /// per-Call part of [`EngineStats::failed_grains`]).
+    pub failed: std::collections::BTreeMap<crate::value::FailureKind, u64>,
+}
+
+/// How many distinct shape keys a Call counts batches for, one by one
+/// ([`CallStats::key_batches`]); a Call keyed by a continuous measure stays
+/// bounded.
+pub(crate) const KEYS_COUNTED: usize = 256;
+
+/// Batches dispatched under one shape key, and the Grains they held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyBatches {
+    /// Batches.
+    pub batches: u64,
+    /// Grains in them.
+    pub grains: u64,
 }
 
 /// Whole-engine counters.

@@ -17,11 +17,11 @@
 //!   retry can follow the attempt: see [`retry_possible`] and `value.rs`.
 //! - Every Grain phase change goes through [`Core::transition`].
 
-use crate::engine::boundary::{Batch, BatchId, CallStats, GrainRef};
+use crate::engine::boundary::{Batch, BatchId, CallStats, GrainRef, KEYS_COUNTED};
 use crate::engine::grain::{Grain, InvalidTransition, Phase, Transition};
 use crate::engine::lineage::state_of;
 use crate::engine::propagation_rules::{self, CallDecision, State};
-use crate::engine::ready_queue::{Batching, CallQueues, Entry, Reserved};
+use crate::engine::ready_queue::{Batching, CallQueues, Entry, Reserved, Source};
 use crate::engine::{Core, lineage_state::LineageState};
 use crate::error::RunError;
 use crate::plan::PlanInner;
@@ -308,7 +308,8 @@ impl Core {
             }
             CallDecision::SuppressedByBarrier => {
                 self.calls.stats[c].suppressed_before_dispatch += 1;
-                let cause = barrier.unwrap_or_else(|| Cause::new("group failure"));
+                let cause = barrier
+                    .unwrap_or_else(|| Cause::of_kind("group failure", crate::value::FailureKind::Group));
                 self.seal(plan, c, e, Transition::Decide, Item::Suppressed(cause));
             }
             CallDecision::Dropped => self.seal(plan, c, e, Transition::Decide, Item::Dropped),
@@ -316,6 +317,8 @@ impl Core {
                 if !self.transition(plan, c, e, Transition::MakeReady) {
                     return;
                 }
+                // Only a timed Call reads the clock: an untimed one stays
+                // independent of it (the simulator's runs repeat exactly).
                 let timed = self.calls.queues[c].timed();
                 let entry = Entry {
                     entity: e,
@@ -377,6 +380,7 @@ impl Core {
                 .failed_grains
                 .entry((plan.calls[c].domain, kind))
                 .or_default() += 1;
+            *self.calls.stats[c].failed.entry(kind).or_default() += 1;
         }
         for &out in &plan.calls[c].outputs {
             self.lineage.set(out, e, item.clone());
@@ -423,7 +427,24 @@ impl Core {
             );
             calls.held_until[c] = None;
             match reserved {
-                Reserved::Batch(entries, _) => entries,
+                Reserved::Batch(entries, source) => {
+                    if calls.queues[c].timed() {
+                        let now = self.clock_us;
+                        stats.queue_wait_us +=
+                            entries.iter().map(|en| now.saturating_sub(en.at)).sum::<u64>();
+                    }
+                    if let (Source::Lane(key), Some(_)) = (source, &call.shape) {
+                        let n = stats.key_batches.len();
+                        let counted = match stats.key_batches.get_mut(&key) {
+                            Some(k) => k,
+                            None if n < KEYS_COUNTED => stats.key_batches.entry(key).or_default(),
+                            None => &mut stats.other_keys,
+                        };
+                        counted.batches += 1;
+                        counted.grains += entries.len() as u64;
+                    }
+                    entries
+                }
                 Reserved::Hold(until) => {
                     stats.holds += 1;
                     calls.held_until[c] = Some(until);

@@ -23,7 +23,7 @@ use crate::error::RunError;
 use crate::plan::PlanInner;
 use crate::plan::call::Recovery;
 use crate::stage::{AttemptError, AttemptResult, ErasedOutcome};
-use crate::value::{Cause, FailureKind, Item, Outcome, Value};
+use crate::value::{Cause, FailedAttempt, FailureKind, Item, Outcome, Value};
 
 impl Core {
     pub(crate) fn report(&mut self, plan: &PlanInner, id: BatchId, result: AttemptResult) -> ReportOutcome {
@@ -235,7 +235,7 @@ impl Core {
             let cause = self
                 .calls
                 .barrier(plan, &self.lineage, c, e)
-                .unwrap_or_else(|| Cause::new("group failure"));
+                .unwrap_or_else(|| Cause::of_kind("group failure", crate::value::FailureKind::Group));
             self.calls.stats[c].suppressed_in_flight += 1;
             self.seal(plan, c, e, Transition::Commit, Item::Suppressed(cause));
         }
@@ -306,7 +306,11 @@ impl Core {
 
     fn exhaust(&mut self, plan: &PlanInner, c: usize, e: u32, err: &AttemptError) {
         self.calls.stats[c].exhausted += 1;
-        let cause = Cause::new(err.message())
+        let last = FailedAttempt {
+            kind: err.kind(),
+            message: err.message().to_string(),
+        };
+        let cause = Cause::after_attempts(err.message().to_string(), vec![last], err.stage_error())
             .with_code(err.code())
             .classified(err.kind(), || self.lineage.origin(plan, c, e));
         self.seal(plan, c, e, Transition::Commit, Item::Failed(cause));

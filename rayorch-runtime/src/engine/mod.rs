@@ -55,7 +55,7 @@ use std::sync::Arc;
 
 pub use crate::value::EntityPath;
 pub use boundary::{
-    Batch, BatchId, CallStats, EngineConfig, EngineStats, GrainRef, ReportOutcome, RootOutcome,
+    Batch, BatchId, CallStats, EngineConfig, EngineStats, GrainRef, KeyBatches, ReportOutcome, RootOutcome,
 };
 
 use crate::engine::call_state::CallState;

@@ -183,7 +183,7 @@ pub struct Progress<'a> {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CallLive {
     /// Grains queued for a first attempt (an upper bound: a Grain sealed in
-    /// place counts until the queue skips it).
+    /// place counts until the queue skips it; 0 once no root is live).
     pub ready: usize,
     /// Grains queued for a retry (recovery groups), the same way.
     pub recovery: usize,

@@ -5,9 +5,12 @@
 //! engine never admitted (duplicate keys, values of the wrong type) and live roots abandoned by a
 //! cancellation are among `failed`, and counted again on their own.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::value::FailureKind;
 
 /// Per-Call figures of one run.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -18,7 +21,8 @@ pub struct CallMetrics {
     pub batch_size: usize,
     /// Configured replicas.
     pub replicas: usize,
-    /// Physical batches dispatched.
+    /// Physical batches dispatched, retries included (the `batches` column
+    /// of [`RunSummary::calls_table`] and `rayorch_call_batches_total`).
     pub rpcs: u64,
     /// Grains dispatched (retries included).
     pub grains_dispatched: u64,
@@ -58,6 +62,25 @@ pub struct CallMetrics {
     /// Grains whose shape key function panicked (each went under key
     /// `u64::MAX`; one warning line per Call says so).
     pub shape_key_panics: u64,
+    /// Grains sealed Failed at this Call, by the kind of their cause (the
+    /// kinds of [`RunSummary::failures`]: a per-record Call's record that
+    /// spent its retries counts as `error`, `panic` or `timeout`, as its
+    /// last attempt ended, not as `record`). Summed over a Domain's Calls,
+    /// these are its `grain failed` [`FailureCount`]s.
+    pub failed_grains: BTreeMap<FailureKind, u64>,
+    /// Calls that wait for mates ([`Call::max_batch_delay`](crate::Call::max_batch_delay)
+    /// or [`Call::shape`](crate::Call::shape)): the mean time a
+    /// dispatched Grain waited in the Call's queue, from ready (or requeued
+    /// for a retry) to dispatch — the batch delay's cost plus the wait for a
+    /// free replica. `None` for other Calls (the engine keeps no clock for
+    /// them) and before the first dispatch.
+    pub mean_wait_s: Option<f64>,
+    /// Shaped Calls ([`Call::shape`](crate::Call::shape)): batches of
+    /// first attempts by shape key, in key order (empty for an unshaped
+    /// Call). At most 256 keys are listed one by one; later keys are
+    /// summed in one entry with `key: None`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub batches_by_key: Vec<KeyBatchCount>,
     /// Blocking replica threads abandoned past the timeout, still running
     /// when given up on ([`Call::max_abandoned_threads`](crate::Call::max_abandoned_threads)
     /// caps those alive at once).
@@ -68,6 +91,17 @@ pub struct CallMetrics {
     pub window_start_s: Option<f64>,
     /// Last batch end, seconds from the run's start.
     pub window_end_s: Option<f64>,
+}
+
+/// Batches a shaped Call dispatched under one shape key.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct KeyBatchCount {
+    /// The shape key (`None`: every key past the first 256 a Call saw).
+    pub key: Option<u64>,
+    /// Batches dispatched.
+    pub batches: u64,
+    /// Grains they held (over batches: the key's mean batch).
+    pub grains: u64,
 }
 
 /// Entity counts of one Domain, as the executor sees them.
@@ -157,18 +191,49 @@ pub struct RunSummary {
 }
 
 /// How many failures of one kind one Domain saw, at one level.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct FailureCount {
     /// The Domain.
     pub domain: String,
-    /// `root failed`, `root suppressed` (a root's outcome, by the kind of
-    /// the failure that decided it) or `grain failed` (a Grain sealed Failed).
-    pub level: String,
-    /// The kind of failure (`record`, `group`, `error`, `panic`, `timeout`,
-    /// `contract`, `cancelled`, `source`).
-    pub kind: String,
+    /// Root outcomes (by the kind of the failure that decided them) or
+    /// Grains sealed Failed.
+    pub level: FailureLevel,
+    /// The kind of failure.
+    pub kind: FailureKind,
     /// How many.
     pub count: u64,
+}
+
+/// What a [`FailureCount`] counts.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureLevel {
+    /// Roots that ended Failed.
+    #[serde(rename = "root failed")]
+    RootFailed,
+    /// Roots that ended Suppressed.
+    #[serde(rename = "root suppressed")]
+    RootSuppressed,
+    /// Grains sealed Failed (at any Domain).
+    #[serde(rename = "grain failed")]
+    GrainFailed,
+}
+
+impl FailureLevel {
+    /// The level as summaries and metric labels write it (`root failed`,
+    /// `root suppressed`, `grain failed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureLevel::RootFailed => "root failed",
+            FailureLevel::RootSuppressed => "root suppressed",
+            FailureLevel::GrainFailed => "grain failed",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Grains one worker process committed for one Call (distributed runs).

@@ -357,6 +357,15 @@ impl<'p> Runner<'p> {
     }
 
     /// Run on the current tokio runtime.
+    ///
+    /// Dropping the future (a `select!` branch that lost, a timeout) ends
+    /// the run where it stands: async attempts in flight are dropped with
+    /// it, blocking replica threads finish their current batch and exit,
+    /// and no root reaches the sink afterwards. Roots the sink already had
+    /// are done; with a journal, the roots it committed are skipped by the
+    /// next run and every other root runs again (to stop cleanly and get
+    /// a summary, use [`Runner::cancel_handle`] or
+    /// [`CancelHandle::stop_admitting`](crate::CancelHandle::stop_admitting) instead).
     pub async fn run_async<T: Data>(
         &self,
         source: impl IntoIterator<Item = (u64, T)>,

@@ -231,8 +231,12 @@ pub type ErasedOutcome = Outcome<Values>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AttemptError {
-    /// The stage returned `Err`, or its replica crashed: retryable.
+    /// The replica crashed or was lost (or the attempt failed on a remote
+    /// worker, where only the text travels): retryable.
     Failed(String),
+    /// The stage returned `Err`: retryable; its error is kept whole, so a
+    /// record this leaves failed carries it ([`Cause::stage_error`](crate::Cause::stage_error)).
+    Returned(StageFailure),
     /// The stage panicked (in a blocking `run`, in an async one's future or
     /// before it): retryable, and the replica is replaced.
     Panicked(String),
@@ -257,6 +261,7 @@ impl AttemptError {
     /// What went wrong, as the failure's cause will say it.
     pub fn message(&self) -> &str {
         match self {
+            AttemptError::Returned(f) => &f.message,
             AttemptError::Failed(m)
             | AttemptError::Panicked(m)
             | AttemptError::TimedOut(m)
@@ -269,7 +274,7 @@ impl AttemptError {
     /// (see [`Cause::code`](crate::Cause::code)).
     pub fn code(&self) -> &'static str {
         match self {
-            AttemptError::Failed(_) => "error",
+            AttemptError::Failed(_) | AttemptError::Returned(_) => "error",
             AttemptError::Panicked(_) => "panic",
             AttemptError::TimedOut(_) => "timeout",
             AttemptError::Contract(_) => "contract",
@@ -281,10 +286,53 @@ impl AttemptError {
     pub fn kind(&self) -> crate::value::FailureKind {
         use crate::value::FailureKind;
         match self {
-            AttemptError::Failed(_) | AttemptError::Stopped(_) => FailureKind::Error,
+            AttemptError::Failed(_) | AttemptError::Returned(_) | AttemptError::Stopped(_) => {
+                FailureKind::Error
+            }
             AttemptError::Panicked(_) => FailureKind::Panic,
             AttemptError::TimedOut(_) => FailureKind::Timeout,
             AttemptError::Contract(_) => FailureKind::Contract,
+        }
+    }
+}
+
+/// A stage's `Err` for a whole batch: its text and the error itself.
+#[derive(Clone, Debug)]
+pub struct StageFailure {
+    message: String,
+    error: Arc<dyn std::error::Error + Send + Sync>,
+}
+
+impl StageFailure {
+    /// Keep `error` (its text is the failure's message).
+    pub fn new(error: BoxError) -> StageFailure {
+        StageFailure {
+            message: error.to_string(),
+            error: Arc::from(error),
+        }
+    }
+
+    /// The stage's error.
+    pub fn error(&self) -> &Arc<dyn std::error::Error + Send + Sync> {
+        &self.error
+    }
+}
+
+impl PartialEq for StageFailure {
+    fn eq(&self, other: &StageFailure) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for StageFailure {}
+
+impl AttemptError {
+    /// The stage's own error behind this attempt's failure, when it
+    /// returned one.
+    pub fn stage_error(&self) -> Option<Arc<dyn std::error::Error + Send + Sync>> {
+        match self {
+            AttemptError::Returned(f) => Some(f.error.clone()),
+            _ => None,
         }
     }
 }
@@ -437,7 +485,7 @@ impl<S: StageKind> Glue<S> {
     }
 
     fn outputs(split: Split<S::Out>, r: StageResult<S::Out>) -> AttemptResult {
-        let outcomes = r.map_err(|e| AttemptError::Failed(e.to_string()))?;
+        let outcomes = r.map_err(|e| AttemptError::Returned(StageFailure::new(e)))?;
         Ok(outcomes.into_iter().map(|o| o.map(split)).collect())
     }
 

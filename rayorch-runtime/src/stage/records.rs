@@ -43,7 +43,7 @@ use tokio::sync::Semaphore;
 
 use crate::stage::quiet::{Quiet, quietly};
 use crate::stage::{AsyncStage, BoxError, StageContext, StageResult, panic_text, short_type_name};
-use crate::value::{Cause, FailureKind, Outcome};
+use crate::value::{Cause, FailedAttempt, FailureKind, Outcome};
 
 /// What [`AsyncRecordStage::run_one`] returns: the record's outcome, or an
 /// error that is retried within the record's budget.
@@ -261,12 +261,12 @@ impl<S: AsyncRecordStage> Records<S> {
                 Err(failure) => failure,
             };
             drop(permit);
-            if let (Some(c), FailureKind::Timeout) = (&cx.record_counts, failure.0) {
+            if let (Some(c), FailureKind::Timeout) = (&cx.record_counts, failure.attempt.kind) {
                 c.deadline_misses.fetch_add(1, Ordering::Relaxed);
             }
             failures.push(failure);
         }
-        Outcome::RecordFailure(gave_up(&failures))
+        Outcome::RecordFailure(gave_up(failures))
     }
 
     async fn attempt(
@@ -275,39 +275,64 @@ impl<S: AsyncRecordStage> Records<S> {
         cx: &StageContext,
         deadline: Duration,
         quiet: bool,
-    ) -> Result<Outcome<S::Out>, (FailureKind, String)> {
+    ) -> Result<Outcome<S::Out>, Failed> {
         let stage = self.stage.clone();
+        let panicked = |p: Box<dyn std::any::Any + Send>| Failed {
+            attempt: FailedAttempt {
+                kind: FailureKind::Panic,
+                message: format!("panicked: {}", panic_text(&p)),
+            },
+            error: None,
+        };
         // A retry's panic prints nothing: the first attempt's did.
         let fut = quietly(quiet, || {
             catch_unwind(AssertUnwindSafe(|| stage.run_one(input, cx.clone())))
         })
-        .map_err(|p| (FailureKind::Panic, format!("panicked: {}", panic_text(&p))))?;
+        .map_err(panicked)?;
         let fut = Quiet::new(fut, quiet);
         match tokio::time::timeout(deadline, AssertUnwindSafe(fut).catch_unwind()).await {
             Ok(Ok(Ok(outcome))) => Ok(outcome),
-            Ok(Ok(Err(e))) => Err((FailureKind::Error, format!("error: {e}"))),
-            Ok(Err(p)) => Err((FailureKind::Panic, format!("panicked: {}", panic_text(&p)))),
-            Err(_) => Err((FailureKind::Timeout, format!("timed out after {deadline:?}"))),
+            Ok(Ok(Err(e))) => Err(Failed {
+                attempt: FailedAttempt {
+                    kind: FailureKind::Error,
+                    message: format!("error: {e}"),
+                },
+                error: Some(Arc::from(e)),
+            }),
+            Ok(Err(p)) => Err(panicked(p)),
+            Err(_) => Err(Failed {
+                attempt: FailedAttempt {
+                    kind: FailureKind::Timeout,
+                    message: format!("timed out after {deadline:?}"),
+                },
+                error: None,
+            }),
         }
     }
 }
 
-/// The cause of a record that spent its budget: every attempt, in order;
-/// its kind is the last attempt's (error, panic or timeout).
-fn gave_up(failures: &[(FailureKind, String)]) -> Cause {
-    let attempts: Vec<String> = failures
+/// One failed attempt at a record, and the error the stage returned in it.
+struct Failed {
+    attempt: FailedAttempt,
+    error: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+/// The cause of a record that spent its budget: every attempt, in order
+/// (in its text and as [`Cause::attempts`]); its kind is the last attempt's
+/// (error, panic or timeout), its source the last attempt's own error.
+fn gave_up(failures: Vec<Failed>) -> Cause {
+    let text: Vec<String> = failures
         .iter()
         .enumerate()
-        .map(|(i, (_, f))| format!("{}: {f}", i + 1))
+        .map(|(i, f)| format!("{}: {}", i + 1, f.attempt.message))
         .collect();
-    Cause::of_kind(
-        format!(
-            "record failed after {} attempt(s) ({})",
-            failures.len(),
-            attempts.join("; ")
-        ),
-        failures.last().map_or(FailureKind::Error, |(k, _)| *k),
-    )
+    let message = format!(
+        "record failed after {} attempt(s) ({})",
+        failures.len(),
+        text.join("; ")
+    );
+    let source = failures.last().and_then(|f| f.error.clone());
+    Cause::after_attempts(message, failures.into_iter().map(|f| f.attempt).collect(), source)
 }
 
 impl<S: AsyncRecordStage> AsyncStage for Records<S> {

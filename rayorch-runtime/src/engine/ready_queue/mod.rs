@@ -400,7 +400,8 @@ pub(crate) struct CallQueues {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
     Immediate,
-    Fifo,
+    /// First attempts, from the lane of this shape key (0 when unshaped).
+    Lane(u64),
     Deferred,
 }
 
@@ -523,6 +524,7 @@ impl CallQueues {
         let mut hold = None;
         let mut taken = std::mem::take(&mut self.spare);
         taken.clear();
+        let mut key = self.lanes[0].key;
         match self.batching.take() {
             None => {
                 let lane = &mut self.lanes[0];
@@ -537,12 +539,15 @@ impl CallQueues {
                 );
             }
             Some(b) => {
-                hold = self.timed_reserve(&mut taken, &b, max, now, can_grow, &live, &parent, touched);
+                match self.timed_reserve(&mut taken, &b, max, now, can_grow, &live, &parent, touched) {
+                    Ok(k) => key = k,
+                    Err(until) => hold = until,
+                }
                 self.batching = Some(b);
             }
         }
         if !taken.is_empty() {
-            return Reserved::Batch(taken, Source::Fifo);
+            return Reserved::Batch(taken, Source::Lane(key));
         }
         self.spare = taken;
         if let Some(g) = Self::take_group(&mut self.deferred, max, &live, touched) {
@@ -551,8 +556,9 @@ impl CallQueues {
         hold.map_or(Reserved::Empty, Reserved::Hold)
     }
 
-    /// The timed reservation of the module note: a batch (into `out`), or
-    /// nothing and the deadline of the oldest entry held.
+    /// The timed reservation of the module note: a batch (into `out`) and
+    /// its lane's key, or nothing and the deadline of the oldest entry held
+    /// (`None`: nothing is queued).
     #[expect(
         clippy::too_many_arguments,
         reason = "the reservation's inputs, passed through"
@@ -567,7 +573,7 @@ impl CallQueues {
         live: &impl Fn(&Entry) -> bool,
         parent: &impl Fn(&Entry) -> u32,
         touched: &mut u64,
-    ) -> Option<u64> {
+    ) -> Result<u64, Option<u64>> {
         loop {
             self.drop_empty_lanes();
             // (lane, oldest arrival) of the lane holding the oldest entry.
@@ -579,7 +585,8 @@ impl CallQueues {
                 .enumerate()
                 .filter(|(_, l)| l.len() > 0)
                 .map(|(i, l)| (i, oldest(l)))
-                .min_by_key(|&(i, t)| (t, i))?;
+                .min_by_key(|&(i, t)| (t, i))
+                .ok_or(None)?;
             let overdue = b.delay_us == 0 || now.saturating_sub(at) >= b.delay_us;
             let worthy = |n: usize| {
                 if n >= max {
@@ -605,13 +612,13 @@ impl CallQueues {
                 None
             };
             let Some((lane, n)) = pick else {
-                return Some(at.saturating_add(b.delay_us));
+                return Err(Some(at.saturating_add(b.delay_us)));
             };
             self.lanes[lane].reserve(out, n, self.policy, &mut self.rng, live, parent, touched);
             if !out.is_empty() {
                 self.turns += 1;
                 self.lanes[lane].served = self.turns;
-                return None;
+                return Ok(self.lanes[lane].key);
             }
             // Only tombstones were there: that lane is empty now; choose again.
         }

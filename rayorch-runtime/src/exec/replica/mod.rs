@@ -148,6 +148,20 @@ pub(crate) struct Replicas {
     pub(crate) threads_abandoned: Vec<u64>,
 }
 
+/// A run dropped mid-way (its `run_async` future dropped, or a return by
+/// `?` before `shutdown`) still stops its async attempts: a task whose
+/// abort handle is dropped would run on. Blocking replica threads see their
+/// queue closed with the pool and end after their current batch.
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        for a in self.attempts.values() {
+            if let Some(h) = &a.abort {
+                h.abort();
+            }
+        }
+    }
+}
+
 impl Replicas {
     /// Pools for the Calls `serves` picks (all, for a local run), with the
     /// replicas `slots(c)` gives each (the Call's own count for a local run).

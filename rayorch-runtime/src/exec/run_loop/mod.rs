@@ -139,7 +139,7 @@ struct RunLoop<'p, S: Sink, B: Backend> {
     /// Grains committed per (worker, Call) (distributed runs).
     per_worker: BTreeMap<(String, usize), u64>,
     /// Roots handed out failed or suppressed, by the kind of the failure.
-    root_failures: BTreeMap<(ItemKind, Option<FailureKind>), u64>,
+    root_failures: BTreeMap<(ItemKind, FailureKind), u64>,
     spans: Spans,
 }
 
@@ -485,7 +485,13 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             kind => {
                 *self
                     .root_failures
-                    .entry((kind, o.cause().and_then(Cause::kind)))
+                    // The engine classifies every failure it seals; a
+                    // cause without a kind would be its bug, counted as
+                    // an error rather than lost.
+                    .entry((
+                        kind,
+                        o.cause().and_then(Cause::kind).unwrap_or(FailureKind::Error),
+                    ))
                     .or_default() += 1
             }
         }
@@ -610,9 +616,15 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             return;
         }
         let summary = self.summary();
+        // With no live root every queued entry is dead: a run that ended
+        // shows empty queues, not the entries it never had to skip.
+        let none_live = self.engine.live_roots() == 0;
         let calls: Vec<CallLive> = (0..self.plan.calls().len())
             .map(|c| {
-                let (ready, recovery) = self.engine.queue_depths(c);
+                let (ready, recovery) = match none_live {
+                    true => (0, 0),
+                    false => self.engine.queue_depths(c),
+                };
                 let (in_flight_batches, in_flight_grains) = self.engine.in_flight_of(c);
                 CallLive {
                     ready,

@@ -2,9 +2,11 @@
 //! [`RunSummary`], built from the engine's counters and the loop's own.
 
 use super::{Backend, RunLoop};
-use crate::exec::metrics::{CallMetrics, DomainCounts, FailureCount, RunSummary, WorkerGrains, secs};
+use crate::exec::metrics::{
+    CallMetrics, DomainCounts, FailureCount, FailureLevel, KeyBatchCount, RunSummary, WorkerGrains, secs,
+};
 use crate::exec::sink::Sink;
-use crate::value::{FailureKind, ItemKind};
+use crate::value::ItemKind;
 
 impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
     pub(super) fn domain_counts(&self) -> Vec<DomainCounts> {
@@ -49,19 +51,17 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
     fn failure_counts(&self) -> Vec<FailureCount> {
         let plan = &self.plan.inner;
         let root = plan.domains[plan.root].info.name;
-        let kind_name = |k: Option<FailureKind>| k.map_or("unknown", FailureKind::as_str).to_string();
         let roots = self
             .root_failures
             .iter()
             .map(|(&(outcome, kind), &count)| FailureCount {
                 domain: root.to_string(),
                 level: if outcome == ItemKind::Failed {
-                    "root failed"
+                    FailureLevel::RootFailed
                 } else {
-                    "root suppressed"
-                }
-                .to_string(),
-                kind: kind_name(kind),
+                    FailureLevel::RootSuppressed
+                },
+                kind,
                 count,
             });
         let grains = self
@@ -71,8 +71,8 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             .iter()
             .map(|(&(d, kind), &count)| FailureCount {
                 domain: plan.domains[d].info.name.to_string(),
-                level: "grain failed".to_string(),
-                kind: kind.as_str().to_string(),
+                level: FailureLevel::GrainFailed,
+                kind,
                 count,
             });
         roots.chain(grains).collect()
@@ -93,6 +93,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             .map(|(c, spec)| {
                 let cs = self.engine.call_stats(c);
                 let t = self.timing[c];
+                let timed = spec.shape.is_some() || spec.config.max_batch_delay.is_some();
                 let now = spec.runtime.record_counts();
                 let records: [u64; 3] =
                     std::array::from_fn(|i| now[i].saturating_sub(self.record_base[c][i]));
@@ -120,6 +121,12 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                     stale_grains: cs.stale_grains,
                     replicas_replaced: self.replaced[c],
                     shape_key_panics: cs.shape_key_panics,
+                    failed_grains: cs.failed.clone(),
+                    mean_wait_s: match (timed, cs.grains_dispatched) {
+                        (false, _) | (_, 0) => None,
+                        (true, n) => Some(cs.queue_wait_us as f64 / 1e6 / n as f64),
+                    },
+                    batches_by_key: key_counts(cs),
                     record_attempts: records[0],
                     record_retries: records[1],
                     record_deadline_misses: records[2],
@@ -165,4 +172,22 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 .collect(),
         }
     }
+}
+
+/// A shaped Call's batches by key, then the keys past the counted ones.
+fn key_counts(cs: &crate::engine::CallStats) -> Vec<KeyBatchCount> {
+    let count = |key, k: &crate::engine::KeyBatches| KeyBatchCount {
+        key,
+        batches: k.batches,
+        grains: k.grains,
+    };
+    let mut v: Vec<_> = cs
+        .key_batches
+        .iter()
+        .map(|(&key, k)| count(Some(key), k))
+        .collect();
+    if cs.other_keys.batches > 0 {
+        v.push(count(None, &cs.other_keys));
+    }
+    v
 }
