@@ -30,6 +30,8 @@
 //!   that (its record retries).
 
 #[cfg(feature = "store")]
+pub mod commits;
+#[cfg(feature = "store")]
 mod remote;
 mod roots;
 #[cfg(feature = "store")]
