@@ -62,9 +62,10 @@ pub trait Rows: Send {
     fn columns(&self, rows: &[Self::Row]) -> Result<Vec<arrow_array::ArrayRef>, String>;
 }
 
-/// Streams rows into one Parquet file (Snappy).
-pub struct ParquetFile<R: Rows> {
-    writer: ArrowWriter<File>,
+/// Streams rows into one Parquet file (Snappy): on disk, or in memory
+/// ([`ParquetFile::in_memory`]) for an object written whole.
+pub struct ParquetFile<R: Rows, W: std::io::Write + Send = File> {
+    writer: ArrowWriter<W>,
     rows: R,
     schema: SchemaRef,
     rows_per_group: usize,
@@ -75,8 +76,38 @@ pub struct ParquetFile<R: Rows> {
 impl<R: Rows> ParquetFile<R> {
     /// Create (truncate) `path`.
     pub fn create(path: &Path, rows: R, rows_per_group: usize) -> Result<ParquetFile<R>, OutputError> {
+        let file = File::create(path).map_err(|e| OutputError::at(path)(e.to_string()))?;
+        ParquetFile::over(file, path, rows, rows_per_group)
+    }
+}
+
+impl<R: Rows> ParquetFile<R, Vec<u8>> {
+    /// A file built in memory; `name` names it in errors.
+    pub fn in_memory(
+        name: &str,
+        rows: R,
+        rows_per_group: usize,
+    ) -> Result<ParquetFile<R, Vec<u8>>, OutputError> {
+        ParquetFile::over(Vec::new(), Path::new(name), rows, rows_per_group)
+    }
+
+    /// Bytes written so far (row groups flushed; the footer not yet).
+    pub fn bytes_so_far(&self) -> usize {
+        self.writer.bytes_written()
+    }
+
+    /// Write what is pending and the footer; the whole file.
+    pub fn into_bytes(mut self) -> Result<Vec<u8>, OutputError> {
+        self.flush()?;
+        let err = OutputError::at(&self.path);
+        self.writer.into_inner().map_err(|e| err(e.to_string()))
+    }
+}
+
+impl<R: Rows, W: std::io::Write + Send> ParquetFile<R, W> {
+    fn over(sink: W, path: &Path, rows: R, rows_per_group: usize) -> Result<ParquetFile<R, W>, OutputError> {
         let err = OutputError::at(path);
-        let file = File::create(path).map_err(|e| err(e.to_string()))?;
+        let file = sink;
         let schema = rows.schema();
         let props = parquet::file::properties::WriterProperties::builder()
             .set_compression(parquet::basic::Compression::SNAPPY)

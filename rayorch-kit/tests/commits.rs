@@ -266,3 +266,37 @@ fn a_store_that_ignores_conditional_writes_is_refused_unless_at_least_once_is_ac
         assert_eq!(commit_roots(&mut log, &[7]).await.unwrap(), 1);
     });
 }
+
+/// The job-facing side: outputs at a `file://` URL committed in the
+/// background, due by bytes, read back by a resume that holds nothing but
+/// the URL.
+#[test]
+fn bucket_outputs_commit_in_the_background_and_a_resume_needs_only_the_url() {
+    use rayorch_kit::store::outputs::{BucketOptions, BucketOutputs};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/out/", dir.path().display());
+    let opts = BucketOptions {
+        target_bytes: 32,
+        interval: Duration::from_secs(3600),
+        ..BucketOptions::default()
+    };
+    let (mut out, earlier) = BucketOutputs::open(&url, opts.clone()).unwrap();
+    assert!(earlier.records.is_empty());
+    assert!(!out.due(0) && !out.due(31) && out.due(32), "due by bytes");
+    for k in 0..5u64 {
+        let line = format!("{{\"key\":{k}}}\n");
+        out.commit(vec![segment("jsonl", &line)], vec![k]).unwrap();
+    }
+    let done = out.finish().unwrap();
+    assert_eq!((done.commits, done.roots, done.segments), (5, 5, 5));
+
+    // A resume elsewhere: the URL alone says what is done.
+    let (mut again, committed) = BucketOutputs::open(&url, opts).unwrap();
+    assert_eq!(committed.roots(), (0..5).collect());
+    assert_eq!(committed.segments("jsonl").len(), 5);
+    assert_eq!(again.finish().unwrap().commits, 0);
+
+    // Not a place for outputs: a clear error.
+    let err = BucketOutputs::open("https://example.invalid/out/", BucketOptions::default()).unwrap_err();
+    assert!(err.contains("not an output URL"), "{err}");
+}

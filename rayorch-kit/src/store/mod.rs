@@ -32,6 +32,8 @@
 #[cfg(feature = "store")]
 pub mod commits;
 #[cfg(feature = "store")]
+pub mod outputs;
+#[cfg(feature = "store")]
 mod remote;
 mod roots;
 #[cfg(feature = "store")]
