@@ -259,7 +259,10 @@ fn a_store_that_ignores_conditional_writes_is_refused_unless_at_least_once_is_ac
             "{text}"
         );
         assert!(read(&*store, &Key::from("out")).await.unwrap().records.is_empty());
-        let opts = Options { at_least_once: true };
+        let opts = Options {
+            at_least_once: true,
+            ..Options::default()
+        };
         let (mut log, _) = CommitLog::open(store.clone(), Key::from("out"), &opts)
             .await
             .unwrap();
@@ -278,6 +281,7 @@ fn bucket_outputs_commit_in_the_background_and_a_resume_needs_only_the_url() {
     let opts = BucketOptions {
         target_bytes: 32,
         interval: Duration::from_secs(3600),
+        source: "5 documents, list digest 1".into(),
         ..BucketOptions::default()
     };
     let (mut out, earlier) = BucketOutputs::open(&url, opts.clone()).unwrap();
@@ -291,10 +295,20 @@ fn bucket_outputs_commit_in_the_background_and_a_resume_needs_only_the_url() {
     assert_eq!((done.commits, done.roots, done.segments), (5, 5, 5));
 
     // A resume elsewhere: the URL alone says what is done.
-    let (mut again, committed) = BucketOutputs::open(&url, opts).unwrap();
+    let (mut again, committed) = BucketOutputs::open(&url, opts.clone()).unwrap();
     assert_eq!(committed.roots(), (0..5).collect());
     assert_eq!(committed.segments("jsonl").len(), 5);
     assert_eq!(again.finish().unwrap().commits, 0);
+    let url_file = again.put_run_file("summary.json", b"{}".to_vec()).unwrap();
+    assert!(url_file.ends_with(&format!("out/runs/{}/summary.json", again.writer())), "{url_file}");
+
+    // A resume over other inputs is refused, naming both.
+    let other = BucketOptions {
+        source: "6 documents, list digest 2".into(),
+        ..opts.clone()
+    };
+    let err = BucketOutputs::open(&url, other).unwrap_err();
+    assert!(err.contains("other inputs") && err.contains("list digest 1"), "{err}");
 
     // Not a place for outputs: a clear error.
     let err = BucketOutputs::open("https://example.invalid/out/", BucketOptions::default()).unwrap_err();

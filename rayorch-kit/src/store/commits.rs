@@ -94,6 +94,18 @@ pub enum CommitError {
         /// What is wrong.
         cause: String,
     },
+    /// The records were written by a run over other inputs.
+    #[error(
+        "{prefix}: holds the outputs of a run over other inputs ({theirs}; this run: {ours}): resume with the same inputs, or give another output prefix"
+    )]
+    OtherSource {
+        /// The output prefix.
+        prefix: String,
+        /// The records' source.
+        theirs: String,
+        /// This run's.
+        ours: String,
+    },
     /// The store failed (after its client's retries).
     #[error("{key}: {cause}")]
     Store {
@@ -130,6 +142,10 @@ pub struct Record {
     pub segments: Vec<SegmentRef>,
     /// The root keys its segments hold (each root in exactly one record).
     pub roots: Vec<u64>,
+    /// What the run reads (its inputs' digest), as the writer gave it: a
+    /// resume over other inputs is refused.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// One segment to commit: its kind (the extension) and its bytes.
@@ -149,6 +165,10 @@ pub struct Options {
     /// Open on a store that ignores conditional writes (outputs become
     /// at-least-once: two writers racing could both commit a number).
     pub at_least_once: bool,
+    /// What this run reads (its inputs' digest): written into every record;
+    /// the log refuses to open over records of another source
+    /// ([`CommitError::OtherSource`]). Empty: not checked.
+    pub source: String,
 }
 
 /// What the records of earlier commits say.
@@ -197,6 +217,8 @@ pub struct CommitLog {
     started: Option<chrono::DateTime<chrono::Utc>>,
     /// Keys (relative) of committed segments.
     named: HashSet<String>,
+    /// What the run reads (into every record).
+    source: String,
 }
 
 impl std::fmt::Debug for CommitLog {
@@ -264,9 +286,22 @@ impl CommitLog {
             won: false,
             started: None,
             named: HashSet::new(),
+            source: String::new(),
         };
         log.probe(opts).await?;
         let committed = read(&*log.store, &log.prefix).await?;
+        if let Some(last) = committed.records.last()
+            && !opts.source.is_empty()
+            && !last.source.is_empty()
+            && last.source != opts.source
+        {
+            return Err(CommitError::OtherSource {
+                prefix: log.prefix.to_string(),
+                theirs: last.source.clone(),
+                ours: opts.source.clone(),
+            });
+        }
+        log.source = opts.source.clone();
         log.seq = committed.last_seq();
         log.named = committed
             .records
@@ -344,6 +379,7 @@ impl CommitLog {
             writer: self.writer.clone(),
             segments: refs,
             roots,
+            source: self.source.clone(),
         };
         let key = join(&self.prefix, &record_name(seq));
         let body = serde_json::to_vec(&record).map_err(|e| CommitError::BadRecord {

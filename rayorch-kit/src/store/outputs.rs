@@ -45,6 +45,9 @@ pub struct BucketOptions {
     pub interval: Duration,
     /// Accept a store that ignores conditional writes (at-least-once).
     pub at_least_once: bool,
+    /// What the run reads (its inputs' digest; see
+    /// [`Options::source`](super::commits::Options::source)).
+    pub source: String,
     /// The store clients' retries and timeouts.
     pub store: StoreOptions,
 }
@@ -55,6 +58,7 @@ impl Default for BucketOptions {
             target_bytes: 64 << 20,
             interval: Duration::from_secs(60),
             at_least_once: false,
+            source: String::new(),
             store: StoreOptions::default(),
         }
     }
@@ -89,6 +93,9 @@ struct Commit {
 /// The outputs of one run at one URL (see the module note).
 pub struct BucketOutputs {
     url: String,
+    writer: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: Key,
     tx: Option<SyncSender<Commit>>,
     thread: Option<JoinHandle<()>>,
     shared: Arc<Mutex<Shared>>,
@@ -134,9 +141,11 @@ impl BucketOutputs {
         let (store, prefix) = output_store(url, &opts.store)?;
         let shared = Arc::new(Mutex::new(Shared::default()));
         let (tx, rx) = sync_channel::<Commit>(1);
-        let (opened_tx, opened_rx) = sync_channel::<Result<Committed, String>>(1);
+        let (opened_tx, opened_rx) = sync_channel::<Result<(Committed, String), String>>(1);
+        let (files_store, files_prefix) = (store.clone(), prefix.clone());
         let log_opts = Options {
             at_least_once: opts.at_least_once,
+            source: opts.source.clone(),
         };
         let thread = {
             let shared = shared.clone();
@@ -146,12 +155,15 @@ impl BucketOutputs {
                 .spawn(move || upload(store, prefix, log_opts, rx, opened_tx, shared, at))
                 .map_err(|e| format!("{url}: cannot start the uploader: {e}"))?
         };
-        let committed = opened_rx
+        let (committed, writer) = opened_rx
             .recv()
             .map_err(|_| format!("{url}: the uploader stopped before opening the log"))??;
         Ok((
             BucketOutputs {
                 url: url.to_string(),
+                writer,
+                store: files_store,
+                prefix: files_prefix,
                 tx: Some(tx),
                 thread: Some(thread),
                 shared,
@@ -165,6 +177,29 @@ impl BucketOutputs {
     /// The URL.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// This writer's id (in its segments' names and records).
+    pub fn writer(&self) -> &str {
+        &self.writer
+    }
+
+    /// Write a file of this run beside the outputs, at
+    /// `runs/<writer>/<name>` (a summary, a timeline): written once, read
+    /// by people, named by no record. Returns its URL.
+    pub fn put_run_file(&self, name: &str, bytes: Vec<u8>) -> Result<String, String> {
+        let rel = format!("runs/{}/{name}", self.writer);
+        let key = match self.prefix.as_ref() {
+            "" => Key::from(rel.as_str()),
+            p => Key::from(format!("{p}/{rel}")),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(object_store::ObjectStoreExt::put(&*self.store, &key, bytes.into()))
+            .map_err(|e| format!("{}{rel}: {e}", self.url))?;
+        Ok(format!("{}/{rel}", self.url.trim_end_matches('/')))
     }
 
     /// Is a commit due for segments holding `pending_bytes`?
@@ -231,7 +266,7 @@ fn upload(
     prefix: Key,
     opts: Options,
     rx: Receiver<Commit>,
-    opened: SyncSender<Result<Committed, String>>,
+    opened: SyncSender<Result<(Committed, String), String>>,
     shared: Arc<Mutex<Shared>>,
     url: String,
 ) {
@@ -249,7 +284,7 @@ fn upload(
     rt.block_on(async {
         let mut log = match CommitLog::open(store, prefix, &opts).await {
             Ok((log, committed)) => {
-                let _ = opened.send(Ok(committed));
+                let _ = opened.send(Ok((committed, log.writer().to_string())));
                 log
             }
             Err(e) => {
