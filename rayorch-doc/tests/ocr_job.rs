@@ -390,6 +390,16 @@ fn a_default_build_refuses_what_it_was_built_without_and_touches_nothing() {
         );
     }
     assert!(!out.join("nats").exists());
+    // Outputs at a URL need `store` too: refused before any input is read.
+    let samples = rayorch_doc::ocr::cli::samples_dir().display().to_string();
+    let err = rayorch_doc::ocr::run_from(["doc_ocr", &samples, "--out", "s3://bucket/out/"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("--out s3://bucket/out/")
+            && err.contains("--features store --example doc_ocr -- --out s3://bucket/out/"),
+        "{err}"
+    );
     // The layout job refuses a URL the same way, before making its folder.
     let fresh = dir.path().join("layout");
     let f = fresh.display().to_string();

@@ -14,6 +14,8 @@
 //! `child_runs_the_job`, which the others start with the server's
 //! environment).
 
+mod common;
+
 use std::path::Path;
 
 use rayorch_kit::store::root_key;
@@ -52,18 +54,7 @@ fn run_child(s3: &S3Server, out: &Path, head: &[&str], args: &[&str]) -> (Result
     argv.push(out.display().to_string());
     argv.extend(args.iter().map(|a| a.to_string()));
     let child = s3.child_test("child_runs_the_job", &argv).unwrap();
-    let console = String::from_utf8_lossy(&child.stdout).into_owned();
-    let result = if let Some(code) = console.lines().find_map(|l| l.strip_prefix("JOB-EXIT ")) {
-        Ok(code.trim().parse().unwrap())
-    } else if let Some(e) = console.lines().find_map(|l| l.strip_prefix("JOB-ERROR ")) {
-        Err(serde_json::from_str(e).unwrap())
-    } else {
-        panic!(
-            "the child ended without a result:\n{console}\n{}",
-            String::from_utf8_lossy(&child.stderr)
-        );
-    };
-    (result, console)
+    common::child_result(&child)
 }
 
 fn upload(s3: &S3Server, objects: &[(&str, Vec<u8>)]) {

@@ -300,7 +300,10 @@ fn bucket_outputs_commit_in_the_background_and_a_resume_needs_only_the_url() {
     assert_eq!(committed.segments("jsonl").len(), 5);
     assert_eq!(again.finish().unwrap().commits, 0);
     let url_file = again.put_run_file("summary.json", b"{}".to_vec()).unwrap();
-    assert!(url_file.ends_with(&format!("out/runs/{}/summary.json", again.writer())), "{url_file}");
+    assert!(
+        url_file.ends_with(&format!("out/runs/{}/summary.json", again.writer())),
+        "{url_file}"
+    );
 
     // A resume over other inputs is refused, naming both.
     let other = BucketOptions {
@@ -308,7 +311,10 @@ fn bucket_outputs_commit_in_the_background_and_a_resume_needs_only_the_url() {
         ..opts.clone()
     };
     let err = BucketOutputs::open(&url, other).unwrap_err();
-    assert!(err.contains("other inputs") && err.contains("list digest 1"), "{err}");
+    assert!(
+        err.contains("other inputs") && err.contains("list digest 1"),
+        "{err}"
+    );
 
     // Not a place for outputs: a clear error.
     let err = BucketOutputs::open("https://example.invalid/out/", BucketOptions::default()).unwrap_err();

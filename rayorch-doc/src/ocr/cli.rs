@@ -30,9 +30,26 @@ pub struct Args {
     /// `AWS_ENDPOINT_URL`, `GOOGLE_*`, `AZURE_*`). Default: the bundled
     /// samples.
     pub inputs: Vec<String>,
-    /// Output folder (created if missing; its output files are replaced).
+    /// Output folder (created if missing; its output files are replaced);
+    /// or, in a build with `--features store`, an object-store URL
+    /// (`s3://BUCKET/PREFIX/`, `gs://…`, `az://…`, `file:///FOLDER/`): the
+    /// outputs are committed there exactly once, as immutable segments
+    /// named by commit records, and `--resume` continues from them on any
+    /// machine (README: "Outputs on object storage").
     #[arg(short, long, default_value = "target/doc_ocr")]
     pub out: PathBuf,
+    /// Outputs at a URL: commit once the pending segments hold this many
+    /// MiB...
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub commit_mib: usize,
+    /// ...or once this many seconds passed since the last commit (0: after
+    /// every document).
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub commit_every_s: f64,
+    /// Outputs at a URL on a store that ignores conditional writes: accept
+    /// at-least-once outputs (two runs writing at once could both commit).
+    #[arg(long)]
+    pub at_least_once: bool,
     /// Process at most this many documents.
     #[arg(long)]
     pub limit: Option<usize>,

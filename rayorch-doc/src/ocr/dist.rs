@@ -72,7 +72,7 @@ pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
                 here.plan,
                 codecs(),
                 config(args, &url),
-                JournalOptions::new(here.journal, here.source),
+                JournalOptions::new(here.journal.ok_or("a distributed run keeps a local journal: give --out a folder")?, here.source),
                 args.dist.owner_calls(OWNER_CALLS),
             )
             .observe(here.observer);

@@ -30,6 +30,8 @@
 //! bench build the plan this way. [`run`] is the command line (`cli::Args`):
 //! local, or owner / worker / broker of a distributed run (`dist`).
 
+#[cfg(feature = "store")]
+mod bucket;
 pub mod cli;
 #[cfg(feature = "dist")]
 mod dist;

@@ -69,14 +69,55 @@ pub fn outcome_label(kind: ItemKind) -> &'static str {
     }
 }
 
+/// Where the outputs go: files in a folder (following the run's journal),
+/// or committed segments at an object-store URL (`store`).
+#[cfg_attr(
+    feature = "store",
+    expect(
+        clippy::large_enum_variant,
+        reason = "one per run, never moved after it is made"
+    )
+)]
+enum Files {
+    Local {
+        jsonl: LinesFile,
+        failures: LinesFile,
+        parquet: ParquetSegments<DocumentRows>,
+    },
+    #[cfg(feature = "store")]
+    Bucket(Box<super::bucket::Bucket>),
+}
+
+impl Files {
+    /// The local files (`None`: the outputs are a bucket's).
+    fn local(&mut self) -> Option<(&mut LinesFile, &mut LinesFile, &mut ParquetSegments<DocumentRows>)> {
+        match self {
+            Files::Local {
+                jsonl,
+                failures,
+                parquet,
+            } => Some((jsonl, failures, parquet)),
+            #[cfg(feature = "store")]
+            Files::Bucket(_) => None,
+        }
+    }
+
+    /// A bucket's end: the rest committed, every upload waited for.
+    fn finish_bucket(&mut self) -> Result<(), BoxError> {
+        match self {
+            #[cfg(feature = "store")]
+            Files::Bucket(b) => b.finish(),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The job's sink (see the module note); its counters are the run's
 /// figures for the summary.
 pub struct Outputs {
     out: Output<Document>,
     names: Arc<RootNames>,
-    jsonl: LinesFile,
-    failures: LinesFile,
-    parquet: ParquetSegments<DocumentRows>,
+    files: Files,
     progress: Arc<Progress>,
     start: Instant,
     expected: HashMap<String, Sample>,
@@ -130,12 +171,48 @@ impl Outputs {
         };
         let parquet = ParquetSegments::open(&dir.join("documents.parquet"), DocumentRows { dim }, 8, !resume)
             .map_err(std::io::Error::other)?;
-        Ok(Outputs {
-            out,
-            names,
+        let files = Files::Local {
             jsonl: file("documents.jsonl")?,
             failures: file("failures.jsonl")?,
             parquet,
+        };
+        Ok(Outputs::over(files, out, names, progress, expected))
+    }
+
+    /// The outputs committed to `bucket` (an object-store URL's outputs).
+    #[cfg(feature = "store")]
+    pub(super) fn to_bucket(
+        bucket: rayorch_kit::store::outputs::BucketOutputs,
+        out: Output<Document>,
+        names: Arc<RootNames>,
+        dim: usize,
+        progress: Arc<Progress>,
+        expected: Vec<Sample>,
+    ) -> Outputs {
+        let files = Files::Bucket(Box::new(super::bucket::Bucket::new(bucket, dim)));
+        Outputs::over(files, out, names, progress, expected)
+    }
+
+    /// The bucket the outputs go to, if they do.
+    #[cfg(feature = "store")]
+    pub(super) fn bucket(&mut self) -> Option<&mut super::bucket::Bucket> {
+        match &mut self.files {
+            Files::Bucket(b) => Some(b),
+            Files::Local { .. } => None,
+        }
+    }
+
+    fn over(
+        files: Files,
+        out: Output<Document>,
+        names: Arc<RootNames>,
+        progress: Arc<Progress>,
+        expected: Vec<Sample>,
+    ) -> Outputs {
+        Outputs {
+            out,
+            names,
+            files,
             progress,
             start: Instant::now(),
             expected: expected.into_iter().map(|s| (s.file.clone(), s)).collect(),
@@ -147,7 +224,7 @@ impl Outputs {
             pages: 0,
             layer_pages: 0,
             scores: Vec::new(),
-        })
+        }
     }
 
     /// Score `doc` against the manifest and count it when it ended
@@ -227,11 +304,11 @@ impl Sink for Outputs {
         match o.get(self.out) {
             Item::Present(doc) => {
                 let cer = self.score(&name, "written", Some(&doc));
-                self.jsonl.line(&serde_json::to_vec(&DocLine {
+                let line = serde_json::to_vec(&DocLine {
                     key: o.key,
                     doc: &doc,
                     cer,
-                })?)?;
+                })?;
                 self.written += 1;
                 self.pages += doc.pages;
                 let layer = doc
@@ -249,7 +326,14 @@ impl Sink for Outputs {
                     "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer{cer_text})",
                     doc.pages
                 ));
-                self.parquet.write((o.key, doc))?;
+                match &mut self.files {
+                    Files::Local { jsonl, parquet, .. } => {
+                        jsonl.line(&line)?;
+                        parquet.write((o.key, doc))?;
+                    }
+                    #[cfg(feature = "store")]
+                    Files::Bucket(b) => b.document(o.key, &line, doc)?,
+                }
             }
             other => {
                 let outcome = outcome_label(other.kind()).to_string();
@@ -259,7 +343,12 @@ impl Sink for Outputs {
                 };
                 line.outcome = outcome.clone();
                 self.score(&name, &outcome, None);
-                self.failures.line(&serde_json::to_vec(&line)?)?;
+                let bytes = serde_json::to_vec(&line)?;
+                match &mut self.files {
+                    Files::Local { failures, .. } => failures.line(&bytes)?,
+                    #[cfg(feature = "store")]
+                    Files::Bucket(b) => b.failure(o.key, &bytes)?,
+                }
                 self.failed += 1;
                 self.progress
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
@@ -269,29 +358,42 @@ impl Sink for Outputs {
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
-        Sink::close(&mut self.jsonl)?;
-        Sink::close(&mut self.failures)?;
-        Ok(ParquetSegments::close(&mut self.parquet)?)
+        match self.files.local() {
+            Some((jsonl, failures, parquet)) => {
+                Sink::close(jsonl)?;
+                Sink::close(failures)?;
+                Ok(ParquetSegments::close(parquet)?)
+            }
+            None => self.files.finish_bucket(),
+        }
     }
 
     fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
-        positions.push(self.jsonl.sync(durable)?);
-        positions.push(self.failures.sync(durable)?);
-        positions.push(ParquetSegments::sync(&mut self.parquet, durable)?);
+        // A bucket's outputs follow no local journal (their commit records
+        // are the journal): only local files report positions.
+        if let Some((jsonl, failures, parquet)) = self.files.local() {
+            positions.push(jsonl.sync(durable)?);
+            positions.push(failures.sync(durable)?);
+            positions.push(ParquetSegments::sync(parquet, durable)?);
+        }
         Ok(())
     }
 
     fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        let Some((jsonl, failures, parquet)) = self.files.local() else {
+            return Ok(());
+        };
         let p: &[u64] = positions;
-        let (Some(&jsonl), Some(&failures), Some(&parquet)) = (p.first(), p.get(1), p.get(2)) else {
+        let (Some(&jsonl_at), Some(&failures_at), Some(&parquet_at)) = (p.first(), p.get(1), p.get(2)) else {
             return Err(
                 "the journal holds fewer output positions than doc_ocr writes (3): start over with --force"
                     .into(),
             );
         };
-        self.jsonl.truncate_to(jsonl)?;
-        self.failures.truncate_to(failures)?;
-        ParquetSegments::truncate_to(&mut self.parquet, parquet)?;
+        let (at_jsonl, at_failures, at_parquet) = (jsonl_at, failures_at, parquet_at);
+        jsonl.truncate_to(at_jsonl)?;
+        failures.truncate_to(at_failures)?;
+        ParquetSegments::truncate_to(parquet, at_parquet)?;
         *positions = &p[3..];
         Ok(())
     }

@@ -21,6 +21,14 @@
 //! ahead to digest it): a `--resume` over the same inputs skips the
 //! documents already written and runs the others, objects added since
 //! among them. Names live while their documents do (`RootNames`).
+//!
+//! `--out` may be an object-store URL (`s3://bucket/prefix/`, `gs://`,
+//! `az://`, or `file:///folder/` for the same layout on a local disk;
+//! feature `store`): the outputs are then committed there exactly once as
+//! immutable segments with one commit record per commit (`bucket`), the
+//! records are the run's journal (no local state at all), and `--resume`
+//! on any machine continues from them. `summary.json` and `timeline.svg`
+//! go to `runs/<writer>/` beside them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -73,9 +81,12 @@ pub(super) fn run_local(args: &Args) -> Result<u8, Error> {
             .window(here.args.window)
             .window_children(here.args.window_pages)
             .backpressure(here.args.backpressure)
-            .observe(here.observer)
-            .journal(here.journal)
-            .journal_source(here.source);
+            .observe(here.observer);
+        // Outputs at a URL: their commit records are the journal.
+        let runner = match here.journal {
+            Some(j) => runner.journal(j).journal_source(here.source),
+            None => runner,
+        };
         let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
         let k = here.cfg.knobs;
         here.progress.println(format!(
@@ -112,7 +123,9 @@ pub(super) struct Here<'a> {
     pub(super) cfg: &'a super::OcrConfig,
     pub(super) roots: &'a Roots,
     pub(super) plan: &'a rayorch::Plan,
-    pub(super) journal: &'a Path,
+    /// The local journal (`None`: the outputs are at a URL, whose commit
+    /// records are the journal).
+    pub(super) journal: Option<&'a Path>,
     pub(super) source: String,
     pub(super) observer: JobObserver,
     pub(super) progress: &'a Arc<Progress>,
@@ -151,6 +164,7 @@ pub(super) fn run_here(
 ) -> Result<u8, Error> {
     // First: a bad --otlp fails before any output is touched.
     let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "doc_ocr")?;
+    let bucket_url = output_url(args)?;
     let default_inputs = args.inputs.is_empty();
     let inputs = if default_inputs {
         vec![cli::samples_dir().display().to_string()]
@@ -187,19 +201,37 @@ pub(super) fn run_here(
         )
     };
     let start = Start::from_flags(args.resume, args.force);
-    let streamed = urls.is_empty().then_some(files.len());
-    let done = resume::prepare(&args.out, &journal, start, streamed, &source)?;
     let names = RootNames::new();
-    let roots = Roots::new(files, urls, args.limit, names.clone(), done, inputs::PDF_ROOTS);
-    let mut outputs = Outputs::create(
-        &args.out,
-        out,
-        names.clone(),
-        dim,
-        progress.clone(),
-        expected,
-        args.resume,
-    )?;
+    // `committed_before`, for outputs at a URL: the documents earlier runs
+    // committed there (skipped by the source, not by a journal).
+    let (mut outputs, roots, committed_before) = match &bucket_url {
+        None => {
+            let streamed = urls.is_empty().then_some(files.len());
+            let done = resume::prepare(&args.out, &journal, start, streamed, &source)?;
+            let roots = Roots::new(files, urls, args.limit, names.clone(), done, inputs::PDF_ROOTS);
+            let outputs = Outputs::create(
+                &args.out,
+                out,
+                names.clone(),
+                dim,
+                progress.clone(),
+                expected,
+                args.resume,
+            )?;
+            (outputs, roots, 0)
+        }
+        #[cfg(feature = "store")]
+        Some(url) => {
+            let (bucket, done) = open_bucket(url, start, &source, args)?;
+            let committed_before = done.len() as u64;
+            let roots =
+                Roots::new(files, urls, args.limit, names.clone(), done, inputs::PDF_ROOTS).skipping_done();
+            let outputs = Outputs::to_bucket(bucket, out, names.clone(), dim, progress.clone(), expected);
+            (outputs, roots, committed_before)
+        }
+        #[cfg(not(feature = "store"))]
+        Some(_) => unreachable!("output_url refuses URLs without `store`"),
+    };
 
     let spans = SpanLog::default();
     let (watch, _server) = watch::serve(args.metrics, &progress)?;
@@ -209,7 +241,7 @@ pub(super) fn run_here(
         cfg: &cfg,
         roots: &roots,
         plan: &plan,
-        journal: &journal,
+        journal: bucket_url.is_none().then_some(journal.as_path()),
         source,
         observer,
         progress: &progress,
@@ -241,7 +273,7 @@ pub(super) fn run_here(
         "written_at_s": outputs.written_at.times(),
         "first_text_document_s": outputs.first_text_s,
         "interrupted": interrupted,
-        "resumed_documents": summary.journal_skipped,
+        "resumed_documents": summary.journal_skipped + committed_before,
         "not_started": names.remaining(),
         "listing_error": roots.listing_error(),
         "documents_unexpected": outputs.unexpected,
@@ -261,21 +293,28 @@ pub(super) fn run_here(
         json["job"]["distributed"] = serde_json::json!(d.job);
         json["owner_bytes"] = d.owner_bytes.clone();
     }
-    rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
     let title = format!(
         "doc_ocr: {} documents, {} pages in {:.1} s",
         outputs.written, outputs.pages, summary.wall_s
     );
-    std::fs::write(
-        args.out.join("timeline.svg"),
-        timeline::svg(
-            &summary,
-            &spans.spans(),
-            outputs.written_at.times(),
-            "documents written",
-            &title,
-        ),
-    )?;
+    let svg = timeline::svg(
+        &summary,
+        &spans.spans(),
+        outputs.written_at.times(),
+        "documents written",
+        &title,
+    );
+    let check = match &bucket_url {
+        None => {
+            rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
+            std::fs::write(args.out.join("timeline.svg"), svg)?;
+            exactly_once(&args.out)?
+        }
+        #[cfg(feature = "store")]
+        Some(url) => bucket_report(url, &mut outputs, &mut json, svg)?,
+        #[cfg(not(feature = "store"))]
+        Some(_) => unreachable!("output_url refuses URLs without `store`"),
+    };
 
     println!(
         "\n{} written, {} failed, {} pages in {:.2} s ({:.2} pages/s); first outcome after {:.2} s, first document with text after {:.2} s",
@@ -293,7 +332,7 @@ pub(super) fn run_here(
     }
     outputs.print_scores();
     println!("outputs in {}", args.out.display());
-    println!("{}", exactly_once(&args.out)?);
+    println!("{check}");
     if interrupted || summary.cancelled {
         println!(
             "interrupted: continue this run with\n  {}",
@@ -322,5 +361,104 @@ fn exactly_once(dir: &Path) -> Result<String, Error> {
     )?;
     Ok(format!(
         "documents.jsonl and documents.parquet: {n} documents, each once, the same in both"
+    ))
+}
+
+/// `--out` as an object-store URL (`None`: a local folder). A build without
+/// `store` refuses a URL, naming the rebuild.
+fn output_url(args: &Args) -> Result<Option<String>, Error> {
+    let out = args.out.to_string_lossy().into_owned();
+    if !rayorch_kit::store::is_url(&out) {
+        return Ok(None);
+    }
+    if !cfg!(feature = "store") {
+        return Err(format!(
+            "--out {out}: this binary was built without object-storage outputs (the `store` feature); rebuild with `{REBUILD_STORE} --out {out}`"
+        )
+        .into());
+    }
+    if args.dist.nats.is_some() || args.dist.serve_nats.is_some() {
+        return Err(format!(
+            "--out {out}: a distributed run writes its outputs to a local folder for now; give a folder, or run in one process"
+        )
+        .into());
+    }
+    Ok(Some(out))
+}
+
+/// Open the outputs at `url` for a run starting as `start` over `source`:
+/// returns them and the documents earlier runs committed there.
+#[cfg(feature = "store")]
+fn open_bucket(
+    url: &str,
+    start: Start,
+    source: &str,
+    args: &Args,
+) -> Result<
+    (
+        rayorch_kit::store::outputs::BucketOutputs,
+        std::collections::HashSet<u64>,
+    ),
+    Error,
+> {
+    use rayorch_kit::store::outputs::{BucketOptions, BucketOutputs};
+    if start == Start::Force {
+        return Err(
+            "--force: outputs at a URL are never deleted or overwritten; give another --out to start over, or --resume to continue"
+                .into(),
+        );
+    }
+    let interval = std::time::Duration::try_from_secs_f64(args.commit_every_s)
+        .map_err(|e| format!("--commit-every-s {}: {e}", args.commit_every_s))?;
+    let opts = BucketOptions {
+        source: source.to_string(),
+        target_bytes: args.commit_mib.max(1) << 20,
+        interval,
+        at_least_once: args.at_least_once,
+        ..BucketOptions::default()
+    };
+    let (bucket, committed) = BucketOutputs::open(url, opts)?;
+    let done = committed.roots();
+    if start == Start::New && !done.is_empty() {
+        return Err(format!(
+            "{url} holds {} committed documents of an earlier run: continue it with --resume, or give another --out (committed outputs are never replaced)",
+            done.len()
+        )
+        .into());
+    }
+    Ok((bucket, done))
+}
+
+/// The report's end for outputs at `url`: `summary.json` and the timeline
+/// beside them (`runs/<writer>/`), and a check of the commit records.
+#[cfg(feature = "store")]
+fn bucket_report(
+    url: &str,
+    outputs: &mut Outputs,
+    json: &mut serde_json::Value,
+    svg: String,
+) -> Result<String, Error> {
+    let bucket = outputs
+        .bucket()
+        .ok_or("the outputs at a URL were not a bucket's")?;
+    let up = bucket.uploaded.clone().unwrap_or_default();
+    json["job"]["outputs"] = serde_json::json!({
+        "url": url,
+        "writer": bucket.out.writer(),
+        "commits": up.commits,
+        "documents_committed": up.roots,
+        "segments": up.segments,
+        "segment_bytes": up.bytes,
+        "garbage_removed": up.garbage.len(),
+    });
+    let summary_at = bucket
+        .out
+        .put_run_file("summary.json", serde_json::to_vec_pretty(json)?)?;
+    bucket.out.put_run_file("timeline.svg", svg.into_bytes())?;
+    let (records, roots) =
+        rayorch_kit::store::outputs::check_committed(url, &rayorch_kit::store::StoreOptions::default())?;
+    Ok(format!(
+        "{url}: {roots} documents in {records} commit records, each once (this run: {} commits, {} documents, {} segments; summary at {summary_at})",
+        up.commits, up.roots, up.segments
     ))
 }

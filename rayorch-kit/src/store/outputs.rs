@@ -197,8 +197,12 @@ impl BucketOutputs {
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?;
-        rt.block_on(object_store::ObjectStoreExt::put(&*self.store, &key, bytes.into()))
-            .map_err(|e| format!("{}{rel}: {e}", self.url))?;
+        rt.block_on(object_store::ObjectStoreExt::put(
+            &*self.store,
+            &key,
+            bytes.into(),
+        ))
+        .map_err(|e| format!("{}{rel}: {e}", self.url))?;
         Ok(format!("{}/{rel}", self.url.trim_end_matches('/')))
     }
 
@@ -314,4 +318,34 @@ fn upload(
             }
         }
     });
+}
+
+/// Every commit record at `url` (blocking, on a runtime of its own): what
+/// a reader or a test follows.
+pub fn read_committed(url: &str, opts: &StoreOptions) -> Result<Committed, String> {
+    let (store, prefix) = output_store(url, opts)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(super::commits::read(&*store, &prefix))
+        .map_err(|e| e.to_string())
+}
+
+/// Read the commit records at `url` and check that no root is in two of
+/// them. Returns (records, roots).
+pub fn check_committed(url: &str, opts: &StoreOptions) -> Result<(u64, u64), String> {
+    let committed = read_committed(url, opts)?;
+    let mut seen = std::collections::HashSet::new();
+    for r in &committed.records {
+        for k in &r.roots {
+            if !seen.insert(*k) {
+                return Err(format!(
+                    "{url}: root {k} is in two commit records (the second: {})",
+                    r.seq
+                ));
+            }
+        }
+    }
+    Ok((committed.records.len() as u64, seen.len() as u64))
 }

@@ -72,6 +72,8 @@ pub struct Roots<T> {
     names: Arc<RootNames>,
     done: Arc<HashSet<u64>>,
     listed: Arc<Listed>,
+    /// Leave the `done` roots out of the stream (no journal skips them).
+    skip_done: bool,
     accept: fn(&str) -> bool,
     from_path: fn(&Path) -> T,
     from_url: fn(Arc<str>) -> T,
@@ -120,10 +122,20 @@ impl<T: Send + 'static> Roots<T> {
             names,
             done: Arc::new(done),
             listed: Arc::default(),
+            skip_done: false,
             accept: kind.accept,
             from_path: kind.from_path,
             from_url: kind.from_url,
         }
+    }
+
+    /// Leave the roots in `done` out of the stream: for a run whose
+    /// outputs, not a journal, say what is done (outputs at a URL). By
+    /// default they are yielded and the run's journal skips them.
+    #[must_use]
+    pub fn skipping_done(mut self) -> Roots<T> {
+        self.skip_done = true;
+        self
     }
 
     /// "N `what`" (local) and the object-store inputs, for the console.
@@ -155,9 +167,11 @@ impl<T: Send + 'static> Roots<T> {
             }
             (k, root)
         });
+        let (skip, done) = (self.skip_done, self.done.clone());
         stream::iter(local)
             .chain(remote)
             .take(self.limit.unwrap_or(usize::MAX))
+            .filter(move |(k, _)| futures::future::ready(!(skip && done.contains(k))))
             .boxed()
     }
 

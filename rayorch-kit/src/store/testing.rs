@@ -69,6 +69,32 @@ pub fn weed_binary() -> Result<PathBuf, String> {
     Ok(bin)
 }
 
+/// The pinned pyarrow (for tests that read outputs as a user would), for
+/// this machine's CPython 3.11.
+pub const PYARROW_WHEEL: &str = "pyarrow-21.0.0-cp311-cp311-manylinux_2_28_x86_64.whl";
+
+/// pyarrow 21.0.0 unpacked from its pinned wheel into `<assets>/pyarrow/`
+/// (fetched with `pip download` once): the folder to put on `PYTHONPATH`
+/// of a CPython 3.11 (`$RAYORCH_PYTHON`, default `python3`).
+pub fn pyarrow() -> Result<PathBuf, String> {
+    let pin = rayorch_wheels::Pin {
+        project: "pyarrow",
+        version: "21.0.0",
+        file: PYARROW_WHEEL,
+        sha256: "40ebfcb54a4f11bcde86bc586cbd0272bac0d516cfa539c799c2453768477569",
+        pip_args: &[
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--platform",
+            "manylinux_2_28_x86_64",
+        ],
+        url: None,
+    };
+    rayorch_wheels::unpacked(&rayorch_wheels::assets_dir(), &pin, "pyarrow")
+        .map_err(|e| format!("fetching pyarrow==21.0.0 failed: {e}"))
+}
+
 /// Upload `objects` with `opts`, on a client and a runtime of their own.
 fn put_with(opts: StoreOptions, objects: &[(&str, &[u8])]) -> Result<(), String> {
     let stores = super::Stores::new(opts);
@@ -244,6 +270,55 @@ impl S3Server {
     /// client and a runtime of their own (buckets are made on first use).
     pub fn put(&self, objects: &[(&str, &[u8])]) -> Result<(), String> {
         put_with(S3Server::options(&self.endpoint()), objects)
+    }
+
+    /// The bytes of the object at `url` (`s3://bucket/key`).
+    pub fn get(&self, url: &str) -> Result<Vec<u8>, String> {
+        self.with_store(url, |store, key| async move {
+            let got = object_store::ObjectStoreExt::get(&*store, &key)
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            got.bytes()
+                .await
+                .map(|b| b.to_vec())
+                .map_err(|e| format!("{url}: {e}"))
+        })
+    }
+
+    /// The URLs of every object below `url` (`s3://bucket/prefix/`), sorted.
+    pub fn list(&self, url: &str) -> Result<Vec<String>, String> {
+        let bucket_url = url.splitn(4, '/').take(3).collect::<Vec<_>>().join("/");
+        self.with_store(url, |store, key| async move {
+            use futures::TryStreamExt;
+            let all: Vec<object_store::ObjectMeta> = store
+                .list(Some(&key))
+                .try_collect()
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            let mut v: Vec<String> = all
+                .into_iter()
+                .map(|m| format!("{bucket_url}/{}", m.location))
+                .collect();
+            v.sort();
+            Ok(v)
+        })
+    }
+
+    /// Run `f` with the client and the key of `url`, on a runtime of its own.
+    fn with_store<T, F: std::future::Future<Output = Result<T, String>>>(
+        &self,
+        url: &str,
+        f: impl FnOnce(Arc<dyn object_store::ObjectStore>, object_store::path::Path) -> F,
+    ) -> Result<T, String> {
+        let stores = super::Stores::new(S3Server::options(&self.endpoint()));
+        let (store, key) = stores
+            .resolve(url.trim_end_matches('/'))
+            .map_err(|e| e.to_string())?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(f(store, key))
     }
 
     /// Run the ignored test `test` of the running test binary in a child
