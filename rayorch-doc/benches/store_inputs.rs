@@ -15,10 +15,17 @@
 //!    and objects/s (the listing must hold a page of names, not the
 //!    listing).
 //!
+//! 3. Outputs to object storage (BENCHMARKS.md, "Outputs on object
+//!    storage"): the same job over the local files, writing its outputs to
+//!    `s3://bench/out-N/` (committed segments, `--out URL`) and to a local
+//!    folder, alternating; reported: the child's wall time, pages/s and
+//!    the objects the outputs made.
+//!
 //! `cargo bench -p rayorch-doc --features store --bench store_inputs`
 //! (env `BENCH_DOCS`, `BENCH_ROUNDS`, `BENCH_FETCH` the job's
 //! `--fetch-concurrency`, default the job's; `BENCH_LISTING`, default
-//! `1000,10000`). The machine's load is printed before and after.
+//! `1000,10000`; `BENCH_PARTS`, default `inputs,listing,outputs`). The
+//! machine's load is printed before and after.
 
 use std::path::Path;
 use std::process::Command;
@@ -134,28 +141,48 @@ fn run_child(s3: &S3Server, spec: serde_json::Value) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
 
-/// One run of the job over `input` into `out`: (first written s, pages/s, peak RSS MiB).
-fn job(s3: &S3Server, input: &str, out: &Path, fetch: Option<usize>) -> (f64, f64, f64) {
-    let _ = std::fs::remove_dir_all(out);
+/// One run of the job over `input` into `out` (a folder, emptied first,
+/// or an `s3://` URL): (first written s, pages/s, peak RSS MiB, the
+/// child's wall s, its summary).
+fn job(
+    s3: &S3Server,
+    input: &str,
+    out: &str,
+    fetch: Option<usize>,
+) -> (f64, f64, f64, f64, serde_json::Value) {
+    let url = out.starts_with("s3://");
+    if !url {
+        let _ = std::fs::remove_dir_all(out);
+    }
     let mut argv = vec![
         "doc_ocr".to_string(),
         "--no-progress".into(),
         "--out".into(),
-        out.display().to_string(),
+        out.to_string(),
         input.into(),
     ];
     if let Some(f) = fetch {
         argv.extend(["--fetch-concurrency".into(), f.to_string()]);
     }
+    let t = Instant::now();
     let r = run_child(s3, serde_json::json!({"kind": "job", "argv": argv}));
+    let wall = t.elapsed().as_secs_f64();
     assert_eq!(r["exit"], 0, "{r}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let text = if url {
+        let runs = s3.list(&format!("{}runs/", out)).unwrap();
+        let at = runs.iter().find(|u| u.ends_with("/summary.json")).unwrap();
+        String::from_utf8(s3.get(at).unwrap()).unwrap()
+    } else {
+        std::fs::read_to_string(Path::new(out).join("summary.json")).unwrap()
+    };
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
     let job = &summary["job"];
     (
         job["first_written_s"].as_f64().unwrap(),
         job["pages_per_s"].as_f64().unwrap(),
         r["peak_rss_kib"].as_f64().unwrap() / 1024.0,
+        wall,
+        summary,
     )
 }
 
@@ -193,8 +220,9 @@ fn main() {
         t.elapsed().as_secs_f64(),
         fetch.map_or_else(|| "the job's default".to_string(), |f| f.to_string())
     );
+    let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "inputs,listing,outputs".into());
     let (mut store_runs, mut local_runs) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
+    for round in (0..rounds).filter(|_| parts.contains("inputs")) {
         // Alternate which side goes first.
         let sides = if round % 2 == 0 {
             [true, false]
@@ -207,7 +235,8 @@ fn main() {
             } else {
                 (local.display().to_string(), &mut local_runs)
             };
-            let r = job(&s3, &input, &dir.path().join("out"), fetch);
+            let out = dir.path().join("out").display().to_string();
+            let r = job(&s3, &input, &out, fetch);
             println!(
                 "round {round} {:>5}: first document written after {:.2} s, {:.1} pages/s, peak RSS {:.0} MiB",
                 if from_store { "store" } else { "local" },
@@ -215,16 +244,77 @@ fn main() {
                 r.1,
                 r.2
             );
-            runs.push(r);
+            runs.push((r.0, r.1, r.2));
         }
     }
-    let col =
-        |runs: &Vec<(f64, f64, f64)>, f: fn(&(f64, f64, f64)) -> f64| median(runs.iter().map(f).collect());
-    let first = (col(&store_runs, |r| r.0), col(&local_runs, |r| r.0));
-    let rate = (col(&store_runs, |r| r.1), col(&local_runs, |r| r.1));
+    if parts.contains("inputs") {
+        inputs_medians(rounds, &store_runs, &local_runs);
+    }
+    if parts.contains("outputs") {
+        outputs(&s3, &local, dir.path(), rounds);
+    }
+    if parts.contains("listing") {
+        listing(&s3);
+    }
+    println!("load after: {}", loadavg());
+}
+
+/// Part 3: the job's outputs to the store against a local folder.
+fn outputs(s3: &S3Server, local: &Path, dir: &Path, rounds: usize) {
+    s3.put(&[("s3://bench/README", b"outputs")]).unwrap();
+    let (mut store, mut disk) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let sides = if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for to_store in sides {
+            let out = match to_store {
+                true => format!("s3://bench/out-{round}/"),
+                false => dir.join("out").display().to_string(),
+            };
+            let r = job(s3, &local.display().to_string(), &out, None);
+            let objects = match to_store {
+                true => s3.list(&format!("{out}data/")).unwrap().len(),
+                false => 0,
+            };
+            println!(
+                "round {round} {:>5}: wall {:.2} s, {:.1} pages/s{}",
+                if to_store { "store" } else { "local" },
+                r.3,
+                r.1,
+                match to_store {
+                    true => format!(
+                        ", {} commits, {objects} segment objects, {} bytes",
+                        r.4["job"]["outputs"]["commits"], r.4["job"]["outputs"]["segment_bytes"]
+                    ),
+                    false => String::new(),
+                }
+            );
+            match to_store {
+                true => store.push(r.3),
+                false => disk.push(r.3),
+            }
+        }
+    }
+    let ratios: Vec<f64> = store.iter().zip(&disk).map(|(s, l)| s / l).collect();
+    println!(
+        "outputs, medians of {rounds}: wall store {:.2} s / local {:.2} s; store/local {:.3} (median of per-round ratios)",
+        median(store.clone()),
+        median(disk.clone()),
+        median(ratios)
+    );
+}
+
+/// Part 1's medians.
+fn inputs_medians(rounds: usize, store_runs: &[(f64, f64, f64)], local_runs: &[(f64, f64, f64)]) {
+    let col = |runs: &[(f64, f64, f64)], f: fn(&(f64, f64, f64)) -> f64| median(runs.iter().map(f).collect());
+    let first = (col(store_runs, |r| r.0), col(local_runs, |r| r.0));
+    let rate = (col(store_runs, |r| r.1), col(local_runs, |r| r.1));
     let ratios: Vec<f64> = store_runs
         .iter()
-        .zip(&local_runs)
+        .zip(local_runs)
         .map(|(s, l)| s.1 / l.1)
         .collect();
     println!(
@@ -236,8 +326,10 @@ fn main() {
         rate.1,
         median(ratios)
     );
+}
 
-    // 2. The listing and fetch alone: peak RSS over 1k and 10k objects.
+/// Part 2: the listing and fetch alone, peak RSS over 1k and 10k objects.
+fn listing(s3: &S3Server) {
     let sizes: Vec<usize> = std::env::var("BENCH_LISTING")
         .unwrap_or_else(|_| "1000,10000".into())
         .split(',')
@@ -254,7 +346,7 @@ fn main() {
         let t = Instant::now();
         s3.put(&refs).unwrap();
         let r = run_child(
-            &s3,
+            s3,
             serde_json::json!({"kind": "listing", "prefix": format!("s3://bench/list{n}/")}),
         );
         assert_eq!(r["objects"], n);
@@ -271,5 +363,4 @@ fn main() {
     {
         println!("peak RSS {} vs {} objects: {:.3}", b.0, a.0, b.1 / a.1);
     }
-    println!("load after: {}", loadavg());
 }
