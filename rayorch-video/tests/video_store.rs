@@ -26,22 +26,26 @@ fn child_runs_the_job() {
     }
 }
 
+/// A server holding a video of two shots at `s3://videos/in/two-shots.mp4`,
+/// and the temporary folder it was made in.
+fn two_shots_in_a_bucket() -> (S3Server, tempfile::TempDir) {
+    let s3 = S3Server::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let video =
+        rayorch_testdata::media::shots_video(&dir.path().join("two-shots.mp4"), 2, 1.5, 0, false).unwrap();
+    let bytes = std::fs::read(&video.path).unwrap();
+    s3.put(&[("s3://videos/in/two-shots.mp4", &bytes)]).unwrap();
+    (s3, dir)
+}
+
 fn jsonl(path: &Path) -> Vec<serde_json::Value> {
     rayorch_kit::check::jsonl_lines(path).unwrap()
 }
 
 #[test]
 fn a_video_in_a_bucket_is_indexed_under_its_url_and_its_spooled_file_removed() {
-    let s3 = S3Server::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let video =
-        rayorch_testdata::media::shots_video(&dir.path().join("two-shots.mp4"), 2, 1.5, 0, false).unwrap();
-    let bytes = std::fs::read(&video.path).unwrap();
-    s3.put(&[
-        ("s3://videos/in/two-shots.mp4", &bytes),
-        ("s3://videos/in/notes.txt", b"no"),
-    ])
-    .unwrap();
+    let (s3, dir) = two_shots_in_a_bucket();
+    s3.put(&[("s3://videos/in/notes.txt", b"no")]).unwrap();
     let out = dir.path().join("out");
     let argv = [
         "video_index",
@@ -75,4 +79,84 @@ fn a_video_in_a_bucket_is_indexed_under_its_url_and_its_spooled_file_removed() {
     // The spool is empty: the written video's file went with its record.
     let left: Vec<_> = std::fs::read_dir(out.join("spool")).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// What a child run said, and its console.
+fn child(s3: &S3Server, argv: &[&str]) -> (bool, String) {
+    let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+    let child = s3.child_test("child_runs_the_job", &argv).unwrap();
+    let console = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
+    );
+    (console.contains("JOB-OK"), console)
+}
+
+#[test]
+fn outputs_at_a_url_are_committed_once_and_a_resume_skips_what_they_name() {
+    let (s3, dir) = two_shots_in_a_bucket();
+    s3.put(&[("s3://out/README", b"outputs")]).unwrap();
+    let run = |extra: &[&str]| {
+        let mut argv = vec![
+            "video_index",
+            "--no-progress",
+            "--commit-every-s",
+            "0",
+            "--out",
+            "s3://out/index/",
+            "s3://videos/in/",
+            "s3://videos/in/gone.mp4",
+        ];
+        argv.extend_from_slice(extra);
+        child(&s3, &argv)
+    };
+    let (ok, console) = run(&[]);
+    assert!(ok, "{console}");
+    assert!(
+        console.contains("2 videos in 2 commit records, each once"),
+        "{console}"
+    );
+    let committed =
+        rayorch_kit::store::outputs::read_committed("s3://out/index/", &S3Server::options(&s3.endpoint()))
+            .unwrap();
+    let kinds: Vec<Vec<&str>> = committed
+        .records
+        .iter()
+        .map(|r| r.segments.iter().map(|s| s.kind.as_str()).collect())
+        .collect();
+    assert!(
+        kinds.contains(&vec!["videos.jsonl", "videos.parquet"]),
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&vec!["failures.jsonl"]), "{kinds:?}");
+    let line = committed.segments("videos.jsonl")[0].clone();
+    let text = String::from_utf8(s3.get(&format!("s3://out/index/{line}")).unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(v["name"], "s3://videos/in/two-shots.mp4");
+    assert_eq!(v["clips"].as_array().unwrap().len(), 2, "{v}");
+
+    // Again into the same URL: refused; resumed: nothing left to run.
+    let (ok, console) = run(&[]);
+    assert!(!ok && console.contains("--resume"), "{console}");
+    let (ok, console) = run(&["--resume"]);
+    assert!(ok, "{console}");
+    assert!(
+        console.contains("2 videos in 2 commit records, each once (this run: 0 commits, 0 videos"),
+        "{console}"
+    );
+    // A local folder keeps no journal: --resume says so.
+    let local = dir.path().join("local").display().to_string();
+    let (ok, console) = child(
+        &s3,
+        &[
+            "video_index",
+            "--no-progress",
+            "--resume",
+            "--out",
+            &local,
+            "s3://videos/in/",
+        ],
+    );
+    assert!(!ok && console.contains("keeps no journal"), "{console}");
 }

@@ -38,18 +38,10 @@ pub struct Args {
     /// machine (README: "Outputs on object storage").
     #[arg(short, long, default_value = "target/doc_ocr")]
     pub out: PathBuf,
-    /// Outputs at a URL: commit once the pending segments hold this many
-    /// MiB...
-    #[arg(long, default_value_t = 64, value_name = "MIB")]
-    pub commit_mib: usize,
-    /// ...or once this many seconds passed since the last commit (0: after
-    /// every document).
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
-    pub commit_every_s: f64,
-    /// Outputs at a URL on a store that ignores conditional writes: accept
-    /// at-least-once outputs (two runs writing at once could both commit).
-    #[arg(long)]
-    pub at_least_once: bool,
+    /// Outputs at a URL: `--commit-mib`, `--commit-every-s`,
+    /// `--at-least-once`.
+    #[command(flatten)]
+    pub commit: rayorch_kit::store::CommitFlags,
     /// Process at most this many documents.
     #[arg(long)]
     pub limit: Option<usize>,

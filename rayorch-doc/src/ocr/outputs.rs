@@ -106,7 +106,7 @@ impl Files {
     fn finish_bucket(&mut self) -> Result<(), BoxError> {
         match self {
             #[cfg(feature = "store")]
-            Files::Bucket(b) => b.finish(),
+            Files::Bucket(b) => Ok(b.finish()?),
             _ => Ok(()),
         }
     }
@@ -189,7 +189,7 @@ impl Outputs {
         progress: Arc<Progress>,
         expected: Vec<Sample>,
     ) -> Outputs {
-        let files = Files::Bucket(Box::new(super::bucket::Bucket::new(bucket, dim)));
+        let files = Files::Bucket(Box::new(super::bucket::bucket(bucket, dim)));
         Outputs::over(files, out, names, progress, expected)
     }
 
@@ -332,7 +332,7 @@ impl Sink for Outputs {
                         parquet.write((o.key, doc))?;
                     }
                     #[cfg(feature = "store")]
-                    Files::Bucket(b) => b.document(o.key, &line, doc)?,
+                    Files::Bucket(b) => b.record(o.key, &line, (o.key, doc))?,
                 }
             }
             other => {

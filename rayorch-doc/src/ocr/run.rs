@@ -222,7 +222,7 @@ pub(super) fn run_here(
         }
         #[cfg(feature = "store")]
         Some(url) => {
-            let (bucket, done) = open_bucket(url, start, &source, args)?;
+            let (bucket, done) = rayorch_kit::store::outputs::open_for(url, start, &args.commit, &source)?;
             let committed_before = done.len() as u64;
             let roots =
                 Roots::new(files, urls, args.limit, names.clone(), done, inputs::PDF_ROOTS).skipping_done();
@@ -367,70 +367,19 @@ fn exactly_once(dir: &Path) -> Result<String, Error> {
 /// `--out` as an object-store URL (`None`: a local folder). A build without
 /// `store` refuses a URL, naming the rebuild.
 fn output_url(args: &Args) -> Result<Option<String>, Error> {
-    let out = args.out.to_string_lossy().into_owned();
-    if !rayorch_kit::store::is_url(&out) {
-        return Ok(None);
-    }
-    if !cfg!(feature = "store") {
-        return Err(format!(
-            "--out {out}: this binary was built without object-storage outputs (the `store` feature); rebuild with `{REBUILD_STORE} --out {out}`"
-        )
-        .into());
-    }
-    if args.dist.nats.is_some() || args.dist.serve_nats.is_some() {
+    let url = rayorch_kit::store::output_url(&args.out, cfg!(feature = "store"), REBUILD_STORE)?;
+    if let Some(out) = &url
+        && (args.dist.nats.is_some() || args.dist.serve_nats.is_some())
+    {
         return Err(format!(
             "--out {out}: a distributed run writes its outputs to a local folder for now; give a folder, or run in one process"
         )
         .into());
     }
-    Ok(Some(out))
+    Ok(url)
 }
 
-/// Open the outputs at `url` for a run starting as `start` over `source`:
-/// returns them and the documents earlier runs committed there.
-#[cfg(feature = "store")]
-fn open_bucket(
-    url: &str,
-    start: Start,
-    source: &str,
-    args: &Args,
-) -> Result<
-    (
-        rayorch_kit::store::outputs::BucketOutputs,
-        std::collections::HashSet<u64>,
-    ),
-    Error,
-> {
-    use rayorch_kit::store::outputs::{BucketOptions, BucketOutputs};
-    if start == Start::Force {
-        return Err(
-            "--force: outputs at a URL are never deleted or overwritten; give another --out to start over, or --resume to continue"
-                .into(),
-        );
-    }
-    let interval = std::time::Duration::try_from_secs_f64(args.commit_every_s)
-        .map_err(|e| format!("--commit-every-s {}: {e}", args.commit_every_s))?;
-    let opts = BucketOptions {
-        source: source.to_string(),
-        target_bytes: args.commit_mib.max(1) << 20,
-        interval,
-        at_least_once: args.at_least_once,
-        ..BucketOptions::default()
-    };
-    let (bucket, committed) = BucketOutputs::open(url, opts)?;
-    let done = committed.roots();
-    if start == Start::New && !done.is_empty() {
-        return Err(format!(
-            "{url} holds {} committed documents of an earlier run: continue it with --resume, or give another --out (committed outputs are never replaced)",
-            done.len()
-        )
-        .into());
-    }
-    Ok((bucket, done))
-}
-
-/// The report's end for outputs at `url`: `summary.json` and the timeline
-/// beside them (`runs/<writer>/`), and a check of the commit records.
+/// The report's end for outputs at `url` (`RowCommits::report`).
 #[cfg(feature = "store")]
 fn bucket_report(
     url: &str,
@@ -441,24 +390,5 @@ fn bucket_report(
     let bucket = outputs
         .bucket()
         .ok_or("the outputs at a URL were not a bucket's")?;
-    let up = bucket.uploaded.clone().unwrap_or_default();
-    json["job"]["outputs"] = serde_json::json!({
-        "url": url,
-        "writer": bucket.out.writer(),
-        "commits": up.commits,
-        "documents_committed": up.roots,
-        "segments": up.segments,
-        "segment_bytes": up.bytes,
-        "garbage_removed": up.garbage.len(),
-    });
-    let summary_at = bucket
-        .out
-        .put_run_file("summary.json", serde_json::to_vec_pretty(json)?)?;
-    bucket.out.put_run_file("timeline.svg", svg.into_bytes())?;
-    let (records, roots) =
-        rayorch_kit::store::outputs::check_committed(url, &rayorch_kit::store::StoreOptions::default())?;
-    Ok(format!(
-        "{url}: {roots} documents in {records} commit records, each once (this run: {} commits, {} documents, {} segments; summary at {summary_at})",
-        up.commits, up.roots, up.segments
-    ))
+    Ok(bucket.report(url, "documents", json, svg)?)
 }

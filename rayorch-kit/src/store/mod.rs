@@ -125,6 +125,48 @@ pub fn root_key(url: &str) -> u64 {
     h
 }
 
+/// A job's `--out` as an object-store URL (`None`: a local folder). A job
+/// built without object-storage outputs (`built`: its `store` feature)
+/// refuses a URL, naming the command that builds it with them (`rebuild`).
+///
+/// ```
+/// use std::path::Path;
+/// use rayorch_kit::store::output_url;
+/// let rebuild = "cargo run --features store --example job --";
+/// assert_eq!(output_url(Path::new("target/out"), false, rebuild), Ok(None));
+/// assert_eq!(output_url(Path::new("s3://b/out/"), true, rebuild), Ok(Some("s3://b/out/".into())));
+/// let e = output_url(Path::new("s3://b/out/"), false, rebuild).unwrap_err();
+/// assert!(e.starts_with("--out s3://b/out/: ") && e.contains("--example job -- --out s3://b/out/"));
+/// ```
+pub fn output_url(out: &std::path::Path, built: bool, rebuild: &str) -> Result<Option<String>, String> {
+    let out = out.to_string_lossy().into_owned();
+    match (is_url(&out), built) {
+        (false, _) => Ok(None),
+        (true, true) => Ok(Some(out)),
+        (true, false) => Err(format!(
+            "--out {out}: this binary was built without object-storage outputs (the `store` feature); rebuild with `{rebuild} --out {out}`"
+        )),
+    }
+}
+
+/// How a job commits its outputs at a URL (`--out s3://…`): the flags
+/// every job takes (ignored for a local folder).
+#[derive(Clone, Debug, clap::Args)]
+pub struct CommitFlags {
+    /// Outputs at a URL: commit once the pending segments hold this many
+    /// MiB...
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub commit_mib: usize,
+    /// ...or once this many seconds passed since the last commit (0: after
+    /// every root).
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub commit_every_s: f64,
+    /// Outputs at a URL on a store that ignores conditional writes: accept
+    /// at-least-once outputs (two runs writing at once could both commit).
+    #[arg(long)]
+    pub at_least_once: bool,
+}
+
 /// The error for the first URL among `inputs` in a job built without
 /// object-storage inputs (`built`: the job's own `store` feature), naming
 /// the command that builds it with them (`rebuild`); `Ok` when there is no

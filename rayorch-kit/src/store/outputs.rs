@@ -94,6 +94,7 @@ struct Commit {
 pub struct BucketOutputs {
     url: String,
     writer: String,
+    store_options: StoreOptions,
     store: Arc<dyn ObjectStore>,
     prefix: Key,
     tx: Option<SyncSender<Commit>>,
@@ -133,6 +134,50 @@ pub fn output_store(url: &str, opts: &StoreOptions) -> Result<(Arc<dyn ObjectSto
     Ok((store, key))
 }
 
+impl super::CommitFlags {
+    /// The options these flags give a run reading `source` (its inputs'
+    /// digest).
+    pub fn options(&self, source: &str) -> Result<BucketOptions, String> {
+        let interval = Duration::try_from_secs_f64(self.commit_every_s)
+            .map_err(|e| format!("--commit-every-s {}: {e}", self.commit_every_s))?;
+        Ok(BucketOptions {
+            source: source.to_string(),
+            target_bytes: self.commit_mib.max(1) << 20,
+            interval,
+            at_least_once: self.at_least_once,
+            ..BucketOptions::default()
+        })
+    }
+}
+
+/// Open a job's outputs at `url` for a run starting as `start` over
+/// `source`: the outputs, and the roots earlier runs committed there. A
+/// plain start into a URL holding commits is refused (they are never
+/// replaced: `--resume`, or another `--out`), and so is `--force`.
+pub fn open_for(
+    url: &str,
+    start: crate::resume::Start,
+    flags: &super::CommitFlags,
+    source: &str,
+) -> Result<(BucketOutputs, std::collections::HashSet<u64>), String> {
+    use crate::resume::Start;
+    if start == Start::Force {
+        return Err(
+            "--force: outputs at a URL are never deleted or overwritten; give another --out to start over, or --resume to continue"
+                .into(),
+        );
+    }
+    let (bucket, committed) = BucketOutputs::open(url, flags.options(source)?)?;
+    let done = committed.roots();
+    if start == Start::New && !done.is_empty() {
+        return Err(format!(
+            "{url} holds {} committed roots of an earlier run: continue it with --resume, or give another --out (committed outputs are never replaced)",
+            done.len()
+        ));
+    }
+    Ok((bucket, done))
+}
+
 impl BucketOutputs {
     /// Open the outputs at `url`: probe the store, read the commit records.
     /// Returns the outputs and what earlier runs committed (their roots are
@@ -162,6 +207,7 @@ impl BucketOutputs {
             BucketOutputs {
                 url: url.to_string(),
                 writer,
+                store_options: opts.store.clone(),
                 store: files_store,
                 prefix: files_prefix,
                 tx: Some(tx),
@@ -348,4 +394,172 @@ pub fn check_committed(url: &str, opts: &StoreOptions) -> Result<(u64, u64), Str
         }
     }
     Ok((committed.records.len() as u64, seen.len() as u64))
+}
+
+/// The segment names of a job's outputs: its records' JSONL, its failures'
+/// JSONL, its records' Parquet (`documents.jsonl`, `failures.jsonl`,
+/// `documents.parquet`).
+#[cfg(feature = "parquet")]
+#[derive(Clone, Copy, Debug)]
+pub struct Kinds {
+    /// The records, one JSON line each.
+    pub records: &'static str,
+    /// The failures, one JSON line each.
+    pub failures: &'static str,
+    /// The records as Parquet rows.
+    pub parquet: &'static str,
+}
+
+/// A job's sink-side of [`BucketOutputs`]: the JSONL lines and Parquet rows
+/// of the commit being built, committed when one is due and at the end.
+/// Every root handed to it (a record or a failure) is named by the commit
+/// that holds its line.
+#[cfg(feature = "parquet")]
+pub struct RowCommits<R: crate::parquet::Rows + Clone> {
+    out: BucketOutputs,
+    rows: R,
+    kinds: Kinds,
+    records: Vec<u8>,
+    record_lines: u64,
+    failures: Vec<u8>,
+    failure_lines: u64,
+    parquet: Option<crate::parquet::ParquetFile<R, Vec<u8>>>,
+    roots: Vec<u64>,
+    uploaded: Option<Uploaded>,
+}
+
+#[cfg(feature = "parquet")]
+impl<R: crate::parquet::Rows + Clone> RowCommits<R> {
+    /// Commit to `out`, rows of schema `rows`, segments named by `kinds`.
+    pub fn new(out: BucketOutputs, rows: R, kinds: Kinds) -> RowCommits<R> {
+        RowCommits {
+            out,
+            rows,
+            kinds,
+            records: Vec::new(),
+            record_lines: 0,
+            failures: Vec::new(),
+            failure_lines: 0,
+            parquet: None,
+            roots: Vec::new(),
+            uploaded: None,
+        }
+    }
+
+    /// The outputs (for their writer id and run files).
+    pub fn outputs(&self) -> &BucketOutputs {
+        &self.out
+    }
+
+    /// Root `key`'s record: its JSON line (without the newline) and its row.
+    pub fn record(&mut self, key: u64, line: &[u8], row: R::Row) -> Result<(), String> {
+        self.records.extend_from_slice(line);
+        self.records.push(b'\n');
+        self.record_lines += 1;
+        let parquet = match &mut self.parquet {
+            Some(p) => p,
+            None => self.parquet.insert(
+                crate::parquet::ParquetFile::in_memory(self.kinds.parquet, self.rows.clone(), 8)
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        parquet.write(row).map_err(|e| e.to_string())?;
+        self.root_done(key)
+    }
+
+    /// Root `key`'s failure line (without the newline).
+    pub fn failure(&mut self, key: u64, line: &[u8]) -> Result<(), String> {
+        self.failures.extend_from_slice(line);
+        self.failures.push(b'\n');
+        self.failure_lines += 1;
+        self.root_done(key)
+    }
+
+    fn root_done(&mut self, key: u64) -> Result<(), String> {
+        self.roots.push(key);
+        let pending = self.records.len()
+            + self.failures.len()
+            + self
+                .parquet
+                .as_ref()
+                .map_or(0, crate::parquet::ParquetFile::bytes_so_far);
+        if self.out.due(pending) {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Hand what is pending to the uploader as one commit.
+    fn commit(&mut self) -> Result<(), String> {
+        if self.roots.is_empty() {
+            return Ok(());
+        }
+        let mut segments = Vec::with_capacity(3);
+        let records = std::mem::take(&mut self.record_lines);
+        if records > 0 {
+            segments.push(Segment {
+                kind: self.kinds.records,
+                bytes: std::mem::take(&mut self.records).into(),
+                rows: records,
+            });
+        }
+        if self.failure_lines > 0 {
+            segments.push(Segment {
+                kind: self.kinds.failures,
+                bytes: std::mem::take(&mut self.failures).into(),
+                rows: std::mem::take(&mut self.failure_lines),
+            });
+        }
+        if let Some(p) = self.parquet.take() {
+            segments.push(Segment {
+                kind: self.kinds.parquet,
+                bytes: p.into_bytes().map_err(|e| e.to_string())?.into(),
+                rows: records,
+            });
+        }
+        self.out.commit(segments, std::mem::take(&mut self.roots))
+    }
+
+    /// The run ended: commit the rest and wait for every upload.
+    pub fn finish(&mut self) -> Result<(), String> {
+        self.commit()?;
+        self.uploaded = Some(self.out.finish()?);
+        Ok(())
+    }
+
+    /// What the uploads did, once [`RowCommits::finish`] returned.
+    pub fn uploaded(&self) -> Option<&Uploaded> {
+        self.uploaded.as_ref()
+    }
+
+    /// A finished run's report at `url`: the uploads go into the summary
+    /// (`json["job"]["outputs"]`), which is written with the timeline `svg`
+    /// to `runs/<writer>/`; then the commit records are read back and
+    /// checked. Returns the line the console shows (`what`: "documents").
+    pub fn report(
+        &self,
+        url: &str,
+        what: &str,
+        json: &mut serde_json::Value,
+        svg: String,
+    ) -> Result<String, String> {
+        let up = self.uploaded.clone().unwrap_or_default();
+        json["job"]["outputs"] = serde_json::json!({
+            "url": url,
+            "writer": self.out.writer(),
+            "commits": up.commits,
+            "roots_committed": up.roots,
+            "segments": up.segments,
+            "segment_bytes": up.bytes,
+            "garbage_removed": up.garbage.len(),
+        });
+        let body = serde_json::to_vec_pretty(json).map_err(|e| e.to_string())?;
+        let summary_at = self.out.put_run_file("summary.json", body)?;
+        self.out.put_run_file("timeline.svg", svg.into_bytes())?;
+        let (records, roots) = check_committed(url, &self.out.store_options)?;
+        Ok(format!(
+            "{url}: {roots} {what} in {records} commit records, each once (this run: {} commits, {} {what}, {} segments; summary at {summary_at})",
+            up.commits, up.roots, up.segments
+        ))
+    }
 }

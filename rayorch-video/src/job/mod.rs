@@ -16,6 +16,11 @@
 //! removed when its record is written. Outputs
 //! in `--out` (default `target/video_index`): `videos.jsonl`,
 //! `videos.parquet`, `failures.jsonl`, `summary.json`, `timeline.svg`.
+//! With `--features store`, `--out` may be an object-store URL
+//! (`s3://bucket/prefix/`, `file:///folder/`): the outputs are committed
+//! there exactly once (`outputs`), `--resume` continues from the commit
+//! records alone, objects are spooled to a temporary folder, and
+//! `summary.json` and `timeline.svg` go to `runs/<writer>/`.
 
 pub mod outputs;
 
@@ -45,9 +50,19 @@ pub struct Args {
     /// `AWS_ENDPOINT_URL`, `GOOGLE_*`, `AZURE_*`). Default: generated samples
     /// in `target/video_samples`.
     pub inputs: Vec<String>,
-    /// Output folder.
+    /// Output folder; or, in a build with `--features store`, an
+    /// object-store URL (`s3://BUCKET/PREFIX/`, `gs://…`, `az://…`,
+    /// `file:///FOLDER/`) where the outputs are committed exactly once.
     #[arg(short, long, default_value = "target/video_index")]
     pub out: PathBuf,
+    /// Outputs at a URL: continue the run whose commits are there (the
+    /// videos they name are skipped).
+    #[arg(long)]
+    pub resume: bool,
+    /// Outputs at a URL: `--commit-mib`, `--commit-every-s`,
+    /// `--at-least-once`.
+    #[command(flatten)]
+    pub commit: rayorch_kit::store::CommitFlags,
     /// Sampled frames per second.
     #[arg(long, default_value_t = 2.0)]
     pub fps: f64,
@@ -146,7 +161,19 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
     if files.is_empty() && urls.is_empty() {
         return Err("no video files found".into());
     }
-    let spool = args.out.join("spool");
+    let out_url = rayorch_kit::store::output_url(&args.out, cfg!(feature = "store"), REBUILD_STORE)?;
+    if out_url.is_none() && args.resume {
+        return Err(format!(
+            "--resume: a run into a local folder ({}) keeps no journal in this job; give --out an object-store URL to resume from its commits",
+            args.out.display()
+        )
+        .into());
+    }
+    // Objects are spooled beside local outputs, or in a temporary folder.
+    let spool = match &out_url {
+        None => args.out.join("spool"),
+        Some(_) => std::env::temp_dir().join(format!("rayorch-video-spool-{}", std::process::id())),
+    };
     let assets = crate::nsfw::ensure_assets()?;
     let cfg = IndexConfig {
         shots: ShotConfig {
@@ -179,16 +206,37 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
         from_path: |p| VideoInput::File(p.to_path_buf()),
         from_url: VideoInput::Url,
     };
-    let roots = Roots::new(
-        files.to_vec(),
-        urls.to_vec(),
-        None,
-        names.clone(),
-        Default::default(),
-        kind,
-    );
     let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "video_index")?;
-    let mut sink = outputs::Outputs::create(&args.out, out, names, spool, bars.clone())?;
+    let (roots, mut sink) = match &out_url {
+        None => {
+            let roots = Roots::new(
+                files.to_vec(),
+                urls.to_vec(),
+                None,
+                names.clone(),
+                Default::default(),
+                kind,
+            );
+            let sink = outputs::Outputs::create(&args.out, out, names, spool.clone(), bars.clone())?;
+            (roots, sink)
+        }
+        #[cfg(feature = "store")]
+        Some(url) => {
+            let local: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            let source = rayorch_kit::resume::source_digest(
+                "video files and object-store inputs",
+                &[&local[..], urls].concat(),
+            );
+            let start = rayorch_kit::resume::Start::from_flags(args.resume, false);
+            let (bucket, done) = rayorch_kit::store::outputs::open_for(url, start, &args.commit, &source)?;
+            let roots =
+                Roots::new(files.to_vec(), urls.to_vec(), None, names.clone(), done, kind).skipping_done();
+            let sink = outputs::Outputs::to_bucket(bucket, out, names, spool.clone(), bars.clone());
+            (roots, sink)
+        }
+        #[cfg(not(feature = "store"))]
+        Some(_) => unreachable!("output_url refuses URLs without `store`"),
+    };
     bars.println(format!(
         "video_index: {}, {} fps sampling, batch {}, outputs in {}",
         roots.describe("files"),
@@ -220,18 +268,25 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
         "score_batches_multi_video": multi_video,
         "written_at_s": sink.written_at.times(),
     });
-    rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
     let title = format!("video_index: {} videos in {:.1} s", sink.written, summary.wall_s);
-    std::fs::write(
-        args.out.join("timeline.svg"),
-        timeline::svg(
-            &summary,
-            &spans.spans(),
-            sink.written_at.times(),
-            "videos written",
-            &title,
-        ),
-    )?;
+    let svg = timeline::svg(
+        &summary,
+        &spans.spans(),
+        sink.written_at.times(),
+        "videos written",
+        &title,
+    );
+    let committed: Option<String> = match &out_url {
+        None => {
+            rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
+            std::fs::write(args.out.join("timeline.svg"), svg)?;
+            None
+        }
+        #[cfg(feature = "store")]
+        Some(url) => Some(bucket_report(url, &sink, &mut json, svg)?),
+        #[cfg(not(feature = "store"))]
+        Some(_) => unreachable!("output_url refuses URLs without `store`"),
+    };
     println!(
         "\n{} written, {} failed, {} frames in {:.2} s ({:.2} frames/s); frame-model batches: {} ({} mix clips, {} mix videos)",
         sink.written,
@@ -245,8 +300,25 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
     );
     print!("{}", summary.calls_table());
     println!("outputs in {}", args.out.display());
+    if let Some(c) = committed {
+        println!("{c}");
+        // The temporary spool (its files went with their records).
+        let _ = std::fs::remove_dir(&spool);
+    }
     match roots.listing_error() {
         Some(e) => Err(format!("the listing stopped early: {e} (what was listed is written)").into()),
         None => Ok(()),
     }
+}
+
+/// The report's end for outputs at `url` (`RowCommits::report`).
+#[cfg(feature = "store")]
+fn bucket_report(
+    url: &str,
+    sink: &outputs::Outputs,
+    json: &mut serde_json::Value,
+    svg: String,
+) -> Result<String, rayorch::BoxError> {
+    let bucket = sink.bucket().ok_or("the outputs at a URL were not a bucket's")?;
+    Ok(bucket.report(url, "videos", json, svg)?)
 }

@@ -4,6 +4,11 @@
 //! - `videos.parquet`: one row per video, a row group every few videos,
 //!   readable once the run has closed it;
 //! - `failures.jsonl`: one line per file that did not complete, with the cause.
+//!
+//! With `--out` an object-store URL (feature `store`) the same three are
+//! immutable segments committed exactly once (`videos.jsonl`,
+//! `failures.jsonl`, `videos.parquet` per commit, each commit record naming
+//! its videos: `rayorch_kit::store::outputs`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -29,15 +34,39 @@ struct VideoLine<'a> {
     video: &'a VideoRecord,
 }
 
+/// Where the outputs go: files in a folder, or commits at a URL.
+#[cfg_attr(
+    feature = "store",
+    expect(
+        clippy::large_enum_variant,
+        reason = "one per run, never moved after it is made"
+    )
+)]
+enum Files {
+    Local {
+        jsonl: BufWriter<File>,
+        failures: BufWriter<File>,
+        parquet: Option<ParquetFile<VideoRows>>,
+    },
+    #[cfg(feature = "store")]
+    Bucket(Box<rayorch_kit::store::outputs::RowCommits<VideoRows>>),
+}
+
+/// The job's segment kinds at a URL.
+#[cfg(feature = "store")]
+const KINDS: rayorch_kit::store::outputs::Kinds = rayorch_kit::store::outputs::Kinds {
+    records: "videos.jsonl",
+    failures: "failures.jsonl",
+    parquet: "videos.parquet",
+};
+
 /// The job's sink (see the module note); its counters are the run's
 /// figures for the summary.
 pub struct Outputs {
     out: Output<VideoRecord>,
     names: Arc<RootNames>,
     spool: PathBuf,
-    jsonl: BufWriter<File>,
-    failures: BufWriter<File>,
-    parquet: Option<ParquetFile<VideoRows>>,
+    files: Files,
     bars: Arc<Progress>,
     start: Instant,
     /// When videos were written, seconds since the sink was made (a
@@ -62,19 +91,54 @@ impl Outputs {
     ) -> Result<Outputs, BoxError> {
         std::fs::create_dir_all(dir)?;
         let file = |n: &str| File::create(dir.join(n)).map(BufWriter::new);
-        Ok(Outputs {
-            out,
-            names,
-            spool,
+        let files = Files::Local {
             jsonl: file("videos.jsonl")?,
             failures: file("failures.jsonl")?,
             parquet: Some(ParquetFile::create(&dir.join("videos.parquet"), VideoRows, 8)?),
+        };
+        Ok(Outputs::over(files, out, names, spool, bars))
+    }
+
+    /// The outputs committed to `bucket` (`--out` an object-store URL).
+    #[cfg(feature = "store")]
+    pub fn to_bucket(
+        bucket: rayorch_kit::store::outputs::BucketOutputs,
+        out: Output<VideoRecord>,
+        names: Arc<RootNames>,
+        spool: PathBuf,
+        bars: Arc<Progress>,
+    ) -> Outputs {
+        let commits = rayorch_kit::store::outputs::RowCommits::new(bucket, VideoRows, KINDS);
+        Outputs::over(Files::Bucket(Box::new(commits)), out, names, spool, bars)
+    }
+
+    /// The commits, when the outputs are at a URL.
+    #[cfg(feature = "store")]
+    pub fn bucket(&self) -> Option<&rayorch_kit::store::outputs::RowCommits<VideoRows>> {
+        match &self.files {
+            Files::Bucket(b) => Some(b),
+            Files::Local { .. } => None,
+        }
+    }
+
+    fn over(
+        files: Files,
+        out: Output<VideoRecord>,
+        names: Arc<RootNames>,
+        spool: PathBuf,
+        bars: Arc<Progress>,
+    ) -> Outputs {
+        Outputs {
+            out,
+            names,
+            spool,
+            files,
             bars,
             start: Instant::now(),
             written_at: Ticks::default(),
             written: 0,
             failed: 0,
-        })
+        }
     }
 }
 
@@ -93,15 +157,10 @@ impl Sink for Outputs {
                     // Named by its URL, not by the spooled file's path.
                     v.name.clone_from(&name);
                 }
-                serde_json::to_writer(
-                    &mut self.jsonl,
-                    &VideoLine {
-                        key: o.key,
-                        video: &v,
-                    },
-                )?;
-                self.jsonl.write_all(b"\n")?;
-                self.jsonl.flush()?;
+                let line = serde_json::to_vec(&VideoLine {
+                    key: o.key,
+                    video: &v,
+                })?;
                 self.written += 1;
                 self.written_at.push(t);
                 self.bars.println(format!(
@@ -112,8 +171,17 @@ impl Sink for Outputs {
                     v.frames,
                     v.max_nsfw
                 ));
-                if let Some(p) = self.parquet.as_mut() {
-                    p.write((o.key, v))?;
+                match &mut self.files {
+                    Files::Local { jsonl, parquet, .. } => {
+                        jsonl.write_all(&line)?;
+                        jsonl.write_all(b"\n")?;
+                        jsonl.flush()?;
+                        if let Some(p) = parquet.as_mut() {
+                            p.write((o.key, v))?;
+                        }
+                    }
+                    #[cfg(feature = "store")]
+                    Files::Bucket(b) => b.record(o.key, &line, (o.key, v))?,
                 }
             }
             other => {
@@ -123,9 +191,16 @@ impl Sink for Outputs {
                         format!("{name}: a present root without its record ({:?})", other.kind()).into(),
                     );
                 };
-                serde_json::to_writer(&mut self.failures, &line)?;
-                self.failures.write_all(b"\n")?;
-                self.failures.flush()?;
+                let bytes = serde_json::to_vec(&line)?;
+                match &mut self.files {
+                    Files::Local { failures, .. } => {
+                        failures.write_all(&bytes)?;
+                        failures.write_all(b"\n")?;
+                        failures.flush()?;
+                    }
+                    #[cfg(feature = "store")]
+                    Files::Bucket(b) => b.failure(o.key, &bytes)?,
+                }
                 self.failed += 1;
                 self.bars
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
@@ -135,10 +210,21 @@ impl Sink for Outputs {
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
-        self.jsonl.flush()?;
-        self.failures.flush()?;
-        if let Some(p) = self.parquet.take() {
-            p.close()?;
+        match &mut self.files {
+            Files::Local {
+                jsonl,
+                failures,
+                parquet,
+            } => {
+                jsonl.flush()?;
+                failures.flush()?;
+                if let Some(p) = parquet.take() {
+                    p.close()?;
+                }
+            }
+            // The rest committed, every upload waited for.
+            #[cfg(feature = "store")]
+            Files::Bucket(b) => b.finish()?,
         }
         Ok(())
     }
