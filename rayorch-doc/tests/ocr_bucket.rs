@@ -28,7 +28,12 @@ const DOCS: usize = 10;
 #[ignore = "run by the other tests of this file in a child process, with the S3 server's environment"]
 fn child_runs_the_job() {
     let argv: Vec<String> = serde_json::from_str(&std::env::var("RAYORCH_TEST_ARGV").unwrap()).unwrap();
-    match rayorch_doc::ocr::run_from(argv) {
+    let run = if argv[0] == "doc_layout" {
+        rayorch_doc::layout::run_from
+    } else {
+        rayorch_doc::ocr::run_from
+    };
+    match run(argv) {
         Ok(code) => println!("\nJOB-EXIT {code}"),
         Err(e) => println!("\nJOB-ERROR {}", serde_json::to_string(&e.to_string()).unwrap()),
     }
@@ -278,4 +283,67 @@ fn the_readme_recipe_reads_exactly_the_committed_rows() {
     );
     let keys: Vec<u64> = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
     assert_eq!(keys, want);
+}
+
+/// The layout job commits the same way: documents (with their Markdown),
+/// regions and region rows per commit; a plain rerun is refused and a
+/// resume finds nothing left.
+#[test]
+fn the_layout_job_commits_its_outputs_once_and_resumes_from_them() {
+    let s3 = S3Server::start().unwrap();
+    corpus(&s3);
+    let layout = |extra: &[&str]| {
+        let mut argv: Vec<String> = [
+            "doc_layout",
+            "--dpi",
+            "40",
+            "--commit-every-s",
+            "0",
+            "--out",
+            "s3://out/layout/",
+            "s3://corpus/docs/",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        argv.extend(extra.iter().map(|a| a.to_string()));
+        run(&s3, &argv)
+    };
+    let (code, console) = layout(&[]);
+    assert_eq!(code, Ok(0), "{console}");
+    assert!(
+        console.contains(&format!("{DOCS} documents in {DOCS} commit records, each once")),
+        "{console}"
+    );
+    let c = committed(&s3, "layout");
+    let kinds: BTreeSet<&str> = c
+        .records
+        .iter()
+        .flat_map(|r| r.segments.iter().map(|s| s.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["documents.jsonl", "regions.jsonl", "regions.parquet"].into(),
+        "{c:?}"
+    );
+    let seg = &c.segments("documents.jsonl")[0];
+    let line = String::from_utf8(s3.get(&format!("s3://out/layout/{seg}")).unwrap()).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    let name = doc["name"].as_str().unwrap();
+    assert!(
+        doc["markdown"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("# {name}")),
+        "the Markdown is in the line: {doc}"
+    );
+
+    let (refused, _) = layout(&[]);
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("--resume")),
+        "{refused:?}"
+    );
+    let (code, console) = layout(&["--resume"]);
+    assert_eq!(code, Ok(0), "{console}");
+    assert!(console.contains("(this run: 0 commits, 0 documents"), "{console}");
 }

@@ -411,4 +411,17 @@ fn a_default_build_refuses_what_it_was_built_without_and_touches_nothing() {
         "{err}"
     );
     assert!(!fresh.exists());
+    // And its outputs at a URL, and --resume into a folder (no journal).
+    let err = rayorch_doc::layout::run_from(["doc_layout", "--out", "s3://bucket/out/"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--example doc_layout -- --out s3://bucket/out/"),
+        "{err}"
+    );
+    let err = rayorch_doc::layout::run_from(["doc_layout", "--resume", "--out", &f])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("keeps no journal"), "{err}");
+    assert!(!fresh.exists());
 }

@@ -19,9 +19,21 @@ pub struct Args {
     /// `doc_ocr`). Default: the generated layout corpus (written to
     /// `<out>/corpus.pdf`, scored against its truth) and the bundled samples.
     pub inputs: Vec<String>,
-    /// Output folder (created if missing; its output files are replaced).
+    /// Output folder (created if missing; its output files are replaced);
+    /// or, in a build with `--features store`, an object-store URL
+    /// (`s3://BUCKET/PREFIX/`, `file:///FOLDER/`, …) where the outputs are
+    /// committed exactly once (as `doc_ocr`'s; the Markdown is in
+    /// `documents.jsonl`, no file per document).
     #[arg(short, long, default_value = "target/doc_layout")]
     pub out: PathBuf,
+    /// Outputs at a URL: continue the run whose commits are there (the
+    /// documents they name are skipped).
+    #[arg(long)]
+    pub resume: bool,
+    /// Outputs at a URL: `--commit-mib`, `--commit-every-s`,
+    /// `--at-least-once`.
+    #[command(flatten)]
+    pub commit: rayorch_kit::store::CommitFlags,
     /// Admission window: at most this many documents in flight.
     #[arg(long, default_value_t = 8)]
     pub window: usize,

@@ -5,6 +5,12 @@
 //!   and orientation, Markdown);
 //! - `regions.jsonl` and `regions.parquet`: one row per region;
 //! - `failures.jsonl`: one line per document that did not complete.
+//!
+//! With `--out` an object-store URL (feature `store`) the JSONL and Parquet
+//! outputs are immutable segments committed exactly once (`documents.jsonl`,
+//! `regions.jsonl`, `regions.parquet`, `failures.jsonl` per commit, each
+//! commit record naming its documents: `rayorch_kit::store::outputs`); the
+//! Markdown is in `documents.jsonl` only (no object per document).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -62,15 +68,43 @@ impl std::fmt::Display for Scored {
     }
 }
 
+/// Where the outputs go: files in a folder, or commits at a URL.
+#[cfg_attr(
+    feature = "store",
+    expect(
+        clippy::large_enum_variant,
+        reason = "one per run, never moved after it is made"
+    )
+)]
+enum Files {
+    Local {
+        dir: PathBuf,
+        docs: BufWriter<File>,
+        regions: BufWriter<File>,
+        failures: BufWriter<File>,
+        parquet: Option<ParquetFile<RegionRows>>,
+    },
+    #[cfg(feature = "store")]
+    Bucket(Box<rayorch_kit::store::outputs::RowCommits<RegionRows>>),
+}
+
+/// The job's segment kinds at a URL.
+#[cfg(feature = "store")]
+const KINDS: rayorch_kit::store::outputs::Kinds = rayorch_kit::store::outputs::Kinds {
+    records: "documents.jsonl",
+    failures: "failures.jsonl",
+    parquet: "regions.parquet",
+};
+
+/// The regions' JSONL segment at a URL.
+#[cfg(feature = "store")]
+const REGIONS: &str = "regions.jsonl";
+
 /// The job's sink (see the module note).
 pub struct Outputs {
     out: Output<LayoutDocument>,
     names: Arc<RootNames>,
-    dir: PathBuf,
-    docs: BufWriter<File>,
-    regions: BufWriter<File>,
-    failures: BufWriter<File>,
-    parquet: Option<ParquetFile<RegionRows>>,
+    files: Files,
     truth: Vec<(String, Vec<GtPage>)>,
     dpi: f32,
     /// The bundled samples' manifest, read at the first failure.
@@ -99,9 +133,7 @@ impl Outputs {
     ) -> Result<Outputs, BoxError> {
         std::fs::create_dir_all(dir.join("markdown"))?;
         let file = |n: &str| File::create(dir.join(n)).map(BufWriter::new);
-        Ok(Outputs {
-            out,
-            names,
+        let files = Files::Local {
             dir: dir.to_path_buf(),
             docs: file("documents.jsonl")?,
             regions: file("regions.jsonl")?,
@@ -111,6 +143,43 @@ impl Outputs {
                 RegionRows,
                 256,
             )?),
+        };
+        Ok(Outputs::over(files, out, names, truth, dpi))
+    }
+
+    /// The outputs committed to `bucket` (`--out` an object-store URL).
+    #[cfg(feature = "store")]
+    pub fn to_bucket(
+        bucket: rayorch_kit::store::outputs::BucketOutputs,
+        out: Output<LayoutDocument>,
+        names: Arc<RootNames>,
+        truth: Vec<(String, Vec<GtPage>)>,
+        dpi: f32,
+    ) -> Outputs {
+        let commits = rayorch_kit::store::outputs::RowCommits::new(bucket, RegionRows, KINDS);
+        Outputs::over(Files::Bucket(Box::new(commits)), out, names, truth, dpi)
+    }
+
+    /// The commits, when the outputs are at a URL.
+    #[cfg(feature = "store")]
+    pub fn bucket(&self) -> Option<&rayorch_kit::store::outputs::RowCommits<RegionRows>> {
+        match &self.files {
+            Files::Bucket(b) => Some(b),
+            Files::Local { .. } => None,
+        }
+    }
+
+    fn over(
+        files: Files,
+        out: Output<LayoutDocument>,
+        names: Arc<RootNames>,
+        truth: Vec<(String, Vec<GtPage>)>,
+        dpi: f32,
+    ) -> Outputs {
+        Outputs {
+            out,
+            names,
+            files,
             truth,
             dpi,
             manifest: None,
@@ -119,7 +188,7 @@ impl Outputs {
             failed: 0,
             pages: 0,
             scores: Vec::new(),
-        })
+        }
     }
 
     /// Did only the bundled samples that are broken on purpose fail?
@@ -141,38 +210,54 @@ impl Outputs {
     }
 
     fn write_doc(&mut self, key: u64, doc: &LayoutDocument) -> Result<(), BoxError> {
-        let stem = Path::new(&doc.name)
-            .file_stem()
-            .map_or_else(|| format!("doc-{key}"), |s| s.to_string_lossy().into_owned());
-        std::fs::write(
-            self.dir.join("markdown").join(format!("{stem}.md")),
-            &doc.markdown,
-        )?;
-        serde_json::to_writer(
-            &mut self.docs,
-            &DocLine {
-                key,
-                name: &doc.name,
-                pages: doc.pages.len(),
-                text_sources: doc.pages.iter().map(|p| p.text_source).collect(),
-                orientations: doc.pages.iter().map(|p| p.orientation).collect(),
-                markdown: &doc.markdown,
-            },
-        )?;
-        self.docs.write_all(b"\n")?;
-        self.docs.flush()?;
-        for p in &doc.pages {
-            for r in &p.regions {
-                serde_json::to_writer(&mut self.regions, r)?;
-                self.regions.write_all(b"\n")?;
-            }
-            if let Some(pq) = self.parquet.as_mut() {
-                for r in &p.regions {
-                    pq.write(r.clone())?;
+        let line = serde_json::to_vec(&DocLine {
+            key,
+            name: &doc.name,
+            pages: doc.pages.len(),
+            text_sources: doc.pages.iter().map(|p| p.text_source).collect(),
+            orientations: doc.pages.iter().map(|p| p.orientation).collect(),
+            markdown: &doc.markdown,
+        })?;
+        match &mut self.files {
+            Files::Local {
+                dir,
+                docs,
+                regions,
+                parquet,
+                ..
+            } => {
+                let stem = Path::new(&doc.name)
+                    .file_stem()
+                    .map_or_else(|| format!("doc-{key}"), |s| s.to_string_lossy().into_owned());
+                std::fs::write(dir.join("markdown").join(format!("{stem}.md")), &doc.markdown)?;
+                docs.write_all(&line)?;
+                docs.write_all(b"\n")?;
+                docs.flush()?;
+                for p in &doc.pages {
+                    for r in &p.regions {
+                        serde_json::to_writer(&mut *regions, r)?;
+                        regions.write_all(b"\n")?;
+                    }
+                    if let Some(pq) = parquet.as_mut() {
+                        for r in &p.regions {
+                            pq.write(r.clone())?;
+                        }
+                    }
                 }
+                regions.flush()?;
+            }
+            #[cfg(feature = "store")]
+            Files::Bucket(b) => {
+                b.line(KINDS.records, &line);
+                for p in &doc.pages {
+                    for r in &p.regions {
+                        b.line(REGIONS, &serde_json::to_vec(r)?);
+                        b.row(r.clone())?;
+                    }
+                }
+                b.root_done(key)?;
             }
         }
-        self.regions.flush()?;
         if let Some((_, truth)) = self.truth.iter().find(|(name, _)| *name == doc.name) {
             for (t, p) in truth.iter().zip(&doc.pages) {
                 self.scores.push(Scored {
@@ -203,9 +288,16 @@ impl Sink for Outputs {
                     );
                 };
                 let cause = line.cause.clone();
-                serde_json::to_writer(&mut self.failures, &line)?;
-                self.failures.write_all(b"\n")?;
-                self.failures.flush()?;
+                let bytes = serde_json::to_vec(&line)?;
+                match &mut self.files {
+                    Files::Local { failures, .. } => {
+                        failures.write_all(&bytes)?;
+                        failures.write_all(b"\n")?;
+                        failures.flush()?;
+                    }
+                    #[cfg(feature = "store")]
+                    Files::Bucket(b) => b.failure(o.key, &bytes)?,
+                }
                 self.failed += 1;
                 eprintln!("FAILED {name}: {cause}");
                 self.note_failure(&name);
@@ -215,11 +307,24 @@ impl Sink for Outputs {
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
-        self.docs.flush()?;
-        self.regions.flush()?;
-        self.failures.flush()?;
-        if let Some(p) = self.parquet.take() {
-            p.close()?;
+        match &mut self.files {
+            Files::Local {
+                docs,
+                regions,
+                failures,
+                parquet,
+                ..
+            } => {
+                docs.flush()?;
+                regions.flush()?;
+                failures.flush()?;
+                if let Some(p) = parquet.take() {
+                    p.close()?;
+                }
+            }
+            // The rest committed, every upload waited for.
+            #[cfg(feature = "store")]
+            Files::Bucket(b) => b.finish()?,
         }
         Ok(())
     }

@@ -24,12 +24,25 @@ pub fn run_from<T: Into<std::ffi::OsString> + Clone>(
 /// written (or, on the default inputs, only the samples broken on purpose
 /// failed), 1 otherwise.
 pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
-    // Inputs first: a bad one is refused before the output folder is made.
+    // Inputs and `--out` first: a bad one is refused before the output
+    // folder is made.
+    let out_url = rayorch_kit::store::output_url_or_no_resume(
+        &args.out,
+        args.resume,
+        cfg!(feature = "store"),
+        REBUILD_STORE,
+    )?;
     let given = match args.inputs.is_empty() {
         true => None,
         false => Some(inputs::split(&args.inputs, REBUILD_STORE, None)?),
     };
-    std::fs::create_dir_all(&args.out)?;
+    // The generated corpus goes beside local outputs, or to a temporary
+    // folder when they are at a URL.
+    let work = match &out_url {
+        None => args.out.clone(),
+        Some(_) => std::env::temp_dir().join(format!("rayorch-layout-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&work)?;
     let mut truth = Vec::new();
     let (files, urls) = if let Some(given) = given {
         given
@@ -39,7 +52,7 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
             ("corpus.pdf", rayorch_testdata::layoutgen::corpus()),
             ("scans.pdf", rayorch_testdata::layoutgen::scan_corpus()),
         ] {
-            let path = args.out.join(name);
+            let path = work.join(name);
             std::fs::write(&path, pdf)?;
             truth.push((path.display().to_string(), pages));
             files.push(path);
@@ -57,15 +70,36 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
     let layout_assets = rayorch_models::assets::ensure_layout()?;
     let (plan, out) = LayoutJob::new(&args.settings(), &assets, &layout_assets).plan()?;
     let names = RootNames::new();
-    let roots = Roots::new(
-        files,
-        urls,
-        None,
-        names.clone(),
-        Default::default(),
-        inputs::PDF_ROOTS,
-    );
-    let mut outputs = Outputs::create(&args.out, out, names, truth, args.dpi).map_err(|e| e.to_string())?;
+    let (roots, mut outputs) = match &out_url {
+        None => {
+            let roots = Roots::new(
+                files,
+                urls,
+                None,
+                names.clone(),
+                Default::default(),
+                inputs::PDF_ROOTS,
+            );
+            let outputs =
+                Outputs::create(&args.out, out, names, truth, args.dpi).map_err(|e| e.to_string())?;
+            (roots, outputs)
+        }
+        #[cfg(feature = "store")]
+        Some(url) => {
+            let (bucket, done) = rayorch_kit::store::outputs::open_over(
+                url,
+                args.resume,
+                &args.commit,
+                "PDF files",
+                &files,
+                &urls,
+            )?;
+            let roots = Roots::new(files, urls, None, names.clone(), done, inputs::PDF_ROOTS).skipping_done();
+            (roots, Outputs::to_bucket(bucket, out, names, truth, args.dpi))
+        }
+        #[cfg(not(feature = "store"))]
+        Some(_) => unreachable!("output_url refuses URLs without `store`"),
+    };
     eprintln!(
         "doc_layout: {}, window {}, text layer {}, outputs in {}",
         roots.describe("documents"),
@@ -93,7 +127,23 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
         "scores": outputs.scores,
         "busy_share": summary.calls.iter().map(|m| (m.name.to_string(), m.busy_s / busy)).collect::<std::collections::BTreeMap<_, _>>(),
     });
-    rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
+    let committed: Option<String> = match &out_url {
+        None => {
+            rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
+            None
+        }
+        #[cfg(feature = "store")]
+        Some(url) => {
+            let bucket = outputs
+                .bucket()
+                .ok_or("the outputs at a URL were not a bucket's")?;
+            let line = bucket.report(url, "documents", &mut json, None)?;
+            let _ = std::fs::remove_dir_all(&work);
+            Some(line)
+        }
+        #[cfg(not(feature = "store"))]
+        Some(_) => unreachable!("output_url refuses URLs without `store`"),
+    };
     println!(
         "\n{} written, {} failed, {} pages in {:.2} s ({:.2} pages/s)",
         outputs.written, outputs.failed, outputs.pages, summary.wall_s, pages_per_s
@@ -103,6 +153,9 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
         println!("{s}");
     }
     println!("outputs in {}", args.out.display());
+    if let Some(c) = committed {
+        println!("{c}");
+    }
     if let Some(e) = roots.listing_error() {
         println!("the listing stopped early: {e}");
         return Ok(1);

@@ -390,5 +390,5 @@ fn bucket_report(
     let bucket = outputs
         .bucket()
         .ok_or("the outputs at a URL were not a bucket's")?;
-    Ok(bucket.report(url, "documents", json, svg)?)
+    Ok(bucket.report(url, "documents", json, Some(svg))?)
 }

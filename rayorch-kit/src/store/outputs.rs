@@ -178,6 +178,28 @@ pub fn open_for(
     Ok((bucket, done))
 }
 
+/// [`open_for`] for a job whose roots are `files` and the objects of `urls`
+/// (`what`: "PDF files"), starting fresh or, with `resume`, continuing:
+/// the source digest is of those inputs, as written.
+pub fn open_over(
+    url: &str,
+    resume: bool,
+    flags: &super::CommitFlags,
+    what: &str,
+    files: &[std::path::PathBuf],
+    urls: &[String],
+) -> Result<(BucketOutputs, std::collections::HashSet<u64>), String> {
+    let mut names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    names.extend(urls.iter().cloned());
+    let source = crate::resume::source_digest(&format!("{what} and object-store inputs"), &names);
+    open_for(
+        url,
+        crate::resume::Start::from_flags(resume, false),
+        flags,
+        &source,
+    )
+}
+
 impl BucketOutputs {
     /// Open the outputs at `url`: probe the store, read the commit records.
     /// Returns the outputs and what earlier runs committed (their roots are
@@ -397,7 +419,7 @@ pub fn check_committed(url: &str, opts: &StoreOptions) -> Result<(u64, u64), Str
 }
 
 /// The segment names of a job's outputs: its records' JSONL, its failures'
-/// JSONL, its records' Parquet (`documents.jsonl`, `failures.jsonl`,
+/// JSONL, its Parquet rows (`documents.jsonl`, `failures.jsonl`,
 /// `documents.parquet`).
 #[cfg(feature = "parquet")]
 #[derive(Clone, Copy, Debug)]
@@ -406,24 +428,24 @@ pub struct Kinds {
     pub records: &'static str,
     /// The failures, one JSON line each.
     pub failures: &'static str,
-    /// The records as Parquet rows.
+    /// The Parquet rows (the records', or finer ones: a layout job's
+    /// regions).
     pub parquet: &'static str,
 }
 
 /// A job's sink-side of [`BucketOutputs`]: the JSONL lines and Parquet rows
 /// of the commit being built, committed when one is due and at the end.
-/// Every root handed to it (a record or a failure) is named by the commit
-/// that holds its line.
+/// Every root marked done (by [`RowCommits::record`], [`RowCommits::failure`]
+/// or [`RowCommits::root_done`]) is named by the commit that holds its lines.
 #[cfg(feature = "parquet")]
 pub struct RowCommits<R: crate::parquet::Rows + Clone> {
     out: BucketOutputs,
     rows: R,
     kinds: Kinds,
-    records: Vec<u8>,
-    record_lines: u64,
-    failures: Vec<u8>,
-    failure_lines: u64,
+    /// JSONL segments being built: (kind, bytes, lines), in first-use order.
+    lines: Vec<(&'static str, Vec<u8>, u64)>,
     parquet: Option<crate::parquet::ParquetFile<R, Vec<u8>>>,
+    parquet_rows: u64,
     roots: Vec<u64>,
     uploaded: Option<Uploaded>,
 }
@@ -436,11 +458,9 @@ impl<R: crate::parquet::Rows + Clone> RowCommits<R> {
             out,
             rows,
             kinds,
-            records: Vec::new(),
-            record_lines: 0,
-            failures: Vec::new(),
-            failure_lines: 0,
+            lines: Vec::new(),
             parquet: None,
+            parquet_rows: 0,
             roots: Vec::new(),
             uploaded: None,
         }
@@ -451,11 +471,38 @@ impl<R: crate::parquet::Rows + Clone> RowCommits<R> {
         &self.out
     }
 
-    /// Root `key`'s record: its JSON line (without the newline) and its row.
+    /// Root `key`'s record: its JSON line (without the newline) and its
+    /// row; the root is done.
     pub fn record(&mut self, key: u64, line: &[u8], row: R::Row) -> Result<(), String> {
-        self.records.extend_from_slice(line);
-        self.records.push(b'\n');
-        self.record_lines += 1;
+        self.line(self.kinds.records, line);
+        self.row(row)?;
+        self.root_done(key)
+    }
+
+    /// Root `key`'s failure line (without the newline); the root is done.
+    pub fn failure(&mut self, key: u64, line: &[u8]) -> Result<(), String> {
+        self.line(self.kinds.failures, line);
+        self.root_done(key)
+    }
+
+    /// One JSON line (without the newline) of the segment of `kind` (the
+    /// record and failure kinds, or any other: `regions.jsonl`).
+    pub fn line(&mut self, kind: &'static str, line: &[u8]) {
+        let at = match self.lines.iter().position(|(k, _, _)| *k == kind) {
+            Some(i) => i,
+            None => {
+                self.lines.push((kind, Vec::new(), 0));
+                self.lines.len() - 1
+            }
+        };
+        let (_, bytes, n) = &mut self.lines[at];
+        bytes.extend_from_slice(line);
+        bytes.push(b'\n');
+        *n += 1;
+    }
+
+    /// One Parquet row.
+    pub fn row(&mut self, row: R::Row) -> Result<(), String> {
         let parquet = match &mut self.parquet {
             Some(p) => p,
             None => self.parquet.insert(
@@ -464,21 +511,15 @@ impl<R: crate::parquet::Rows + Clone> RowCommits<R> {
             ),
         };
         parquet.write(row).map_err(|e| e.to_string())?;
-        self.root_done(key)
+        self.parquet_rows += 1;
+        Ok(())
     }
 
-    /// Root `key`'s failure line (without the newline).
-    pub fn failure(&mut self, key: u64, line: &[u8]) -> Result<(), String> {
-        self.failures.extend_from_slice(line);
-        self.failures.push(b'\n');
-        self.failure_lines += 1;
-        self.root_done(key)
-    }
-
-    fn root_done(&mut self, key: u64) -> Result<(), String> {
+    /// Root `key`'s lines and rows are all given: the next commit names it
+    /// (made now if one is due).
+    pub fn root_done(&mut self, key: u64) -> Result<(), String> {
         self.roots.push(key);
-        let pending = self.records.len()
-            + self.failures.len()
+        let pending = self.lines.iter().map(|(_, b, _)| b.len()).sum::<usize>()
             + self
                 .parquet
                 .as_ref()
@@ -494,27 +535,19 @@ impl<R: crate::parquet::Rows + Clone> RowCommits<R> {
         if self.roots.is_empty() {
             return Ok(());
         }
-        let mut segments = Vec::with_capacity(3);
-        let records = std::mem::take(&mut self.record_lines);
-        if records > 0 {
-            segments.push(Segment {
-                kind: self.kinds.records,
-                bytes: std::mem::take(&mut self.records).into(),
-                rows: records,
-            });
-        }
-        if self.failure_lines > 0 {
-            segments.push(Segment {
-                kind: self.kinds.failures,
-                bytes: std::mem::take(&mut self.failures).into(),
-                rows: std::mem::take(&mut self.failure_lines),
-            });
-        }
+        let mut segments: Vec<Segment> = std::mem::take(&mut self.lines)
+            .into_iter()
+            .map(|(kind, bytes, rows)| Segment {
+                kind,
+                bytes: bytes.into(),
+                rows,
+            })
+            .collect();
         if let Some(p) = self.parquet.take() {
             segments.push(Segment {
                 kind: self.kinds.parquet,
                 bytes: p.into_bytes().map_err(|e| e.to_string())?.into(),
-                rows: records,
+                rows: std::mem::take(&mut self.parquet_rows),
             });
         }
         self.out.commit(segments, std::mem::take(&mut self.roots))
@@ -534,14 +567,15 @@ impl<R: crate::parquet::Rows + Clone> RowCommits<R> {
 
     /// A finished run's report at `url`: the uploads go into the summary
     /// (`json["job"]["outputs"]`), which is written with the timeline `svg`
-    /// to `runs/<writer>/`; then the commit records are read back and
-    /// checked. Returns the line the console shows (`what`: "documents").
+    /// (if the job draws one) to `runs/<writer>/`; then the commit records
+    /// are read back and checked. Returns the line the console shows
+    /// (`what`: "documents").
     pub fn report(
         &self,
         url: &str,
         what: &str,
         json: &mut serde_json::Value,
-        svg: String,
+        svg: Option<String>,
     ) -> Result<String, String> {
         let up = self.uploaded.clone().unwrap_or_default();
         json["job"]["outputs"] = serde_json::json!({
@@ -555,7 +589,9 @@ impl<R: crate::parquet::Rows + Clone> RowCommits<R> {
         });
         let body = serde_json::to_vec_pretty(json).map_err(|e| e.to_string())?;
         let summary_at = self.out.put_run_file("summary.json", body)?;
-        self.out.put_run_file("timeline.svg", svg.into_bytes())?;
+        if let Some(svg) = svg {
+            self.out.put_run_file("timeline.svg", svg.into_bytes())?;
+        }
         let (records, roots) = check_committed(url, &self.out.store_options)?;
         Ok(format!(
             "{url}: {roots} {what} in {records} commit records, each once (this run: {} commits, {} {what}, {} segments; summary at {summary_at})",

@@ -161,14 +161,12 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
     if files.is_empty() && urls.is_empty() {
         return Err("no video files found".into());
     }
-    let out_url = rayorch_kit::store::output_url(&args.out, cfg!(feature = "store"), REBUILD_STORE)?;
-    if out_url.is_none() && args.resume {
-        return Err(format!(
-            "--resume: a run into a local folder ({}) keeps no journal in this job; give --out an object-store URL to resume from its commits",
-            args.out.display()
-        )
-        .into());
-    }
+    let out_url = rayorch_kit::store::output_url_or_no_resume(
+        &args.out,
+        args.resume,
+        cfg!(feature = "store"),
+        REBUILD_STORE,
+    )?;
     // Objects are spooled beside local outputs, or in a temporary folder.
     let spool = match &out_url {
         None => args.out.join("spool"),
@@ -222,13 +220,14 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
         }
         #[cfg(feature = "store")]
         Some(url) => {
-            let local: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            let source = rayorch_kit::resume::source_digest(
-                "video files and object-store inputs",
-                &[&local[..], urls].concat(),
-            );
-            let start = rayorch_kit::resume::Start::from_flags(args.resume, false);
-            let (bucket, done) = rayorch_kit::store::outputs::open_for(url, start, &args.commit, &source)?;
+            let (bucket, done) = rayorch_kit::store::outputs::open_over(
+                url,
+                args.resume,
+                &args.commit,
+                "video files",
+                files,
+                urls,
+            )?;
             let roots =
                 Roots::new(files.to_vec(), urls.to_vec(), None, names.clone(), done, kind).skipping_done();
             let sink = outputs::Outputs::to_bucket(bucket, out, names, spool.clone(), bars.clone());
@@ -320,5 +319,5 @@ fn bucket_report(
     svg: String,
 ) -> Result<String, rayorch::BoxError> {
     let bucket = sink.bucket().ok_or("the outputs at a URL were not a bucket's")?;
-    Ok(bucket.report(url, "videos", json, svg)?)
+    Ok(bucket.report(url, "videos", json, Some(svg))?)
 }
