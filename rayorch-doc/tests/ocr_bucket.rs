@@ -347,3 +347,47 @@ fn the_layout_job_commits_its_outputs_once_and_resumes_from_them() {
     assert_eq!(code, Ok(0), "{console}");
     assert!(console.contains("(this run: 0 commits, 0 documents"), "{console}");
 }
+
+/// Two resumes of one killed run, started together: the store gives each
+/// commit number to one of them, so every document is committed once (with
+/// the text of an uninterrupted run); a resume that loses a number stops
+/// with an error that says another process writes the run.
+#[test]
+fn two_resumes_at_once_commit_each_document_once() {
+    let s3 = S3Server::start().unwrap();
+    corpus(&s3);
+    let (code, console) = run(&s3, &argv("s3://out/reference/", &[]));
+    assert_eq!(code, Ok(0), "{console}");
+    let reference = documents(&s3, "reference");
+    let url = "s3://out/raced/";
+    let cwd = tempfile::tempdir().unwrap();
+    let mut first = spawn(&s3, &argv(url, &["--commit-every-s", "0"]), cwd.path());
+    while committed(&s3, "raced").records.len() < 2 && first.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = first.kill();
+    let _ = first.wait();
+    let resume = argv(url, &["--resume", "--commit-every-s", "0"]);
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let racers = [spawn(&s3, &resume, a.path()), spawn(&s3, &resume, b.path())];
+    let results: Vec<(Result<u8, String>, String)> = racers
+        .into_iter()
+        .map(|c| common::child_result(&c.wait_with_output().unwrap()))
+        .collect();
+    for (r, console) in &results {
+        match r {
+            Ok(code) => assert_eq!(*code, 0, "{console}"),
+            Err(e) => assert!(e.contains("another process"), "{e}"),
+        }
+    }
+    assert!(results.iter().any(|(r, _)| r.is_ok()), "{results:?}");
+    assert_eq!(
+        documents(&s3, "raced"),
+        reference,
+        "each document once, with its text"
+    );
+    eprintln!(
+        "the two resumes ended: {:?}",
+        results.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>()
+    );
+}
