@@ -135,7 +135,7 @@ async fn exactly_once_on(store: Arc<dyn ObjectStore>, prefix: Key) {
         c.collect_garbage().await.unwrap().is_empty(),
         "not before its first commit"
     );
-    // ...and a writer that starts after it keeps what it writes.
+    // ...and a writer that starts after it keeps what it may still commit.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let (mut late, _) = CommitLog::open(store.clone(), prefix.clone(), &opts)
         .await
@@ -143,23 +143,45 @@ async fn exactly_once_on(store: Arc<dyn ObjectStore>, prefix: Key) {
     commit_roots(&mut c, &[5]).await.unwrap();
     let late_err = commit_roots(&mut late, &[6]).await.unwrap_err();
     assert!(matches!(late_err, CommitError::Lost { seq: 4, .. }), "{late_err}");
+    // A segment of a number no record holds yet (a live writer's next).
+    let pending = format!("data/ab/{}-00000005.jsonl", late.writer());
+    store
+        .put(
+            &Key::from(format!("{}/{pending}", prefix.as_ref())),
+            PutPayload::from("pending\n"),
+        )
+        .await
+        .unwrap();
     let gone = c.collect_garbage().await.unwrap();
     assert!(
         gone.iter().any(|k| k.ends_with(a.writer())),
         "an earlier writer's probe goes too: {gone:?}"
     );
     let gone: Vec<String> = gone.into_iter().filter(|k| k.starts_with("data/")).collect();
-    let mut want = vec![orphan.clone(), loser[0].clone()];
+    // The late writer's segment of number 4, which it lost to `c`, is
+    // garbage at once: record 4 exists and is not its own.
+    let late_lost: Vec<String> = gone
+        .iter()
+        .filter(|k| k.contains(late.writer()))
+        .cloned()
+        .collect();
+    assert_eq!(late_lost.len(), 1, "{gone:?}");
+    assert!(late_lost[0].contains("-00000004."), "{gone:?}");
+    let mut want = vec![orphan.clone(), loser[0].clone(), late_lost[0].clone()];
     want.sort();
     assert_eq!(
         gone, want,
-        "the loser's and the killed writer's segments, nothing else"
+        "the losers' and the killed writer's segments, nothing else"
     );
     let left = objects(&*store, &prefix).await;
     assert!(
+        left.contains(&pending),
+        "a segment that may still be committed stays: {left:?}"
+    );
+    assert!(
         left.iter()
-            .any(|k| k.contains(late.writer()) && k.starts_with("data/")),
-        "a later writer's segment stays: {left:?}"
+            .any(|k| k.ends_with(late.writer()) && k.starts_with("_rayorch/probe/")),
+        "and a later writer's probe: {left:?}"
     );
     // Every committed segment is still there.
     let last = read(&*store, &prefix).await.unwrap();

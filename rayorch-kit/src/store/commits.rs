@@ -44,9 +44,11 @@
 //! - **Garbage is collected only by a writer that won.**
 //!   [`CommitLog::collect_garbage`] deletes segments no record names, only
 //!   after this writer's first commit (so any older writer's next commit
-//!   fails) and only those last modified before this writer's probe, on the
-//!   store's own clock (so a writer that started later keeps its segments).
-//!   Older writers' probe sentinels go with them.
+//!   fails): those of a number whose record exists (another writer's: the
+//!   segment's writer died or lost that number, and records are written
+//!   once), and others last modified before this writer's probe, on the
+//!   store's own clock (so a writer that started later keeps the segments
+//!   it may still commit). Older writers' probe sentinels go with them.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -415,10 +417,10 @@ impl CommitLog {
         }
     }
 
-    /// Delete the segments no commit record names, and other writers'
-    /// probe sentinels, last modified before this writer's probe, once this
-    /// writer has committed (else nothing). Returns the keys deleted
-    /// (relative to the prefix), sorted.
+    /// Delete the segments no commit record names (see the module note for
+    /// which), and other writers' probe sentinels from before this writer's
+    /// probe, once this writer has committed (else nothing). Returns the
+    /// keys deleted (relative to the prefix), sorted.
     pub async fn collect_garbage(&mut self) -> Result<Vec<String>, CommitError> {
         let (true, Some(started)) = (self.won, self.started) else {
             return Ok(Vec::new());
@@ -443,12 +445,17 @@ impl CommitLog {
                 .map_err(store_err(&dir))?;
             listed.extend(found);
         }
+        let highest = committed.last_seq().max(self.seq);
         let mut gone = Vec::new();
         for meta in listed {
             let rel = relative(&self.prefix, &meta.location);
-            // Committed segments, and everything at or after this writer's
-            // start (its own probe among them), stay.
-            if named.contains(&rel) || meta.last_modified >= started {
+            // A segment of a number whose record exists and does not name
+            // it can never be committed (records are written once): its
+            // writer died or lost. Other unnamed objects stay when written
+            // at or after this writer's start (a later writer's, this
+            // writer's own probe).
+            let taken = segment_seq(&rel).is_some_and(|seq| seq <= highest);
+            if named.contains(&rel) || (!taken && meta.last_modified >= started) {
                 continue;
             }
             match self.store.delete(&meta.location).await {
@@ -459,6 +466,13 @@ impl CommitLog {
         gone.sort();
         Ok(gone)
     }
+}
+
+/// The commit number in a segment's name (`data/3f/<writer>-<seq>.<kind>`).
+fn segment_seq(rel: &str) -> Option<u64> {
+    let name = rel.strip_prefix("data/")?.rsplit('/').next()?;
+    let (_, rest) = name.split_once('-')?;
+    rest.split_once('.')?.0.parse().ok()
 }
 
 /// `key` without `prefix/`.
