@@ -156,6 +156,7 @@ fn through_runner(docs: &[u32]) -> (u64, f64) {
     let mut runner = rayorch::Runner::new(&plan).window(256);
     // `BENCH_JOURNAL=DIR`: journal the run (the roots only: no file sinks).
     if let Some(dir) = std::env::var_os("BENCH_JOURNAL") {
+        std::fs::create_dir_all(&dir).expect("BENCH_JOURNAL: the journal's folder");
         let path = std::path::Path::new(&dir).join("control_plane.journal");
         let _ = std::fs::remove_file(&path);
         runner = runner.journal(path);
