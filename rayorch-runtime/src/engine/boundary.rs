@@ -181,8 +181,8 @@ pub struct CallStats {
     pub key_batches: std::collections::BTreeMap<u64, KeyBatches>,
     /// Shaped Calls: batches of keys past the first 256.
     pub other_keys: KeyBatches,
-    /// Grains sealed Failed at this Call, by the kind of their cause (the
-    /// per-Call part of [`EngineStats::failed_grains`]).
+    /// Grains sealed Failed at this Call, by the kind of their cause (summed
+    /// over a Domain's Calls: the Domain's failed Grains by kind).
     pub failed: std::collections::BTreeMap<crate::value::FailureKind, u64>,
 }
 
@@ -220,8 +220,6 @@ pub struct EngineStats {
     /// Invalid Grain transitions caught (always a bug; must stay 0). The
     /// first one ends the run with [`crate::RunError::InvalidTransition`].
     pub invalid_transitions: u64,
-    /// Grains sealed Failed, by (Domain index, kind of failure).
-    pub failed_grains: std::collections::BTreeMap<(usize, crate::value::FailureKind), u64>,
 }
 
 /// What happened to a report.

@@ -375,11 +375,6 @@ impl Core {
         if let Item::Failed(cause) = &item
             && let Some(kind) = cause.kind()
         {
-            *self
-                .stats
-                .failed_grains
-                .entry((plan.calls[c].domain, kind))
-                .or_default() += 1;
             *self.calls.stats[c].failed.entry(kind).or_default() += 1;
         }
         for &out in &plan.calls[c].outputs {

@@ -64,17 +64,20 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 kind,
                 count,
             });
-        let grains = self
-            .engine
-            .stats()
-            .failed_grains
-            .iter()
-            .map(|(&(d, kind), &count)| FailureCount {
-                domain: plan.domains[d].info.name.to_string(),
-                level: FailureLevel::GrainFailed,
-                kind,
-                count,
-            });
+        // Each Domain's failed Grains by kind: its Calls' counts, summed.
+        let mut by_domain: std::collections::BTreeMap<(usize, crate::value::FailureKind), u64> =
+            std::collections::BTreeMap::new();
+        for (c, spec) in plan.calls.iter().enumerate() {
+            for (&kind, &n) in &self.engine.call_stats(c).failed {
+                *by_domain.entry((spec.domain, kind)).or_default() += n;
+            }
+        }
+        let grains = by_domain.into_iter().map(|((d, kind), count)| FailureCount {
+            domain: plan.domains[d].info.name.to_string(),
+            level: FailureLevel::GrainFailed,
+            kind,
+            count,
+        });
         roots.chain(grains).collect()
     }
 
