@@ -7,7 +7,7 @@
 //! a URL holding commits is refused, as is `--force`.
 //!
 //! Each run of the job is a child process of this test binary (the ignored
-//! test `child_runs_the_job`): the job reads the server's address and
+//! test `common::child_runs_the_job`): the job reads the server's address and
 //! credentials from its environment, which a test may not set in its own.
 
 mod common;
@@ -23,21 +23,6 @@ use rayorch_kit::store::testing::S3Server;
 use rayorch_testdata::pdfgen::text_pdf;
 
 const DOCS: usize = 10;
-
-#[test]
-#[ignore = "run by the other tests of this file in a child process, with the S3 server's environment"]
-fn child_runs_the_job() {
-    let argv: Vec<String> = serde_json::from_str(&std::env::var("RAYORCH_TEST_ARGV").unwrap()).unwrap();
-    let run = if argv[0] == "doc_layout" {
-        rayorch_doc::layout::run_from
-    } else {
-        rayorch_doc::ocr::run_from
-    };
-    match run(argv) {
-        Ok(code) => println!("\nJOB-EXIT {code}"),
-        Err(e) => println!("\nJOB-ERROR {}", serde_json::to_string(&e.to_string()).unwrap()),
-    }
-}
 
 /// The job's command line over the corpus, into `out`, then `args`.
 fn argv(out: &str, args: &[&str]) -> Vec<String> {
@@ -63,7 +48,7 @@ fn argv(out: &str, args: &[&str]) -> Vec<String> {
 fn spawn(s3: &S3Server, argv: &[String], cwd: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
-            "child_runs_the_job",
+            common::CHILD,
             "--exact",
             "--ignored",
             "--nocapture",

@@ -11,7 +11,7 @@
 //! The job reads credentials and endpoint from the environment only, and
 //! a test may not change its own process's environment: each run of the
 //! job is a child process of this test binary (the ignored test
-//! `child_runs_the_job`, which the others start with the server's
+//! `common::child_runs_the_job`, which the others start with the server's
 //! environment).
 
 mod common;
@@ -21,21 +21,6 @@ use std::path::Path;
 use rayorch_kit::store::root_key;
 use rayorch_kit::store::testing::S3Server;
 use rayorch_testdata::pdfgen::text_pdf;
-
-#[test]
-#[ignore = "run by the other tests of this file in a child process, with the S3 server's environment"]
-fn child_runs_the_job() {
-    let argv: Vec<String> = serde_json::from_str(&std::env::var("RAYORCH_TEST_ARGV").unwrap()).unwrap();
-    let run = if argv[0] == "doc_layout" {
-        rayorch_doc::layout::run_from
-    } else {
-        rayorch_doc::ocr::run_from
-    };
-    match run(argv) {
-        Ok(code) => println!("\nJOB-EXIT {code}"),
-        Err(e) => println!("\nJOB-ERROR {}", serde_json::to_string(&e.to_string()).unwrap()),
-    }
-}
 
 /// What a child run of the job said: its exit status (`Err`: the error it
 /// ended with) and its console.
@@ -53,7 +38,7 @@ fn run_child(s3: &S3Server, out: &Path, head: &[&str], args: &[&str]) -> (Result
     let mut argv: Vec<String> = head.iter().map(|a| a.to_string()).collect();
     argv.push(out.display().to_string());
     argv.extend(args.iter().map(|a| a.to_string()));
-    let child = s3.child_test("child_runs_the_job", &argv).unwrap();
+    let child = s3.child_test(common::CHILD, &argv).unwrap();
     common::child_result(&child)
 }
 

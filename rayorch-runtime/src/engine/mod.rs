@@ -259,6 +259,12 @@ impl Engine {
         self.core.calls.held_until[c].map(std::time::Duration::from_micros)
     }
 
+    /// Does Call `c` wait for mates (a shape key or a batch delay)? Only
+    /// such a Call reads the clock, so only it measures its queue wait.
+    pub fn waits_for_mates(&self, c: usize) -> bool {
+        self.core.calls.queues[c].timed()
+    }
+
     /// The earliest [`hold_deadline`](Engine::hold_deadline) over all Calls.
     pub fn next_hold_deadline(&self) -> Option<std::time::Duration> {
         (0..self.plan.calls.len())

@@ -96,7 +96,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
             .map(|(c, spec)| {
                 let cs = self.engine.call_stats(c);
                 let t = self.timing[c];
-                let timed = spec.shape.is_some() || spec.config.max_batch_delay.is_some();
+                let timed = self.engine.waits_for_mates(c);
                 let now = spec.runtime.record_counts();
                 let records: [u64; 3] =
                     std::array::from_fn(|i| now[i].saturating_sub(self.record_base[c][i]));
