@@ -92,6 +92,10 @@ pub enum DistError {
     /// The engine ended the run.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// TLS, credentials or the randomness that binds reports to their
+    /// claimer: what is missing or wrong, and what to give.
+    #[error("{0}")]
+    Security(String),
     /// Starting or fetching nats-server failed.
     #[error("nats-server: {0}")]
     Server(String),

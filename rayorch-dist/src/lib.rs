@@ -19,6 +19,10 @@
 //!   seen claimed; every other report is refused and counted
 //!   ([`OwnerStats`]). An engine retry (lease expiry) is a new batch with a new
 //!   ticket, so a report of the old one is refused as unknown.
+//! - Reports bound to the lease holder: a batch carries a random key; a
+//!   claim proves the claimer pulled it and seals a secret of its own, and
+//!   only the report that opens that seal commits (`binding` in the source;
+//!   forgeries are counted in [`OwnerStats::forged_refused`]).
 //! - Leases: JetStream redelivers a batch whose worker stopped acking
 //!   (`ack_wait`; running workers send progress acks every `ack_wait`/3); the
 //!   owner's own lease (default 3×`ack_wait`, refreshed by claims and
@@ -43,6 +47,7 @@
 //!   queues, so a GroupFailure still suppresses queued siblings before they
 //!   are dispatched.
 
+mod binding;
 mod codec;
 mod error;
 #[cfg(feature = "fault-injection")]

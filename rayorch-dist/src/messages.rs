@@ -25,7 +25,7 @@ use rayorch_runtime::spi::AttemptError;
 
 use crate::error::DistError;
 
-const VERSION: u8 = 3;
+const VERSION: u8 = 4;
 
 /// The largest frame a decoder reads: NATS's own ceiling on a server's
 /// `max_payload` (64 MiB), so no message the broker can carry is refused.
@@ -100,6 +100,10 @@ pub struct BatchMsg {
     pub ticket: u64,
     /// The owner run's id (a stale message of an earlier run is refused).
     pub run: u64,
+    /// The batch's key: random per ticket, known only to the owner and to
+    /// whoever pulls the batch; a claim proves it (see the `binding` module
+    /// note in the crate's source).
+    pub key: [u8; 16],
     /// The Call index.
     pub call: u32,
     /// Input slots per Grain.
@@ -123,6 +127,12 @@ pub struct Claim {
     pub delivered: u64,
     /// The worker's id.
     pub worker: String,
+    /// `SHA-256` of the claimer's opening for this delivery (the report
+    /// reveals the opening).
+    pub seal: [u8; 32],
+    /// `HMAC-SHA-256(batch key, run ‖ ticket ‖ delivered ‖ seal)`: the
+    /// claimer pulled the batch.
+    pub proof: [u8; 32],
 }
 
 /// The outcome of one Grain on the wire.
@@ -141,6 +151,8 @@ pub enum WireOutcome {
 pub struct Report {
     /// The claim it answers.
     pub claim: Claim,
+    /// The opening of the claim's seal: only the claimer has it.
+    pub opening: [u8; 32],
     /// Per Grain outcomes, or the attempt error (`(contract?, text)`).
     pub result: Result<Vec<WireOutcome>, (WireFailure, String)>,
 }
@@ -222,6 +234,8 @@ impl W {
         self.u64(c.ticket);
         self.u64(c.delivered);
         self.str(&c.worker);
+        self.0.extend_from_slice(&c.seal);
+        self.0.extend_from_slice(&c.proof);
     }
     fn hello(&mut self, h: &Hello) {
         self.str(&h.worker);
@@ -365,6 +379,8 @@ impl<'a> R<'a> {
             ticket: self.u64("ticket")?,
             delivered: self.u64("delivery count")?,
             worker: self.name("worker id")?,
+            seal: self.array("claim seal")?,
+            proof: self.array("claim proof")?,
         })
     }
     fn hello(&mut self) -> Result<Hello, DistError> {
@@ -401,6 +417,7 @@ impl BatchMsg {
         let mut w = W::head(K_BATCH);
         w.u64(self.ticket);
         w.u64(self.run);
+        w.0.extend_from_slice(&self.key);
         w.u32(self.call);
         w.u32(self.arity);
         w.slots(&self.slots);
@@ -417,6 +434,7 @@ impl BatchMsg {
         let m = BatchMsg {
             ticket: r.u64("ticket")?,
             run: r.u64("run")?,
+            key: r.array("batch key")?,
             call: r.u32("call")?,
             arity: r.u32("arity")?,
             slots: r.slots()?,
@@ -469,6 +487,7 @@ impl Ctl {
             Ctl::Report(rep) => {
                 let mut w = W::head(K_REPORT);
                 w.claim(&rep.claim);
+                w.0.extend_from_slice(&rep.opening);
                 match &rep.result {
                     Ok(outs) => {
                         w.u8(0);
@@ -519,6 +538,7 @@ impl Ctl {
             Some(&K_REPORT) => {
                 let mut r = R::open(b, K_REPORT, "report")?;
                 let claim = r.claim()?;
+                let opening = r.array("report opening")?;
                 let result = match r.u8("result tag")? {
                     0 => {
                         // Each outcome: a tag and a count or a length.
@@ -549,7 +569,11 @@ impl Ctl {
                     t => return Err(r.err(format!("unknown result tag {t}"))),
                 };
                 r.done()?;
-                Ok(Ctl::Report(Report { claim, result }))
+                Ok(Ctl::Report(Report {
+                    claim,
+                    opening,
+                    result,
+                }))
             }
             _ => Err(DistError::Wire {
                 what: "control frame",
@@ -568,6 +592,7 @@ mod tests {
         let b = BatchMsg {
             ticket: 7,
             run: 9,
+            key: [7; 16],
             call: 2,
             arity: 2,
             slots: vec![
@@ -591,11 +616,14 @@ mod tests {
             ticket: 1,
             delivered: 2,
             worker: "w".into(),
+            seal: [1; 32],
+            proof: [2; 32],
         };
         for c in [
             Ctl::Claim(claim.clone()),
             Ctl::Report(Report {
                 claim: claim.clone(),
+                opening: [3; 32],
                 result: Ok(vec![
                     WireOutcome::Ok(vec![Slot::Inline("s".into(), b"x".to_vec())]),
                     WireOutcome::Record("bad".into(), None),
@@ -606,6 +634,7 @@ mod tests {
             }),
             Ctl::Report(Report {
                 claim: claim.clone(),
+                opening: [3; 32],
                 result: Err((WireFailure::Contract, "contract".into())),
             }),
             Ctl::Beat(Hello {

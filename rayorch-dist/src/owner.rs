@@ -37,9 +37,10 @@ use rayorch_runtime::{
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::binding::{BatchKey, Seal, batch_key, opens, proof_holds};
 use crate::codec::Codecs;
 use crate::error::DistError;
-use crate::messages::{BatchMsg, Ctl, Hello, Report, Slot, WireFailure, WireOutcome};
+use crate::messages::{BatchMsg, Claim, Ctl, Hello, Report, Slot, WireFailure, WireOutcome};
 use crate::payload_store::{JetStreamObjects, Payloads, WireBytes, WireRef, stored_keys};
 use crate::{DistConfig, Storage};
 
@@ -61,6 +62,11 @@ pub struct OwnerStats {
     pub stale_fenced: AtomicU64,
     /// Reports of batches already decided (committed, or expired and retried).
     pub stale_unknown: AtomicU64,
+    /// Claims and reports of live batches refused as not from the worker
+    /// that pulled and claimed the batch: a wrong proof, a second seal for
+    /// a claimed delivery, or an opening that does not open the seal
+    /// (`binding`). The batch's real report still commits.
+    pub forged_refused: AtomicU64,
     /// Batches whose owner lease expired (handed back to the engine as failed
     /// attempts).
     pub lease_expired: AtomicU64,
@@ -94,9 +100,22 @@ struct Ticket {
     deadline: Instant,
     /// The newest JetStream delivery a worker claimed (the fence).
     claimed: u64,
+    /// The seal of that delivery's claim: only the report that opens it
+    /// commits (`binding`).
+    seal: Option<Seal>,
+    /// The batch's key, which a claim's proof must be made with.
+    key: BatchKey,
     /// Store objects this batch's message created (released once decided;
     /// forwarded references belong to their values).
     owned: Vec<Slot>,
+}
+
+/// Is `c` a claim the puller of `t`'s batch made, and not a second seal
+/// for a delivery already claimed? (A claim of an older delivery than the
+/// newest claimed passes here; the fence decides its report.)
+fn claim_holds(t: &Ticket, c: &Claim) -> bool {
+    proof_holds(&t.key, c.run, c.ticket, c.delivered, &c.seal, &c.proof)
+        && (c.delivered != t.claimed || t.seal.is_none_or(|s| s == c.seal))
 }
 
 /// A registered worker: when it was last heard of, and its slots per Call.
@@ -512,9 +531,11 @@ impl DistBackend {
             }
             wire.push(slot);
         }
+        let key = batch_key()?;
         let msg = BatchMsg {
             ticket: t,
             run: run_id,
+            key,
             call: c as u32,
             arity: batch.inputs.arity() as u32,
             slots: wire,
@@ -541,6 +562,8 @@ impl DistBackend {
                 dispatched: now,
                 deadline: now + self.cfg.lease,
                 claimed: 0,
+                seal: None,
+                key,
                 owned,
             },
         );
@@ -570,7 +593,14 @@ impl DistBackend {
             Ok(Ctl::Claim(c)) => {
                 self.stats.claims.fetch_add(1, Ordering::Relaxed);
                 if let Some(t) = self.tickets.get_mut(&c.ticket) {
-                    t.claimed = t.claimed.max(c.delivered);
+                    if !claim_holds(t, &c) {
+                        self.stats.forged_refused.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    if c.delivered > t.claimed {
+                        t.claimed = c.delivered;
+                        t.seal = Some(c.seal);
+                    }
                     t.deadline = Instant::now() + self.cfg.lease;
                 }
                 if let Some(s) = self.workers.get_mut(&c.worker) {
@@ -609,6 +639,14 @@ impl DistBackend {
             for key in stored_keys(&outputs) {
                 let _ = self.release.send(key);
             }
+            return;
+        }
+        // Not from the claimer: refused, and its stored payloads left alone
+        // (the keys it names may be the real report's).
+        if let Some(t) = self.tickets.get(&r.claim.ticket)
+            && !(claim_holds(t, &r.claim) && opens(&r.opening, &r.claim.seal))
+        {
+            self.stats.forged_refused.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let Some(t) = self.tickets.remove(&r.claim.ticket) else {
@@ -765,6 +803,10 @@ impl Backend for DistBackend {
         self.local.threads_abandoned(c)
     }
 
+    fn forged_reports(&self) -> u64 {
+        self.stats.forged_refused.load(Ordering::Relaxed)
+    }
+
     fn gauges(&self, out: &mut Vec<BackendGauge>) {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
         let counter = |name, help, value| BackendGauge {
@@ -795,6 +837,11 @@ impl Backend for DistBackend {
                 "dist_stale_reports_fenced_total",
                 "Reports the generation fence or a decided ticket refused.",
                 st.stale_refused() as f64,
+            ),
+            counter(
+                "dist_forged_reports_refused_total",
+                "Claims and reports refused as not from the worker holding the batch.",
+                load(&st.forged_refused),
             ),
             counter(
                 "dist_payload_inline_bytes_total",

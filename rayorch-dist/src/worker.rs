@@ -29,6 +29,7 @@ use rayorch_runtime::spi::{
 use rayorch_runtime::{Outcome, Plan, RunError};
 
 use crate::DistConfig;
+use crate::binding::{Claimer, Opening};
 use crate::codec::Codecs;
 use crate::error::DistError;
 #[cfg(feature = "fault-injection")]
@@ -97,6 +98,8 @@ struct Shared {
     payloads: Payloads,
     cfg: DistConfig,
     id: String,
+    /// Derives the opening of each delivery it claims (`binding`).
+    claimer: Claimer,
     /// The owner run this worker serves (a restarted owner starts a new run;
     /// the worker re-registers and adopts it: [`rejoin`]).
     run: AtomicU64,
@@ -202,6 +205,7 @@ async fn run_worker(
         },
         cfg: cfg.clone(),
         id,
+        claimer: Claimer::new()?,
         run: AtomicU64::new(run),
         hello: hello.clone(),
         faults,
@@ -429,7 +433,7 @@ async fn keep_alive(sh: &Shared, m: &jetstream::Message) {
     let Ok(bm) = BatchMsg::decode(&m.payload) else {
         return;
     };
-    let claim = claim_of(sh, &bm, delivered(m));
+    let (claim, _) = claim_of(sh, &bm, delivered(m));
     let _ = sh
         .client
         .publish(sh.cfg.ctl_subject(), Ctl::Claim(claim).encode().into())
@@ -441,14 +445,19 @@ fn delivered(m: &jetstream::Message) -> u64 {
     m.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1)
 }
 
-/// This worker's claim of copy `delivered` of batch `bm`.
-fn claim_of(sh: &Shared, bm: &BatchMsg, delivered: u64) -> Claim {
-    Claim {
+/// This worker's claim of copy `delivered` of batch `bm`, and the opening
+/// its report reveals.
+fn claim_of(sh: &Shared, bm: &BatchMsg, delivered: u64) -> (Claim, Opening) {
+    let (opening, seal, proof) = sh.claimer.claim(&bm.key, bm.run, bm.ticket, delivered);
+    let claim = Claim {
         run: bm.run,
         ticket: bm.ticket,
         delivered,
         worker: sh.id.clone(),
-    }
+        seal,
+        proof,
+    };
+    (claim, opening)
 }
 
 async fn run_one(
@@ -482,7 +491,7 @@ async fn run_one(
             return Ok(());
         }
     };
-    let claim = claim_of(sh, &bm, delivered);
+    let (claim, opening) = claim_of(sh, &bm, delivered);
     let claim_frame = Ctl::Claim(claim.clone()).encode();
     let ctl = sh.cfg.ctl_subject();
     sh.client
@@ -512,7 +521,12 @@ async fn run_one(
     #[cfg(feature = "fault-injection")]
     Injector::before_report(fault, &m).await;
     let wire = encode_result(sh, call, &bm, delivered, result).await;
-    let frame = Ctl::Report(Report { claim, result: wire }).encode();
+    let frame = Ctl::Report(Report {
+        claim,
+        opening,
+        result: wire,
+    })
+    .encode();
     publish_report(sh, ctl, frame).await?;
     // A late ack of a redelivered batch is harmless: the owner's fence
     // already decided the report.

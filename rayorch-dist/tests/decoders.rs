@@ -122,10 +122,12 @@ fn batch() -> impl Strategy<Value = BatchMsg> {
         any::<u32>(),
         proptest::collection::vec(slot(), 0..6),
         proptest::collection::vec(any::<bool>(), 0..4),
+        any::<[u8; 16]>(),
     )
-        .prop_map(|(ticket, run, call, arity, slots, split)| BatchMsg {
+        .prop_map(|(ticket, run, call, arity, slots, split, key)| BatchMsg {
             ticket,
             run,
+            key,
             call,
             arity,
             slots,
@@ -134,12 +136,22 @@ fn batch() -> impl Strategy<Value = BatchMsg> {
 }
 
 fn claim() -> impl Strategy<Value = Claim> {
-    (any::<u64>(), any::<u64>(), any::<u64>(), name()).prop_map(|(run, ticket, delivered, worker)| Claim {
-        run,
-        ticket,
-        delivered,
-        worker,
-    })
+    (
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        name(),
+        any::<[u8; 32]>(),
+        any::<[u8; 32]>(),
+    )
+        .prop_map(|(run, ticket, delivered, worker, seal, proof)| Claim {
+            run,
+            ticket,
+            delivered,
+            worker,
+            seal,
+            proof,
+        })
 }
 
 fn hello() -> impl Strategy<Value = Hello> {
@@ -176,14 +188,25 @@ fn ctl() -> impl Strategy<Value = Ctl> {
     prop_oneof![
         claim().prop_map(Ctl::Claim),
         hello().prop_map(Ctl::Beat),
-        (claim(), proptest::collection::vec(outcome(), 0..4)).prop_map(|(claim, outs)| Ctl::Report(Report {
-            claim,
-            result: Ok(outs)
-        })),
-        (claim(), failure(), name()).prop_map(|(claim, k, m)| Ctl::Report(Report {
-            claim,
-            result: Err((k, m)),
-        })),
+        (
+            claim(),
+            proptest::collection::vec(outcome(), 0..4),
+            any::<[u8; 32]>()
+        )
+            .prop_map(|(claim, outs, opening)| {
+                Ctl::Report(Report {
+                    claim,
+                    opening,
+                    result: Ok(outs),
+                })
+            }),
+        (claim(), failure(), name(), any::<[u8; 32]>()).prop_map(|(claim, k, m, opening)| Ctl::Report(
+            Report {
+                claim,
+                opening,
+                result: Err((k, m)),
+            }
+        )),
     ]
 }
 
@@ -298,14 +321,15 @@ fn none_slots(n: u32) -> Vec<u8> {
     let mut b = BatchMsg {
         ticket: 1,
         run: 1,
+        key: [0; 16],
         call: 0,
         arity: 1,
         slots: vec![],
         split: vec![],
     }
     .encode();
-    // kind, version, ticket, run, call, arity: then the slot count.
-    let at = 2 + 8 + 8 + 4 + 4;
+    // kind, version, ticket, run, key, call, arity: then the slot count.
+    let at = 2 + 8 + 8 + 16 + 4 + 4;
     b[at..at + 4].copy_from_slice(&n.to_le_bytes());
     b.splice(at + 4..at + 4, std::iter::repeat_n(0u8, n as usize));
     b
@@ -337,9 +361,12 @@ fn a_report_with_more_outcomes_than_its_bytes_hold_is_refused() {
         ticket: 2,
         delivered: 1,
         worker: "w".into(),
+        seal: [0; 32],
+        proof: [0; 32],
     };
     let mut f = Ctl::Report(Report {
         claim,
+        opening: [0; 32],
         result: Ok(vec![]),
     })
     .encode();

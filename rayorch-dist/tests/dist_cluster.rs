@@ -283,6 +283,74 @@ async fn ack_then_crash_is_caught_by_the_owner_lease() {
     );
 }
 
+/// A client that sees every claim on the control subject (the broker here is
+/// open, so it can) answers each live batch's first claim before its worker
+/// does: a report with the copied claim (ticket, run, delivery, worker,
+/// seal, proof) and an opening of its own, and a second claim of the same
+/// delivery with a seal of its own. Both are refused and counted; every
+/// root still commits its real outputs exactly once. Without the binding,
+/// the forged contract failures would fail the roots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_and_claims_not_from_the_claimer_are_refused() {
+    use rayorch_dist::messages::{Claim, Ctl, Report, WireFailure};
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    // One worker, slow enough (200 ms a batch) that the forgeries arrive
+    // while each batch runs.
+    let _w = Workers(vec![common::spawn_worker(
+        &url,
+        "forged",
+        &[("RAYORCH_DIST_TEST_OCR_MS", "200")],
+    )]);
+    let snoop = async_nats::connect(&url).await.unwrap();
+    let mut claims = snoop.subscribe("rayorch.forged.ctl").await.unwrap();
+    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let forger = tokio::spawn({
+        let sent = sent.clone();
+        async move {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(m) = claims.next().await {
+                let Ok(Ctl::Claim(c)) = Ctl::decode(&m.payload) else {
+                    continue;
+                };
+                if !seen.insert(c.ticket) {
+                    continue;
+                }
+                let report = Ctl::Report(Report {
+                    claim: c.clone(),
+                    opening: [0x42; 32],
+                    result: Err((WireFailure::Contract, "forged".into())),
+                });
+                let claim = Ctl::Claim(Claim {
+                    seal: [0x17; 32],
+                    ..c
+                });
+                for f in [report, claim] {
+                    snoop
+                        .publish("rayorch.forged.ctl", f.encode().into())
+                        .await
+                        .unwrap();
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    let r = run_owner(&url, "forged", |_| true).await;
+    forger.abort();
+    check_outputs(&r);
+    let forged = r.stats.forged_refused.load(Ordering::Relaxed);
+    let late = r.stats.stale_refused();
+    assert!(forged >= 1, "forgeries refused: {:?}", r.stats);
+    // A forgery that arrived after its batch was decided is stale (a claim
+    // of a decided batch is dropped uncounted).
+    assert!(
+        forged + late <= sent.load(Ordering::Relaxed),
+        "only forgeries were refused: {:?}",
+        r.stats
+    );
+    assert_eq!(r.summary.forged_reports, forged, "the run's summary counts them");
+}
+
 fn stopped(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()

@@ -167,6 +167,10 @@ pub struct RunSummary {
     pub loop_wakeups: u64,
     /// Reports for batches no longer in flight (stale or duplicate).
     pub rejected_reports: u64,
+    /// Reports and claims refused as not from the holder of the batch's
+    /// lease: forged (a distributed owner checks each against its claimer;
+    /// always 0 in one process).
+    pub forged_reports: u64,
     /// Times a Call's dispatch was held by backpressure (its consumer was
     /// behind).
     pub backpressure_holds: u64,

@@ -67,6 +67,13 @@ pub trait Backend {
     fn threads_abandoned(&self, _c: usize) -> u64 {
         0
     }
+
+    /// Reports (and claims) the backend refused before the engine saw
+    /// them because they did not come from the holder of the attempt's
+    /// lease (a distributed owner's forged reports; default: none).
+    fn forged_reports(&self) -> u64 {
+        0
+    }
 }
 
 /// What a backend hands the loop for one attempt.

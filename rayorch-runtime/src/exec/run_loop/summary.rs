@@ -158,6 +158,7 @@ impl<S: Sink, B: Backend> RunLoop<'_, S, B> {
                 .sum(),
             loop_wakeups: self.wakeups,
             rejected_reports: st.rejected_reports,
+            forged_reports: self.backend.forged_reports(),
             backpressure_holds: self.held,
             journal_skipped: self.journal_skipped,
             journal_commits: self.journal.as_ref().map_or(0, |j| j.commits),
