@@ -79,6 +79,8 @@ fn codecs() -> Codecs {
 
 fn config(url: &str, job: &str) -> DistConfig {
     let mut c = DistConfig::new(url, job).ack_wait(Duration::from_secs(10));
+    // A loopback broker the bench started itself.
+    c.security = rayorch_dist::Security::insecure();
     c.storage = Storage::Memory;
     c.window = 256;
     c

@@ -55,6 +55,7 @@ mod fault;
 pub mod messages;
 mod owner;
 mod payload_store;
+mod security;
 pub mod server;
 mod worker;
 
@@ -64,6 +65,7 @@ pub use codec::Codecs;
 pub use error::DistError;
 pub use owner::{Owner, OwnerStats};
 pub use payload_store::{JetStreamObjects, PayloadStore, TOO_LARGE, WireBytes};
+pub use security::{Credentials, Security};
 pub use worker::{WorkerSummary, parse_calls, worker};
 #[cfg(feature = "fault-injection")]
 pub use {
@@ -83,8 +85,11 @@ pub enum Storage {
 /// Settings shared by an owner and its workers.
 #[derive(Clone, Debug)]
 pub struct DistConfig {
-    /// The NATS URL (`nats://host:4222`).
+    /// The NATS URL (`nats://host:4222`, `tls://host:4222`).
     pub url: String,
+    /// TLS and credentials. The default refuses plain TCP: give the
+    /// broker's CA ([`Security::tls`]) or allow it ([`Security::insecure`]).
+    pub security: Security,
     /// The job name: streams, subjects and the payload bucket are named after
     /// it, so several jobs can share a broker. Letters, digits, `-`, `_`.
     pub job: String,
@@ -131,13 +136,15 @@ pub struct DistConfig {
 }
 
 impl DistConfig {
-    /// Defaults for a job at a URL: ack wait 30 s, lease 90 s, inline ≤ 256 KiB
+    /// Defaults for a job at a URL: TLS required (set [`DistConfig::security`]),
+    /// ack wait 30 s, lease 90 s, inline ≤ 256 KiB
     /// per value and 512 KiB per message,
     /// cap 64 MiB, 2 credits per slot, file storage, and the memory bounds of a
     /// local run (window, children window, backpressure: `rayorch::DEFAULT_*`).
     pub fn new(url: impl Into<String>, job: impl Into<String>) -> DistConfig {
         DistConfig {
             url: url.into(),
+            security: Security::default(),
             job: job.into(),
             ack_wait: Duration::from_secs(30),
             lease: Duration::from_secs(90),

@@ -269,22 +269,19 @@ impl Owner {
         // Broker link state, from the client's events: (down now, last reconnect).
         let link: Arc<Mutex<(bool, Option<Instant>)>> = Arc::default();
         let events = link.clone();
-        let client = async_nats::ConnectOptions::new()
-            .event_callback(move |ev| {
-                let events = events.clone();
-                async move {
-                    if let Ok(mut l) = events.lock() {
-                        match ev {
-                            async_nats::Event::Disconnected => l.0 = true,
-                            async_nats::Event::Connected => *l = (false, Some(Instant::now())),
-                            _ => {}
-                        }
+        let options = cfg.security.options(&cfg.url).await?.event_callback(move |ev| {
+            let events = events.clone();
+            async move {
+                if let Ok(mut l) = events.lock() {
+                    match ev {
+                        async_nats::Event::Disconnected => l.0 = true,
+                        async_nats::Event::Connected => *l = (false, Some(Instant::now())),
+                        _ => {}
                     }
                 }
-            })
-            .connect(&cfg.url)
-            .await
-            .map_err(DistError::nats_any(format!("connect to {}", cfg.url)))?;
+            }
+        });
+        let client = cfg.security.connect(&cfg.url, options).await?;
         let js = jetstream::new(client.clone());
         self.setup(&js).await?;
         let ctl = client

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::DistError;
 
+mod secrets;
+pub use secrets::{JobAccess, Secrets};
+
 /// The pinned wheel. 2.15.1: past the fixes for CVE-2026-33222 (stream
 /// restore across names) and CVE-2026-33248 (an mTLS `verify_and_map`
 /// bypass), both in 2.11.15 / 2.12.6.
@@ -67,18 +70,22 @@ pub struct NatsServer {
     bin: PathBuf,
     port: u16,
     store: PathBuf,
+    /// The configuration of a secured server (TLS, accounts).
+    config: Option<PathBuf>,
 }
 
 impl NatsServer {
     /// Start one on a free port with a private JetStream store folder; returns
     /// once it accepts TCP connections.
     pub fn start() -> Result<NatsServer, DistError> {
-        let bin = binary()?;
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let store = std::env::temp_dir().join(format!("rayorch-nats-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&store);
-        Self::start_with(&bin, &store)
+        Self::start_with(&binary()?, &fresh_store())
+    }
+
+    /// [`NatsServer::start`] with TLS and the accounts of `secrets`: only
+    /// the users they hold get in, each with its permissions
+    /// ([`Secrets::security`] gives a client's settings).
+    pub fn start_secured(secrets: &Secrets) -> Result<NatsServer, DistError> {
+        Self::launch(&binary()?, &fresh_store(), Some(secrets.config()))
     }
 
     /// Start `bin` with its JetStream store in `store` (a restart over the
@@ -86,12 +93,17 @@ impl NatsServer {
     /// port and names it in a ports file (no race with another server
     /// started at the same time, as picking one here and passing it on had).
     pub fn start_with(bin: &Path, store: &Path) -> Result<NatsServer, DistError> {
-        let child = spawn(bin, None, store)?;
+        Self::launch(bin, store, None)
+    }
+
+    fn launch(bin: &Path, store: &Path, config: Option<PathBuf>) -> Result<NatsServer, DistError> {
+        let child = spawn(bin, None, store, config.as_deref())?;
         let mut s = NatsServer {
             child,
             bin: bin.to_path_buf(),
             port: 0,
             store: store.to_path_buf(),
+            config,
         };
         s.port = s.wait_ready()?;
         Ok(s)
@@ -105,7 +117,7 @@ impl NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         std::thread::sleep(down);
-        self.child = spawn(&self.bin, Some(self.port), &self.store)?;
+        self.child = spawn(&self.bin, Some(self.port), &self.store, self.config.as_deref())?;
         self.wait_ready().map(drop)
     }
 
@@ -141,9 +153,10 @@ impl NatsServer {
         self.port
     }
 
-    /// `nats://127.0.0.1:<port>`.
+    /// `nats://127.0.0.1:<port>` (`tls://` for a secured server).
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        let scheme = if self.config.is_some() { "tls" } else { "nats" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The server's process id (for `/proc` CPU figures).
@@ -195,13 +208,26 @@ fn client_port(text: &str) -> Option<u16> {
     url.rsplit_once(':')?.1.parse().ok()
 }
 
-/// `port`: `None` lets the server pick a free one (`-p -1`).
-fn spawn(bin: &Path, port: Option<u16>, store: &Path) -> Result<Child, DistError> {
+/// A new store folder under the system's temporary one.
+fn fresh_store() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let store = std::env::temp_dir().join(format!("rayorch-nats-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&store);
+    store
+}
+
+/// `port`: `None` lets the server pick a free one (`-p -1`); `config`: a
+/// configuration file (the flags given here take precedence over it).
+fn spawn(bin: &Path, port: Option<u16>, store: &Path, config: Option<&Path>) -> Result<Child, DistError> {
     let port = port.map_or_else(|| "-1".to_string(), |p| p.to_string());
     std::fs::create_dir_all(ports_dir(store))
         .map_err(|e| DistError::Server(format!("could not create {}: {e}", ports_dir(store).display())))?;
-    Command::new(bin)
-        .args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
+    let mut c = Command::new(bin);
+    if let Some(config) = config {
+        c.arg("-c").arg(config);
+    }
+    c.args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
         .arg(store)
         .arg("--ports_file_dir")
         .arg(ports_dir(store))

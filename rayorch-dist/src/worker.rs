@@ -160,9 +160,10 @@ async fn run_worker(
 ) -> Result<WorkerSummary, DistError> {
     cfg.check()?;
     let serve = parse_calls(plan, calls)?;
-    let client = async_nats::connect(&cfg.url)
-        .await
-        .map_err(DistError::nats_any(format!("connect to {}", cfg.url)))?;
+    let client = cfg
+        .security
+        .connect(&cfg.url, cfg.security.options(&cfg.url).await?)
+        .await?;
     let id = format!(
         "{}-{}",
         std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".into()),

@@ -16,7 +16,7 @@ mod common;
 
 use common::{Workers, config, wait_for};
 use futures::StreamExt;
-use rayorch_dist::server::NatsServer;
+use rayorch_dist::server::{JobAccess, NatsServer, Secrets};
 use rayorch_dist::{Codecs, DistError, Fault, Owner, OwnerStats, Storage};
 use rayorch_runtime::{Call, ItemKind, Outcome, Output, Plan, expand, reduce};
 
@@ -848,5 +848,178 @@ async fn an_owner_stalled_past_the_lease_fails_no_healthy_batch() {
             .any(|f| f.kind == rayorch_runtime::FailureKind::Timeout),
         "{:?}",
         r.summary.failures
+    );
+}
+
+// ---- A secured broker: TLS, one account per job, per-role NKeys ----
+
+/// A raw client of a secured broker as `user` of `job` (TLS against
+/// `secrets`' CA), and the server errors it is told (permission
+/// violations arrive as events, not as failed publishes).
+async fn raw_client(
+    url: &str,
+    secrets: &Secrets,
+    job: &str,
+    user: &str,
+) -> (async_nats::Client, Arc<std::sync::Mutex<Vec<String>>>) {
+    let told: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let events = told.clone();
+    let seed = std::fs::read_to_string(secrets.seed(job, user)).unwrap();
+    let client = async_nats::ConnectOptions::new()
+        .require_tls(true)
+        .add_root_certificates(secrets.ca())
+        .nkey(seed.trim().to_string())
+        .event_callback(move |ev| {
+            let events = events.clone();
+            async move {
+                if let async_nats::Event::ServerError(e) = ev {
+                    events.lock().unwrap().push(e.to_string().to_lowercase());
+                }
+            }
+        })
+        .connect(url)
+        .await
+        .unwrap();
+    (client, told)
+}
+
+/// Wait (bounded) until the server told `told` of a permission violation
+/// naming `subject`.
+async fn violation(told: &std::sync::Mutex<Vec<String>>, subject: &str) {
+    let what = format!("a permissions violation for {subject}");
+    wait_for(&what, || {
+        told.lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("permissions violation") && e.contains(&subject.to_lowercase()))
+    })
+    .await;
+}
+
+/// Two jobs on one secured broker. Job `sa` runs with its owner's and
+/// worker's credentials over TLS and gives exact outputs; no credentials,
+/// another CA, and worker credentials used beyond a worker's rights are
+/// refused; nothing of job `sa` reaches job `sb`'s account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secured_broker_runs_its_jobs_and_lets_no_one_else_in() {
+    use rayorch_dist::{Credentials, Security};
+    let dir = tempfile::tempdir().unwrap();
+    let sb = JobAccess {
+        job: "sb".into(),
+        workers: vec![("worker".into(), vec![0, 1]), ("render-only".into(), vec![0])],
+    };
+    let secrets = Secrets::generate(&dir.path().join("broker"), &[], &[JobAccess::new("sa", 2), sb]).unwrap();
+    let server = NatsServer::start_secured(&secrets).unwrap();
+    let url = server.url();
+    let secured = |user: &str| {
+        let mut c = config(&url, "sa");
+        c.security = secrets.security("sa", user);
+        c
+    };
+    // Job sb's owner listens to everything job sa says, in its own account.
+    let (sb_owner, _) = raw_client(&url, &secrets, "sb", "owner").await;
+    let mut sb_sees = sb_owner.subscribe(">").await.unwrap();
+    sb_owner.flush().await.unwrap();
+
+    // Refused at connect: no credentials, and a broker certificate of another CA.
+    let (plan_w, _) = plan("ocr");
+    let e = rayorch_dist::worker(
+        &plan_w,
+        codecs(),
+        {
+            let mut c = secured("worker");
+            c.security.credentials = Credentials::None;
+            c
+        },
+        "",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(e, DistError::Security(ref m) if m.contains("refused this process's credentials")),
+        "{e}"
+    );
+    let other = Secrets::generate(&dir.path().join("other"), &[], &[JobAccess::new("sa", 2)]).unwrap();
+    let e = rayorch_dist::worker(
+        &plan_w,
+        codecs(),
+        {
+            let mut c = secured("worker");
+            c.security = Security::tls(other.ca(), Credentials::NKeySeed(secrets.seed("sa", "worker")));
+            c
+        },
+        "",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(e, DistError::Security(ref m) if m.contains("TLS")),
+        "{e}"
+    );
+
+    // The job runs: owner here, one worker in this process.
+    let worker = tokio::spawn({
+        let cfg = secured("worker");
+        async move { rayorch_dist::worker(&plan_w, codecs(), cfg, "render:1,ocr:1").await }
+    });
+    let (plan_o, out) = plan("ocr");
+    let owner = Owner::new(&plan_o, codecs(), secured("owner"));
+    let r = run_with(owner, out, |_| true).await;
+    check_outputs(&r);
+    worker.await.unwrap().unwrap();
+
+    // A worker's credentials cannot publish a batch, create or read a
+    // work-queue stream, or see claims on the control subject.
+    let (w, told) = raw_client(&url, &secrets, "sa", "worker").await;
+    let mut claims = w.subscribe("rayorch.sa.ctl").await.unwrap();
+    w.publish("rayorch.sa.call.1", "forged batch".into())
+        .await
+        .unwrap();
+    w.publish("$JS.API.STREAM.CREATE.RAYORCH_sa_C9", "{}".into())
+        .await
+        .unwrap();
+    w.publish("$JS.API.STREAM.MSG.GET.RAYORCH_sa_C1", "{\"seq\":1}".into())
+        .await
+        .unwrap();
+    w.publish("$JS.API.DIRECT.GET.RAYORCH_sa_C1", "{\"seq\":1}".into())
+        .await
+        .unwrap();
+    w.flush().await.unwrap();
+    for subject in [
+        "rayorch.sa.ctl",
+        "rayorch.sa.call.1",
+        "$JS.API.STREAM.CREATE.RAYORCH_sa_C9",
+        "$JS.API.STREAM.MSG.GET.RAYORCH_sa_C1",
+        "$JS.API.DIRECT.GET.RAYORCH_sa_C1",
+    ] {
+        violation(&told, subject).await;
+    }
+    let js = async_nats::jetstream::new(w.clone());
+    let created = js
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "RAYORCH_sa_C9".into(),
+            ..Default::default()
+        })
+        .await;
+    assert!(created.is_err(), "a worker created a stream");
+    // A worker limited to Call 0 of job sb may not pull Call 1's queue.
+    let (r0, told0) = raw_client(&url, &secrets, "sb", "render-only").await;
+    r0.publish("$JS.API.CONSUMER.MSG.NEXT.RAYORCH_sb_C1.c1", "{}".into())
+        .await
+        .unwrap();
+    r0.flush().await.unwrap();
+    violation(&told0, "$JS.API.CONSUMER.MSG.NEXT.RAYORCH_sb_C1.c1").await;
+    // Nothing of job sa crossed into job sb's account, nor did any claim
+    // reach the worker's subscription.
+    let quiet = Duration::from_millis(300);
+    assert!(
+        tokio::time::timeout(quiet, sb_sees.next()).await.is_err(),
+        "job sb saw job sa's traffic"
+    );
+    assert!(
+        tokio::time::timeout(quiet, claims.next())
+            .await
+            .map_or(true, |m| m.is_none()),
+        "a worker read a claim"
     );
 }

@@ -10,16 +10,17 @@
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use rayorch_dist::{DistConfig, Storage};
+use rayorch_dist::{DistConfig, Security, Storage};
 
 /// How long a run may take before the test calls it hung: generous, it
 /// fails a test instead of timing one.
 pub(crate) const HUNG: Duration = Duration::from_secs(120);
 
-/// The tests' settings: ack wait 1 s (owner lease 3 s) so faults resolve in
+/// The tests' settings: plain TCP to a loopback broker, ack wait 1 s (owner lease 3 s) so faults resolve in
 /// seconds, values over 64 bytes through the object store, memory queues.
 pub(crate) fn config(url: &str, job: &str) -> DistConfig {
     let mut c = DistConfig::new(url, job).ack_wait(Duration::from_secs(1));
+    c.security = Security::insecure();
     c.inline_max = 64;
     c.storage = Storage::Memory;
     c
