@@ -88,16 +88,27 @@ impl Security {
         }
     }
 
+    /// Does this configuration use TLS with `url`?
+    fn uses_tls(&self, url: &str) -> bool {
+        self.ca.is_some() || url.trim_start().starts_with("tls://") || self.client_cert.is_some()
+    }
+
+    /// May this configuration connect to `url`? Plain TCP needs
+    /// [`Security::insecure`]; checked again at connect.
+    pub fn check(&self, url: &str) -> Result<(), DistError> {
+        if self.uses_tls(url) || self.insecure {
+            return Ok(());
+        }
+        Err(DistError::Security(format!(
+            "plain TCP to {url} would carry every batch, payload and credential unencrypted: give the CA certificate that signed the broker's (`Security::ca`; `--nats-ca FILE`; `--serve-nats` writes it as `ca.pem`) to connect with TLS, or allow plain TCP explicitly (`Security::insecure`; `--insecure`)"
+        )))
+    }
+
     /// The client's options for `url`, or why this configuration may not
     /// connect to it.
     pub(crate) async fn options(&self, url: &str) -> Result<ConnectOptions, DistError> {
-        let tls_url = url.trim_start().starts_with("tls://");
-        let tls = self.ca.is_some() || tls_url || self.client_cert.is_some();
-        if !tls && !self.insecure {
-            return Err(DistError::Security(format!(
-                "plain TCP to {url} would carry every batch, payload and credential unencrypted: give the CA certificate that signed the broker's (`Security::ca`; `--nats-ca FILE`; `--serve-nats` writes it as `ca.pem`) to connect with TLS, or allow plain TCP explicitly (`Security::insecure`; `--insecure`)"
-            )));
-        }
+        self.check(url)?;
+        let tls = self.uses_tls(url);
         let mut o = ConnectOptions::new();
         if tls {
             o = o.require_tls(true);

@@ -173,14 +173,15 @@ impl Drop for NatsServer {
     }
 }
 
-/// A command running `bin` that dies with the thread that spawns it: on
-/// Linux, `setpriv --pdeathsig KILL` (util-linux, on every Debian) sets the
-/// parent-death signal and execs `bin`, so the child is killed whenever its
-/// parent ends — killed (SIGTERM, SIGKILL), Ctrl-C or a crash — and never
-/// outlives it. The signal follows the spawning *thread*: spawn from one
-/// that lives as long as the child should (not a pool thread). Where
-/// `setpriv` is missing the command is `bin` alone.
-pub fn dying_with_this_thread(bin: &Path) -> Command {
+/// A command running `bin` that dies with the thread that spawns it, and
+/// whether it does: on Linux, `setpriv --pdeathsig KILL` (util-linux, on
+/// every Debian) sets the parent-death signal and execs `bin`, so the child
+/// is killed whenever its parent ends — killed (SIGTERM, SIGKILL), Ctrl-C
+/// or a crash — and never outlives it. The signal follows the spawning
+/// *thread*: spawn from one that lives as long as the child should (not a
+/// pool thread). Where `setpriv` is missing the command is `bin` alone and
+/// the flag is `false`: say so to the user.
+pub fn dying_with_this_thread(bin: &Path) -> (Command, bool) {
     let setpriv = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -190,9 +191,9 @@ pub fn dying_with_this_thread(bin: &Path) -> Command {
         Some(setpriv) => {
             let mut c = Command::new(setpriv);
             c.args(["--pdeathsig", "KILL", "--"]).arg(bin);
-            c
+            (c, true)
         }
-        None => Command::new(bin),
+        None => (Command::new(bin), false),
     }
 }
 

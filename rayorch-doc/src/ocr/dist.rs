@@ -40,8 +40,20 @@ const OWNER_CALLS: &str = "fetch:1,open:1,name:1,layer:1,page_text:1,text:1,asse
 /// Play `role`: the whole job in this process, the broker, a worker, or
 /// the owner (which writes the outputs as a local run does).
 pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
+    // TLS and credentials are checked before anything is opened or written.
+    if matches!(role, Role::Owner { .. } | Role::Worker { .. }) {
+        args.dist.security()?;
+    }
     match role {
-        Role::Broker { listen } => role::serve_nats(listen, &args.out.join("nats")),
+        Role::Broker { listen } => {
+            // The worker credentials it writes may pull every Call's queue:
+            // count them in the job's plan.
+            let cfg = args.config(machine_cores());
+            let (plan, _) = OcrJob::new(&cfg, &rayorch_models::assets::ensure()?).plan()?;
+            let job = args.dist.job_name("doc_ocr");
+            let out = args.out.join("nats");
+            role::serve_nats(&args.dist.broker(listen, &out, &job, plan.calls().len(), super::run::REBUILD))
+        }
         Role::Worker { url, calls } => {
             let cfg = args.config(machine_cores());
             let (plan, _) = OcrJob::new(&cfg, &rayorch_models::assets::ensure()?).plan()?;
@@ -53,7 +65,7 @@ pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
                 "doc_ocr worker: job `{}` at {url}, serving {calls}",
                 args.dist.job_name("doc_ocr")
             );
-            let s = role::run_worker(&plan, codecs(), config(args, &url), &calls)?;
+            let s = role::run_worker(&plan, codecs(), config(args, &url)?, &calls)?;
             println!(
                 "doc_ocr worker: {} batches, {} grains; the owner ended the run",
                 s.batches, s.grains
@@ -71,7 +83,7 @@ pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
             let mut owner = role::owner(
                 here.plan,
                 codecs(),
-                config(args, &url),
+                config(args, &url)?,
                 JournalOptions::new(here.journal.ok_or("a distributed run keeps a local journal: give --out a folder")?, here.source),
                 args.dist.owner_calls(OWNER_CALLS),
             )
@@ -153,15 +165,13 @@ pub fn codecs() -> Codecs {
 }
 
 /// The broker settings of a run with these flags.
-fn config(args: &Args, url: &str) -> DistConfig {
+fn config(args: &Args, url: &str) -> Result<DistConfig, Error> {
     let mut cfg = DistConfig::new(url, args.dist.job_name("doc_ocr"));
-    // The broker `--serve-nats` starts is still open (TLS and credentials
-    // reach the job's flags in the next step of issue 47).
-    cfg.security = rayorch_dist::Security::insecure();
+    cfg.security = args.dist.security()?;
     cfg.window = args.window;
     cfg.window_children = args.window_pages;
     cfg.backpressure = Some(args.backpressure);
-    cfg
+    Ok(cfg)
 }
 
 /// The documents as the owner sends them: named as given (so outputs match

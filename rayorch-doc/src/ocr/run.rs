@@ -110,7 +110,7 @@ pub(super) fn run_local(args: &Args) -> Result<u8, Error> {
 
 /// The job's build command with the `dist` feature (what a default build
 /// names when refusing `--nats` or `--serve-nats`).
-const REBUILD: &str = "cargo run --release --features dist --example doc_ocr --";
+pub(super) const REBUILD: &str = "cargo run --release --features dist --example doc_ocr --";
 
 /// The job's build command with the `store` feature (what a default build
 /// names when refusing a URL input).
