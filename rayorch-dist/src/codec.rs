@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 type Enc = Arc<dyn Fn(&Value) -> Vec<u8> + Send + Sync>;
+type Roots = Arc<dyn Fn(&[String]) -> Result<(), String> + Send + Sync>;
 type Dec = Arc<dyn Fn(&[u8]) -> Result<Value, String> + Send + Sync>;
 
 #[derive(Clone)]
@@ -30,12 +31,34 @@ struct Entry {
 pub struct Codecs {
     by_type: HashMap<TypeId, Entry>,
     by_tag: HashMap<String, Entry>,
+    roots: Option<Roots>,
 }
 
 impl Codecs {
     /// An empty registry.
     pub fn new() -> Codecs {
         Codecs::default()
+    }
+
+    /// Restrict what this process's decoders may read: on a worker, once the
+    /// owner has answered its hello, `apply` gets the input roots (folders,
+    /// URL prefixes) it may read documents from (the owner's
+    /// `DistConfig::input_roots`, narrowed by the worker's own) and must
+    /// make the codecs refuse any value naming something else. Without it
+    /// the roots are not enforced.
+    pub fn input_roots(
+        mut self,
+        apply: impl Fn(&[String]) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Codecs {
+        self.roots = Some(Arc::new(apply));
+        self
+    }
+
+    pub(crate) fn apply_input_roots(&self, roots: &[String]) -> Result<(), crate::DistError> {
+        match &self.roots {
+            Some(apply) => apply(roots).map_err(crate::DistError::Security),
+            None => Ok(()),
+        }
     }
 
     /// Register `T` with its own encode and decode functions under `tag`.

@@ -130,6 +130,12 @@ pub struct DistConfig {
     /// a local run's; `None`: off). Bounds the payloads parked in the owner
     /// between two Calls.
     pub backpressure: Option<usize>,
+    /// Input roots (absolute folders, URL prefixes). An owner announces its
+    /// own to every worker; a worker reads documents only under those, or
+    /// under its own when it gives some (each inside one of the owner's):
+    /// see [`Codecs::input_roots`]. Empty on the owner: workers may read
+    /// nothing by path.
+    pub input_roots: Vec<String>,
     /// Delete a previous run's leftover streams of this job instead of
     /// refusing to start ([`DistError::OwnerRestart`]).
     pub fresh: bool,
@@ -158,6 +164,7 @@ impl DistConfig {
             window_children: rayorch_runtime::DEFAULT_WINDOW_CHILDREN,
             backpressure: Some(rayorch_runtime::DEFAULT_BACKPRESSURE),
             fresh: false,
+            input_roots: Vec::new(),
         }
     }
 

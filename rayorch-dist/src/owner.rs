@@ -695,7 +695,8 @@ impl DistBackend {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if let Some(reply) = m.reply {
-            let body = format!("{} {}", self.fingerprint, self.run_id);
+            let roots = serde_json::to_string(&self.cfg.input_roots).unwrap_or_else(|_| "[]".into());
+            let body = format!("{} {}\n{roots}", self.fingerprint, self.run_id);
             let client = self.client.clone();
             tokio::spawn(async move {
                 let _ = client.publish(reply, body.into()).await;

@@ -203,11 +203,15 @@ impl Payloads {
     }
 
     /// Decode one slot (reading the store for a reference).
+    /// A codec's refusal of a value is `DistError::Wire` with `what:
+    /// "value"` (a worker fails that Grain alone); any other error is the
+    /// payload's or the store's.
     pub(crate) async fn decode_slot(&self, s: &Slot) -> Result<Option<Value>, DistError> {
         let wire = |cause: String| DistError::Wire {
             what: "payload",
             cause,
         };
+        let refused = |cause: String| DistError::Wire { what: "value", cause };
         match s {
             Slot::None => Ok(None),
             Slot::Inline(_, b) if b.len() > self.cap => Err(wire(format!(
@@ -217,7 +221,7 @@ impl Payloads {
             ))),
             Slot::Inline(tag, b) => {
                 self.bytes.decoded.fetch_add(b.len() as u64, Ordering::Relaxed);
-                self.codecs.decode(tag, b).map(Some).map_err(wire)
+                self.codecs.decode(tag, b).map(Some).map_err(refused)
             }
             Slot::List(_) => Err(wire("a list of slots where one value was expected".into())),
             Slot::Ref(_, key, n) if *n > self.cap as u64 => Err(wire(format!(
@@ -234,7 +238,7 @@ impl Payloads {
                 }
                 self.bytes.fetched.fetch_add(*n, Ordering::Relaxed);
                 self.bytes.decoded.fetch_add(*n, Ordering::Relaxed);
-                self.codecs.decode(tag, &b).map(Some).map_err(wire)
+                self.codecs.decode(tag, &b).map(Some).map_err(refused)
             }
         }
     }

@@ -26,7 +26,7 @@ use futures::StreamExt;
 use rayorch_runtime::spi::{
     AttemptError, AttemptResult, BatchInputs, ErasedCall, StageBox, Value, run_attempt, split_output,
 };
-use rayorch_runtime::{Outcome, Plan, RunError};
+use rayorch_runtime::{Cause, Outcome, Plan, RunError};
 
 use crate::DistConfig;
 use crate::binding::{Claimer, Opening};
@@ -178,7 +178,8 @@ async fn run_worker(
         .subscribe(cfg.done_subject())
         .await
         .map_err(DistError::nats_any("subscribe"))?;
-    let run = say_hello(&client, &cfg, &hello).await?;
+    let (run, announced) = hello_roots(&client, &cfg, &hello).await?;
+    codecs.apply_input_roots(&narrow_roots(&announced, &cfg.input_roots)?)?;
     let js = jetstream::new(client.clone());
     let (store, consumers) = match open_queues(&js, &cfg, &serve).await {
         Ok(q) => q,
@@ -289,12 +290,25 @@ async fn open_queues(
 
 /// Register with the owner (retrying until it answers) and check the plan.
 async fn say_hello(client: &async_nats::Client, cfg: &DistConfig, h: &Hello) -> Result<u64, DistError> {
+    hello_roots(client, cfg, h).await.map(|(run, _)| run)
+}
+
+/// Say hello; the owner's run id and the input roots it announces.
+async fn hello_roots(
+    client: &async_nats::Client,
+    cfg: &DistConfig,
+    h: &Hello,
+) -> Result<(u64, Vec<String>), DistError> {
     let start = tokio::time::Instant::now();
     loop {
         match client.request(cfg.hello_subject(), h.encode().into()).await {
             Ok(m) => {
                 let text = String::from_utf8_lossy(&m.payload).to_string();
-                let (fp, run) = text.split_once(' ').unwrap_or((&text, "0"));
+                // `fingerprint run`, then the roots as a JSON list on the
+                // next line.
+                let (first, roots) = text.split_once('\n').unwrap_or((&text, "[]"));
+                let roots: Vec<String> = serde_json::from_str(roots).unwrap_or_default();
+                let (fp, run) = first.split_once(' ').unwrap_or((first, "0"));
                 if fp != h.fingerprint {
                     return Err(DistError::FingerprintMismatch {
                         job: cfg.job.clone(),
@@ -302,7 +316,7 @@ async fn say_hello(client: &async_nats::Client, cfg: &DistConfig, h: &Hello) -> 
                         owner: fp.to_string(),
                     });
                 }
-                return Ok(run.parse().unwrap_or(0));
+                return Ok((run.parse().unwrap_or(0), roots));
             }
             Err(_) if start.elapsed() < cfg.owner_wait => {
                 tokio::time::sleep(Duration::from_millis(100)).await
@@ -316,6 +330,34 @@ async fn say_hello(client: &async_nats::Client, cfg: &DistConfig, h: &Hello) -> 
             }
         }
     }
+}
+
+/// The input roots a worker may read: its own (`DistConfig::input_roots`)
+/// that lie under one the owner announced, or the owner's when it gave
+/// none. An own root outside all of the owner's is dropped; if that leaves
+/// none, the worker refuses to start.
+fn narrow_roots(announced: &[String], own: &[String]) -> Result<Vec<String>, DistError> {
+    if own.is_empty() {
+        return Ok(announced.to_vec());
+    }
+    let kept: Vec<String> = own
+        .iter()
+        .filter(|r| announced.iter().any(|a| under(r, a)))
+        .cloned()
+        .collect();
+    if kept.is_empty() {
+        return Err(DistError::Security(format!(
+            "none of this worker's input roots {own:?} lies under the roots the owner announced {announced:?}: give --input-root folders (or URL prefixes) inside the owner's"
+        )));
+    }
+    Ok(kept)
+}
+
+/// Is `path` `root` or below it (whole path components, or a URL prefix
+/// ending in `/`)?
+pub(crate) fn under(path: &str, root: &str) -> bool {
+    let root = root.trim_end_matches('/');
+    path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// One slot: run the batches its puller hands over, report, ack; until the
@@ -583,22 +625,68 @@ async fn execute(
     stage: &mut Option<StageBox>,
     bm: &BatchMsg,
 ) -> AttemptResult {
-    let mut values = Vec::with_capacity(bm.slots.len());
-    for s in &bm.slots {
-        values.push(
-            sh.payloads
-                .decode_slot(s)
-                .await
-                .map_err(|e| AttemptError::Failed(e.to_string()))?,
-        );
+    let arity = bm.arity as usize;
+    if arity == 0 {
+        let inputs = BatchInputs::from_slots(0, Vec::new())
+            .ok_or_else(|| AttemptError::Contract("a batch message of arity 0 carries slots".into()))?;
+        return run_attempt(rt, stage, replica, inputs, limit).await;
     }
-    let inputs = BatchInputs::from_slots(bm.arity as usize, values).ok_or_else(|| {
+    // A value its codec refuses (a document outside this worker's input
+    // roots, bytes another build wrote) fails its own Grain, as a record,
+    // on every retry alike; the batch's other Grains run. Anything else
+    // (the payload store unreachable) fails the attempt, which is retried.
+    let mut values = Vec::with_capacity(bm.slots.len());
+    let mut refused: Vec<Option<Cause>> = Vec::with_capacity(bm.slots.len() / arity);
+    for grain in bm.slots.chunks(arity) {
+        let mut vs = Vec::with_capacity(arity);
+        let mut bad = None;
+        for s in grain {
+            match sh.payloads.decode_slot(s).await {
+                Ok(v) => vs.push(v),
+                Err(DistError::Wire { what: "value", cause }) => {
+                    bad = Some(Cause::new(cause).with_code("input.refused"));
+                    break;
+                }
+                Err(e) => return Err(AttemptError::Failed(e.to_string())),
+            }
+        }
+        if bad.is_none() {
+            values.extend(vs);
+        }
+        refused.push(bad);
+    }
+    let inputs = BatchInputs::from_slots(arity, values).ok_or_else(|| {
         AttemptError::Contract("a batch message's slot count is not a multiple of its arity".into())
     })?;
-    // A panic is this attempt's failure (the instance is lost and the slot
-    // makes a fresh one): a poison record never takes the worker down. The
-    // Call's timeout holds here as in the owner: a hung attempt is given up.
-    run_attempt(rt, stage, replica, inputs, limit).await
+    if refused.iter().all(Option::is_none) {
+        // A panic is this attempt's failure (the instance is lost and the
+        // slot makes a fresh one): a poison record never takes the worker
+        // down. The Call's timeout holds here as in the owner: a hung
+        // attempt is given up.
+        return run_attempt(rt, stage, replica, inputs, limit).await;
+    }
+    let good = refused.iter().filter(|r| r.is_none()).count();
+    let mut ran = if good == 0 {
+        Vec::new()
+    } else {
+        run_attempt(rt, stage, replica, inputs, limit).await?
+    }
+    .into_iter();
+    if ran.len() != good {
+        return Err(AttemptError::Contract(format!(
+            "the stage returned {} outcomes for {good} inputs",
+            ran.len()
+        )));
+    }
+    Ok(refused
+        .into_iter()
+        .map(|r| match r {
+            Some(cause) => Outcome::RecordFailure(cause),
+            None => ran
+                .next()
+                .unwrap_or_else(|| Outcome::RecordFailure(Cause::new("no outcome"))),
+        })
+        .collect())
 }
 
 /// Aborts a task when dropped: a worker future aborted or dropped mid-run
@@ -688,4 +776,31 @@ async fn encode_result(
 /// (a fresh cause has no kind yet, so this is the stage's own code).
 fn stage_code(c: &rayorch_runtime::Cause) -> Option<String> {
     c.code().map(String::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_narrows_the_owners_roots_and_never_widens_them() {
+        let owner = ["/data/pdfs".to_string(), "s3://b/corpus/".to_string()];
+        assert_eq!(narrow_roots(&owner, &[]).unwrap(), owner);
+        let own = [
+            "/data/pdfs/2026".to_string(),
+            "/data/pdfs-old".to_string(),
+            "s3://b/corpus/x".to_string(),
+        ];
+        assert_eq!(
+            narrow_roots(&owner, &own).unwrap(),
+            ["/data/pdfs/2026", "s3://b/corpus/x"],
+            "a sibling with a common prefix is not inside"
+        );
+        let e = narrow_roots(&owner, &["/etc".to_string()]).unwrap_err();
+        assert!(e.to_string().contains("/etc"), "{e}");
+        assert!(
+            narrow_roots(&[], &["/data".to_string()]).is_err(),
+            "an owner with no roots lets no path in"
+        );
+    }
 }

@@ -182,3 +182,75 @@ fn plain_tcp_is_refused_without_insecure() {
         assert!(!out.exists(), "nothing written before the refusal");
     }
 }
+
+/// A worker reads documents only under its input roots: the owner announces
+/// `corpus/` (`--input-root`), the worker narrows it to `corpus/a`; the
+/// document in `corpus/b` fails, its cause naming the path and the roots,
+/// the one in `corpus/a` is written, and the worker serves to the end. Plain
+/// TCP to this loopback broker, allowed with `--insecure`.
+#[test]
+fn a_worker_reads_only_under_its_input_roots() {
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    for (sub, f) in [("a", "01-letter.pdf"), ("b", "03-memo.pdf")] {
+        std::fs::create_dir_all(corpus.join(sub)).unwrap();
+        std::fs::copy(samples().join(f), corpus.join(sub).join(f)).unwrap();
+    }
+    let s = |p: PathBuf| p.display().to_string();
+    let (root_a, root) = (s(corpus.join("a")), s(corpus.clone()));
+    let worker = {
+        let (url, root_a) = (url.clone(), root_a.clone());
+        std::thread::spawn(move || {
+            doc_ocr::run_from([
+                "doc_ocr",
+                "--nats",
+                &url,
+                "--insecure",
+                "--role",
+                "worker",
+                "--threads",
+                "1",
+                "--force-ocr",
+                "--input-root",
+                &root_a,
+            ])
+            .map_err(|e| e.to_string())
+        })
+    };
+    let out = s(dir.path().join("out"));
+    let (letter, memo) = (s(corpus.join("a/01-letter.pdf")), s(corpus.join("b/03-memo.pdf")));
+    let code = doc_ocr::run_from([
+        "doc_ocr",
+        "--nats",
+        &url,
+        "--insecure",
+        "--no-progress",
+        "--force-ocr",
+        "--input-root",
+        &root,
+        "--out",
+        &out,
+        &letter,
+        &memo,
+    ])
+    .unwrap();
+    assert_ne!(code, 0, "a document failed");
+    assert_eq!(worker.join().unwrap(), Ok(0), "the worker served to the end");
+    let out = dir.path().join("out");
+    let written = jsonl(&out.join("documents.jsonl"));
+    assert_eq!(
+        written.keys().collect::<Vec<_>>(),
+        [&0],
+        "the letter under corpus/a is written"
+    );
+    let failed = jsonl(&out.join("failures.jsonl"));
+    let cause = failed[&1].to_string();
+    assert!(
+        cause.contains("outside the input roots")
+            && cause.contains("03-memo.pdf")
+            && cause.contains("corpus/a"),
+        "{cause}"
+    );
+}

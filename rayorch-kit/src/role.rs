@@ -20,9 +20,7 @@
 //! `--calls` serves every other Call ([`default_worker_calls`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-#[cfg(feature = "dist")]
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rayorch::Plan;
 #[cfg(feature = "dist")]
@@ -114,6 +112,13 @@ pub struct DistArgs {
     /// `$RAYORCH_NATS_PASSWORD` (never the command line, which `ps` shows).
     #[arg(long, value_name = "USER", requires = "nats")]
     pub nats_user: Option<String>,
+    /// A folder (or URL prefix) a worker may read documents from
+    /// (repeatable). The owner announces its own (default: the folders of
+    /// its inputs); a worker reads only under those, or under its own
+    /// `--input-root`s when given (each inside one of the owner's). A batch
+    /// naming anything else fails that document, naming the path.
+    #[arg(long = "input-root", value_name = "DIR|URL", requires = "nats")]
+    pub input_roots: Vec<String>,
     /// Allow plain TCP: `--nats` without TLS, or `--serve-nats` without
     /// TLS and credentials (anyone who reaches the port can read and write
     /// the job's queues). Only on a network nobody else reaches.
@@ -231,6 +236,44 @@ impl DistArgs {
             eprintln!("{w}");
         }
         Ok(s)
+    }
+
+    /// The input roots of this process: `--input-root`s, else (an owner)
+    /// the folders of `inputs` (a folder as given, a file's parent; URLs up
+    /// to their last `/`), each made absolute with links resolved.
+    pub fn input_roots(&self, inputs: &[String]) -> Result<Vec<String>, String> {
+        let given = if self.input_roots.is_empty() {
+            inputs
+                .iter()
+                .map(|i| match i.rsplit_once('/') {
+                    Some((prefix, _)) if i.contains("://") => format!("{prefix}/"),
+                    _ => {
+                        let p = std::path::Path::new(i);
+                        let dir = if p.is_dir() { p } else { p.parent().unwrap_or(p) };
+                        let dir = if dir.as_os_str().is_empty() {
+                            Path::new(".")
+                        } else {
+                            dir
+                        };
+                        dir.to_string_lossy().into_owned()
+                    }
+                })
+                .collect()
+        } else {
+            self.input_roots.clone()
+        };
+        let mut roots = Vec::with_capacity(given.len());
+        for r in given {
+            if r.contains("://") {
+                roots.push(r);
+            } else {
+                let p = std::fs::canonicalize(&r).map_err(|e| format!("--input-root {r}: {e}"))?;
+                roots.push(p.to_string_lossy().into_owned());
+            }
+        }
+        roots.sort();
+        roots.dedup();
+        Ok(roots)
     }
 
     /// The Calls the owner runs: `--owner-calls`, else `default`.

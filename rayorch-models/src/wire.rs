@@ -15,6 +15,13 @@
 //!   be given as bytes.
 //! - Decoding never panics: truncated or foreign bytes are an `Err` naming
 //!   what was being read.
+//! - Decoders given input roots ([`Wire::from_wire_within`], [`InputRoots`]:
+//!   a worker's, set to the roots its owner announces) decode a document
+//!   only when its path lies under one of them once symbolic links and `..`
+//!   are resolved, or its URL starts with one; any other is refused naming
+//!   the document, the path and the roots, before the file is opened.
+//!   [`Wire::from_wire`] (a process that runs the whole job) reads what it
+//!   is given.
 //! - Decoding never trusts a declared size: a length or count is refused
 //!   when the bytes left cannot hold it, before anything is allocated for
 //!   it, so a decode allocates at most a small multiple of its input (whose
@@ -62,7 +69,27 @@ pub trait Wire: Sized {
 
     /// Decode a whole buffer (trailing bytes are an error).
     fn from_wire(b: &[u8]) -> Result<Self, String> {
-        let mut r = Reader { b, at: 0 };
+        Self::read_all(Reader {
+            b,
+            at: 0,
+            roots: None,
+        })
+    }
+
+    /// [`Wire::from_wire`], refusing documents outside `roots` (a worker's
+    /// codecs: see [`InputRoots`]).
+    #[cfg(feature = "pdf")]
+    fn from_wire_within(b: &[u8], roots: &InputRoots) -> Result<Self, String> {
+        Self::read_all(Reader {
+            b,
+            at: 0,
+            roots: Some(roots),
+        })
+    }
+
+    /// Read one value that fills the reader's buffer.
+    fn read_all(mut r: Reader<'_>) -> Result<Self, String> {
+        let b = r.b;
         let v = Self::get(&mut r)?;
         if r.at != b.len() {
             return Err(format!(
@@ -79,6 +106,12 @@ pub trait Wire: Sized {
 pub struct Reader<'a> {
     b: &'a [u8],
     at: usize,
+    /// The roots documents must lie under, when the decoder was given some.
+    #[cfg(feature = "pdf")]
+    roots: Option<&'a InputRoots>,
+    #[cfg(not(feature = "pdf"))]
+    #[expect(dead_code, reason = "only documents (feature `pdf`) are checked against roots")]
+    roots: Option<&'a ()>,
 }
 
 impl<'a> Reader<'a> {
@@ -278,6 +311,81 @@ impl Wire for LineText {
     }
 }
 
+/// The roots a worker may read documents from, shared by the decoders of
+/// one set of codecs: unrestricted until [`InputRoots::set`] is called.
+#[cfg(feature = "pdf")]
+#[derive(Clone, Default)]
+pub struct InputRoots(Arc<std::sync::RwLock<Option<Vec<String>>>>);
+
+#[cfg(feature = "pdf")]
+impl InputRoots {
+    /// Restrict the documents these decoders accept to those under `roots`
+    /// (absolute folders, or URL prefixes such as `s3://bucket/corpus/`);
+    /// an empty list refuses every path and URL (documents sent as bytes
+    /// still decode). Folders are resolved (`..`, symbolic links) now; one
+    /// that does not exist is an error. For
+    /// `rayorch_dist::Codecs::input_roots`: a worker applies the roots its
+    /// owner announced.
+    pub fn set(&self, roots: &[String]) -> Result<(), String> {
+        let mut resolved = Vec::with_capacity(roots.len());
+        for r in roots {
+            if r.contains("://") {
+                resolved.push(r.clone());
+            } else {
+                let p = std::fs::canonicalize(r)
+                    .map_err(|e| format!("input root {r} cannot be read on this machine: {e}"))?;
+                resolved.push(p.to_string_lossy().into_owned());
+            }
+        }
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(resolved);
+        Ok(())
+    }
+
+    /// May these decoders accept `source`?
+    fn check(&self, name: &str, source: &PdfSource) -> Result<(), String> {
+        match self.0.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(roots) => within(name, source, roots),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Is `path` `root` or below it, by whole components (or URL prefix)?
+#[cfg(feature = "pdf")]
+fn under(path: &str, root: &str) -> bool {
+    let root = root.trim_end_matches('/');
+    path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Does `source` lie under one of `roots` (resolved)?
+#[cfg(feature = "pdf")]
+fn within(name: &str, source: &PdfSource, roots: &[String]) -> Result<(), String> {
+    let (what, at) = match source {
+        PdfSource::Bytes(_) => return Ok(()),
+        PdfSource::Url(u) => ("URL", u.to_string()),
+        // Resolved as the file system will (symbolic links, `..`); a path
+        // that does not resolve is judged as written, without `..`.
+        PdfSource::Path(p) => match std::fs::canonicalize(p) {
+            Ok(real) => ("path", real.to_string_lossy().into_owned()),
+            Err(_) if p.components().any(|c| c == std::path::Component::ParentDir) => {
+                ("path", p.to_string_lossy().into_owned() + " (with `..`)")
+            }
+            Err(_) => ("path", p.to_string_lossy().into_owned()),
+        },
+    };
+    if roots.iter().any(|r| under(&at, r)) {
+        return Ok(());
+    }
+    Err(format!(
+        "document `{name}`: its {what} {at} is outside the input roots this worker may read ({}); the owner named a file outside the roots it announced, or this worker's --input-root is narrower",
+        if roots.is_empty() {
+            "none".to_string()
+        } else {
+            roots.join(", ")
+        }
+    ))
+}
+
 #[cfg(feature = "pdf")]
 impl Wire for PdfFile {
     const TAG: &'static str = "pdf file";
@@ -311,6 +419,9 @@ impl Wire for PdfFile {
             2 => PdfSource::Url(r.string("a document URL")?.into()),
             t => return Err(format!("{name}: unknown document source tag {t}")),
         };
+        if let Some(roots) = r.roots {
+            roots.check(&name, &source)?;
+        }
         Ok(PdfFile { name, source })
     }
 }
@@ -567,6 +678,51 @@ mod tests {
         let back = round_trip(&vec![line.clone()]);
         assert_eq!((back[0].row, back[0].bbox, back[0].score), (7, line.bbox, 0.75));
         assert_eq!(back[0].crop.as_raw(), line.crop.as_raw());
+    }
+
+    #[test]
+    fn documents_outside_the_input_roots_are_refused_naming_them() {
+        let base = std::env::temp_dir().join(format!("rayorch-roots-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("corpus");
+        std::fs::create_dir_all(root.join("a")).unwrap();
+        std::fs::write(root.join("a/x.pdf"), b"%PDF").unwrap();
+        std::fs::write(base.join("secret.pdf"), b"%PDF").unwrap();
+        std::os::unix::fs::symlink(base.join("secret.pdf"), root.join("link.pdf")).unwrap();
+        let roots = [
+            std::fs::canonicalize(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+            "s3://bucket/corpus/".to_string(),
+        ];
+        let path = |p: PathBuf| PdfSource::Path(p);
+        assert!(within("x", &path(root.join("a/x.pdf")), &roots).is_ok());
+        assert!(
+            within("x", &path(root.join("a/missing.pdf")), &roots).is_ok(),
+            "opening says it is missing"
+        );
+        assert!(
+            within("b", &PdfSource::Bytes(vec![1].into()), &[]).is_ok(),
+            "bytes carry no path"
+        );
+        assert!(within("u", &PdfSource::Url("s3://bucket/corpus/d/1.pdf".into()), &roots).is_ok());
+        for (name, source) in [
+            ("dotdot", path(root.join("a/../../secret.pdf"))),
+            ("link", path(root.join("link.pdf"))),
+            ("abs", path(PathBuf::from("/etc/passwd"))),
+            ("sibling", path(base.join("corpus-2/x.pdf"))),
+            ("url", PdfSource::Url("s3://bucket/corpus-2/1.pdf".into())),
+        ] {
+            let e = within(name, &source, &roots).unwrap_err();
+            assert!(
+                e.contains(&format!("document `{name}`")) && e.contains("outside the input roots"),
+                "{e}"
+            );
+        }
+        let e = within("abs", &path(PathBuf::from("/etc/passwd")), &[]).unwrap_err();
+        assert!(e.contains("(none)"), "{e}");
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

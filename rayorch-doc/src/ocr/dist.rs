@@ -8,7 +8,10 @@
 //! crate), so a document's output is the same as in one process: the
 //! workers run the same stages on the same bytes. Page handles travel as their file's path and page number; the
 //! worker opens the file itself, so workers must see the inputs at the same
-//! paths (the owner passes absolute ones).
+//! paths (the owner passes absolute ones). A worker opens only files under
+//! the input roots the owner announces (its inputs' folders, or
+//! `--input-root`), narrowed by the worker's own `--input-root`; a page of
+//! any other file fails as a record naming it (`rayorch_models::wire`).
 //!
 //! Compiled with the crate's `dist` feature only: a default build of the
 //! job carries no NATS client and refuses `--nats`/`--serve-nats` with the
@@ -21,7 +24,7 @@ use rayorch::spi::JournalOptions;
 use rayorch_dist::{Codecs, DistConfig, OwnerStats};
 use rayorch_kit::role::{self, Role};
 use rayorch_kit::stop;
-use rayorch_models::wire::Wire;
+use rayorch_models::wire::{InputRoots, Wire};
 use rayorch_models::{
     LineText, PageImage, PageText, PdfFile, PdfPage, PdfPages, PdfSource, ReadPage, TextLine,
 };
@@ -143,31 +146,40 @@ fn workers_table(summary: &rayorch::RunSummary, stats: &OwnerStats) -> String {
 
 /// The codecs of every value that crosses between the owner and the workers.
 pub fn codecs() -> Codecs {
-    fn add<T: Wire + Any + Send + Sync>(c: Codecs) -> Codecs {
-        c.custom::<T>(T::TAG, T::to_wire, T::from_wire)
+    fn add<T: Wire + Any + Send + Sync>(c: Codecs, roots: &InputRoots) -> Codecs {
+        let roots = roots.clone();
+        c.custom::<T>(T::TAG, T::to_wire, move |b| T::from_wire_within(b, &roots))
     }
-    let c = add::<PdfFile>(Codecs::new());
-    let c = add::<PdfPages>(c);
-    let c = add::<PdfPage>(c);
-    let c = add::<PageImage>(c);
-    let c = add::<ReadPage>(c);
-    let c = add::<PageText>(c);
-    let c = add::<Vec<PageText>>(c);
-    let c = add::<Vec<TextLine>>(c);
-    let c = add::<TextLine>(c);
-    let c = add::<LineText>(c);
-    let c = add::<Vec<LineText>>(c);
-    let c = add::<String>(c);
-    let c = add::<Vec<String>>(c);
-    let c = add::<Vec<f32>>(c);
-    let c = add::<Vec<Vec<f32>>>(c);
-    add::<Document>(c)
+    // A worker decodes documents only under the input roots it is given
+    // (every decoder of these codecs shares them).
+    let roots = InputRoots::default();
+    let set = roots.clone();
+    let mut c = add::<PdfFile>(Codecs::new().input_roots(move |r| set.set(r)), &roots);
+    c = add::<PdfPages>(c, &roots);
+    c = add::<PdfPage>(c, &roots);
+    c = add::<PageImage>(c, &roots);
+    c = add::<ReadPage>(c, &roots);
+    c = add::<PageText>(c, &roots);
+    c = add::<Vec<PageText>>(c, &roots);
+    c = add::<Vec<TextLine>>(c, &roots);
+    c = add::<TextLine>(c, &roots);
+    c = add::<LineText>(c, &roots);
+    c = add::<Vec<LineText>>(c, &roots);
+    c = add::<String>(c, &roots);
+    c = add::<Vec<String>>(c, &roots);
+    c = add::<Vec<f32>>(c, &roots);
+    c = add::<Vec<Vec<f32>>>(c, &roots);
+    c = add::<Document>(c, &roots);
+    c
 }
 
 /// The broker settings of a run with these flags.
 fn config(args: &Args, url: &str) -> Result<DistConfig, Error> {
     let mut cfg = DistConfig::new(url, args.dist.job_name("doc_ocr"));
     cfg.security = args.dist.security()?;
+    // An owner announces the folders of its inputs (or its --input-root);
+    // a worker narrows them with its own.
+    cfg.input_roots = args.dist.input_roots(&args.inputs)?;
     cfg.window = args.window;
     cfg.window_children = args.window_pages;
     cfg.backpressure = Some(args.backpressure);
