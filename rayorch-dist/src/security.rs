@@ -156,10 +156,10 @@ impl Security {
             // rustls's verdict on the broker's certificate reaches us as an
             // I/O error.
             let tls = e.kind() == ConnectErrorKind::Tls
-                || (e.kind() == ConnectErrorKind::Io && e.to_string().contains("certificate"));
+                || (e.kind() == ConnectErrorKind::Io && e.to_string().to_lowercase().contains("certificate"));
             if tls {
                 DistError::Security(format!(
-                    "TLS with the broker at {url} failed: {e}; check that `--nats-ca` names the CA that signed the broker's certificate and that the URL's host is one the certificate names"
+                    "TLS with the broker at {url} failed: {e}; check that `--nats-ca` names the CA that signed the broker's certificate and that the URL's host is one the certificate names (a broker that verifies clients also needs `--nats-cert` and `--nats-key`)"
                 ))
             } else if e.kind() == ConnectErrorKind::AuthorizationViolation {
                 DistError::Security(format!(

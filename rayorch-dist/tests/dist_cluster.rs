@@ -1023,3 +1023,34 @@ async fn a_secured_broker_runs_its_jobs_and_lets_no_one_else_in() {
         "a worker read a claim"
     );
 }
+
+/// A broker that verifies clients (mutual TLS on top of the NKeys): a worker
+/// without a certificate of its CA is refused at connect; with one it gets
+/// in (and, no owner running, waits for one in vain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_verifies_clients_needs_a_certificate_of_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = Secrets::generate(dir.path(), &[], &[JobAccess::new("mt", 2)]).unwrap();
+    secrets.verify_clients(true).unwrap();
+    let cert = secrets.client_cert("worker-1").unwrap();
+    let server = NatsServer::start_secured(&secrets).unwrap();
+    let cfg = |client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>| {
+        let mut c = config(&server.url(), "mt");
+        c.security = secrets.security("mt", "worker");
+        c.security.client_cert = client_cert;
+        c.owner_wait = Duration::from_secs(1);
+        c
+    };
+    let (p, _) = plan("ocr");
+    let e = rayorch_dist::worker(&p, codecs(), cfg(None), "")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, DistError::Security(_)), "{e}");
+    let e = rayorch_dist::worker(&p, codecs(), cfg(Some(cert)), "")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, DistError::NoOwner { .. }),
+        "got in, found no owner: {e}"
+    );
+}

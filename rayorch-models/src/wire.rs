@@ -110,7 +110,10 @@ pub struct Reader<'a> {
     #[cfg(feature = "pdf")]
     roots: Option<&'a InputRoots>,
     #[cfg(not(feature = "pdf"))]
-    #[expect(dead_code, reason = "only documents (feature `pdf`) are checked against roots")]
+    #[expect(
+        dead_code,
+        reason = "only documents (feature `pdf`) are checked against roots"
+    )]
     roots: Option<&'a ()>,
 }
 

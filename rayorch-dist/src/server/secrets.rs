@@ -104,12 +104,8 @@ impl Secrets {
     }
 
     fn write_all(&self, hosts: &[String], jobs: &[JobAccess]) -> Result<(), DistError> {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(|e| sec("CA", e))?;
-        ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        ca.distinguished_name
-            .push(DnType::CommonName, "rayorch broker CA");
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        use rcgen::{CertificateParams, DnType, Issuer, KeyPair};
+        let ca = ca_params()?;
         let ca_key = KeyPair::generate().map_err(|e| sec("CA key", e))?;
         let ca_cert = ca.self_signed(&ca_key).map_err(|e| sec("CA", e))?;
         let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
@@ -165,6 +161,44 @@ impl Secrets {
         write(&self.config(), &text, false)
     }
 
+    /// A client certificate named `name`, signed by this CA, and its key
+    /// (`client-<name>.pem`, `client-<name>-key.pem`), for a broker that
+    /// verifies clients ([`Secrets::verify_clients`]; `--nats-cert`,
+    /// `--nats-key`).
+    pub fn client_cert(&self, name: &str) -> Result<(PathBuf, PathBuf), DistError> {
+        use rcgen::{CertificateParams, DnType, Issuer, KeyPair};
+        let pem = std::fs::read_to_string(self.dir.join("ca-key.pem")).map_err(|e| sec("CA key", e))?;
+        let ca_key = KeyPair::from_pem(&pem).map_err(|e| sec("CA key", e))?;
+        let issuer = Issuer::new(ca_params()?, ca_key);
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).map_err(|e| sec("client certificate", e))?;
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.use_authority_key_identifier_extension = true;
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().map_err(|e| sec("client key", e))?;
+        let cert = params
+            .signed_by(&key, &issuer)
+            .map_err(|e| sec("client certificate", e))?;
+        let (c, k) = (
+            self.dir.join(format!("client-{name}.pem")),
+            self.dir.join(format!("client-{name}-key.pem")),
+        );
+        write(&c, &cert.pem(), false)?;
+        write(&k, &key.serialize_pem(), true)?;
+        Ok((c, k))
+    }
+
+    /// Make the broker require a client certificate this CA signed, on top
+    /// of each user's NKey (`verify: true` in its TLS block; `on = false`
+    /// makes them optional again). Takes effect when the server starts.
+    pub fn verify_clients(&self, on: bool) -> Result<(), DistError> {
+        let text = std::fs::read_to_string(self.config()).map_err(|e| sec("config", e))?;
+        let mut config: Value = serde_json::from_str(&text).map_err(|e| sec("config", e))?;
+        config["tls"]["verify"] = Value::Bool(on);
+        let text = serde_json::to_string_pretty(&config).map_err(|e| sec("config", e))?;
+        write(&self.config(), &text, false)
+    }
+
     /// The folder.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -200,6 +234,17 @@ impl Secrets {
     pub fn security(&self, job: &str, user: &str) -> Security {
         Security::tls(self.ca(), Credentials::NKeySeed(self.seed(job, user)))
     }
+}
+
+/// The CA's parameters: the same at generation and when it signs again.
+fn ca_params() -> Result<rcgen::CertificateParams, DistError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyUsagePurpose};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(|e| sec("CA", e))?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.distinguished_name
+        .push(DnType::CommonName, "rayorch broker CA");
+    ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    Ok(ca)
 }
 
 fn seed(kp: &nkeys::KeyPair) -> Result<String, DistError> {
