@@ -85,7 +85,8 @@ pub enum Storage {
 /// Settings shared by an owner and its workers.
 #[derive(Clone, Debug)]
 pub struct DistConfig {
-    /// The NATS URL (`nats://host:4222`, `tls://host:4222`).
+    /// The NATS URL (`nats://host:4222`, `tls://host:4222`; the servers of
+    /// a cluster separated by commas).
     pub url: String,
     /// TLS and credentials. The default refuses plain TCP: give the
     /// broker's CA ([`Security::tls`]) or allow it ([`Security::insecure`]).
@@ -117,6 +118,10 @@ pub struct DistConfig {
     pub credits_per_slot: usize,
     /// Broker storage of the work queues.
     pub storage: Storage,
+    /// Copies of each work queue and of the payload bucket on a JetStream
+    /// cluster (1: a single server; 3: a three-node cluster survives the
+    /// loss of any one node).
+    pub replicas: usize,
     /// How long a worker waits for the owner to answer.
     pub owner_wait: Duration,
     /// The engine's admission window (roots in flight).
@@ -159,6 +164,7 @@ impl DistConfig {
             payload_cap: 64 << 20,
             credits_per_slot: 2,
             storage: Storage::File,
+            replicas: 1,
             owner_wait: Duration::from_secs(60),
             window: rayorch_runtime::DEFAULT_WINDOW,
             window_children: rayorch_runtime::DEFAULT_WINDOW_CHILDREN,

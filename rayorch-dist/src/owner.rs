@@ -402,6 +402,7 @@ impl Owner {
                     subjects: vec![cfg.call_subject(c)],
                     retention: stream::RetentionPolicy::WorkQueue,
                     storage,
+                    num_replicas: cfg.replicas.max(1),
                     ..Default::default()
                 })
                 .await
@@ -421,10 +422,36 @@ impl Owner {
             .create_object_store(object_store::Config {
                 bucket: cfg.bucket(),
                 storage,
+                num_replicas: cfg.replicas.max(1),
                 ..Default::default()
             })
             .await
             .map_err(DistError::nats_any("create the payload bucket"))?;
+        // Replicated, reads must go to the stream's leader: a direct get
+        // (the bucket's default) may be answered by a replica that has not
+        // applied the newest writes yet, and an object a worker just put
+        // would read as missing. Workers open the bucket after this.
+        let store = if cfg.replicas > 1 {
+            let name = format!("OBJ_{}", cfg.bucket());
+            let mut config = js
+                .get_stream(&name)
+                .await
+                .map_err(DistError::nats_any(format!("read stream {name}")))?
+                .info()
+                .await
+                .map_err(DistError::nats_any(format!("read stream {name}")))?
+                .config
+                .clone();
+            config.allow_direct = false;
+            js.update_stream(config)
+                .await
+                .map_err(DistError::nats_any(format!("update stream {name}")))?;
+            js.get_object_store(cfg.bucket())
+                .await
+                .map_err(DistError::nats_any("open the payload bucket"))?
+        } else {
+            store
+        };
         self.payloads.store = Arc::new(JetStreamObjects(store));
         Ok(())
     }

@@ -90,7 +90,9 @@ impl Security {
 
     /// Does this configuration use TLS with `url`?
     fn uses_tls(&self, url: &str) -> bool {
-        self.ca.is_some() || url.trim_start().starts_with("tls://") || self.client_cert.is_some()
+        self.ca.is_some()
+            || self.client_cert.is_some()
+            || url.split(',').all(|u| u.trim_start().starts_with("tls://"))
     }
 
     /// May this configuration connect to `url`? Plain TCP needs
@@ -152,7 +154,9 @@ impl Security {
         url: &str,
         o: ConnectOptions,
     ) -> Result<async_nats::Client, DistError> {
-        o.connect(url).await.map_err(|e| {
+        // Several servers of one cluster: `tls://a:4222,tls://b:4222`.
+        let servers: Vec<&str> = url.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        o.connect(servers).await.map_err(|e| {
             // rustls's verdict on the broker's certificate reaches us as an
             // I/O error.
             let tls = e.kind() == ConnectErrorKind::Tls

@@ -70,8 +70,10 @@ pub struct NatsServer {
     bin: PathBuf,
     port: u16,
     store: PathBuf,
-    /// The configuration of a secured server (TLS, accounts).
+    /// Its configuration file, if any (TLS and accounts, a cluster).
     config: Option<PathBuf>,
+    /// Does it serve TLS?
+    tls: bool,
 }
 
 impl NatsServer {
@@ -85,7 +87,7 @@ impl NatsServer {
     /// the users they hold get in, each with its permissions
     /// ([`Secrets::security`] gives a client's settings).
     pub fn start_secured(secrets: &Secrets) -> Result<NatsServer, DistError> {
-        Self::launch(&binary()?, &fresh_store(), Some(secrets.config()))
+        Self::launch(&binary()?, &fresh_store(), Some(secrets.config()), true)
     }
 
     /// Start `bin` with its JetStream store in `store` (a restart over the
@@ -93,10 +95,10 @@ impl NatsServer {
     /// port and names it in a ports file (no race with another server
     /// started at the same time, as picking one here and passing it on had).
     pub fn start_with(bin: &Path, store: &Path) -> Result<NatsServer, DistError> {
-        Self::launch(bin, store, None)
+        Self::launch(bin, store, None, false)
     }
 
-    fn launch(bin: &Path, store: &Path, config: Option<PathBuf>) -> Result<NatsServer, DistError> {
+    fn launch(bin: &Path, store: &Path, config: Option<PathBuf>, tls: bool) -> Result<NatsServer, DistError> {
         let child = spawn(bin, None, store, config.as_deref())?;
         let mut s = NatsServer {
             child,
@@ -104,6 +106,7 @@ impl NatsServer {
             port: 0,
             store: store.to_path_buf(),
             config,
+            tls,
         };
         s.port = s.wait_ready()?;
         Ok(s)
@@ -119,6 +122,13 @@ impl NatsServer {
         std::thread::sleep(down);
         self.child = spawn(&self.bin, Some(self.port), &self.store, self.config.as_deref())?;
         self.wait_ready().map(drop)
+    }
+
+    /// Kill the server (`SIGKILL`, as a crash) and leave it down;
+    /// [`NatsServer::restart`] brings it back on the same port and store.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Wait until this child has written its ports file and accepts on the
@@ -155,7 +165,7 @@ impl NatsServer {
 
     /// `nats://127.0.0.1:<port>` (`tls://` for a secured server).
     pub fn url(&self) -> String {
-        let scheme = if self.config.is_some() { "tls" } else { "nats" };
+        let scheme = if self.tls { "tls" } else { "nats" };
         format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
@@ -163,6 +173,86 @@ impl NatsServer {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+}
+
+/// A JetStream cluster of nats-servers on 127.0.0.1 (unique server names,
+/// routes between every pair), each with its own store, for tests of
+/// replicated queues (`DistConfig::replicas`); stopped on drop. With
+/// [`Secrets`] every node serves the same TLS and accounts, and the routes
+/// between nodes are TLS too.
+pub struct NatsCluster {
+    nodes: Vec<NatsServer>,
+}
+
+impl NatsCluster {
+    /// Start `n` nodes and return once each accepts connections (JetStream
+    /// elects its meta leader shortly after: a client's first stream
+    /// request may have to wait for it).
+    pub fn start(n: usize, secrets: Option<&Secrets>) -> Result<NatsCluster, DistError> {
+        let bin = binary()?;
+        let routes: Vec<u16> = (0..n).map(|_| free_port()).collect::<Result<_, _>>()?;
+        let base = match secrets {
+            Some(s) => {
+                let text = std::fs::read_to_string(s.config())
+                    .map_err(|e| DistError::Server(format!("read {}: {e}", s.config().display())))?;
+                serde_json::from_str(&text)
+                    .map_err(|e| DistError::Server(format!("{}: {e}", s.config().display())))?
+            }
+            None => serde_json::json!({}),
+        };
+        let mut nodes = Vec::with_capacity(n);
+        for (i, &port) in routes.iter().enumerate() {
+            let store = fresh_store();
+            std::fs::create_dir_all(&store)
+                .map_err(|e| DistError::Server(format!("create {}: {e}", store.display())))?;
+            let mut conf = base.clone();
+            conf["server_name"] = format!("n{i}").into();
+            let mut cluster = serde_json::json!({
+                "name": "rayorch",
+                "listen": format!("127.0.0.1:{port}"),
+                "routes": routes
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, _)| j != i)
+                    .map(|(_, p)| format!("nats-route://127.0.0.1:{p}"))
+                    .collect::<Vec<_>>(),
+            });
+            if let Some(s) = secrets {
+                cluster["tls"] = serde_json::json!({
+                    "cert_file": s.cert(), "key_file": s.key(), "ca_file": s.ca(), "timeout": 5,
+                });
+            }
+            conf["cluster"] = cluster;
+            let file = store.join("node.conf");
+            std::fs::write(&file, conf.to_string())
+                .map_err(|e| DistError::Server(format!("write {}: {e}", file.display())))?;
+            nodes.push(NatsServer::launch(&bin, &store, Some(file), secrets.is_some())?);
+        }
+        Ok(NatsCluster { nodes })
+    }
+
+    /// Every node's client URL, comma-separated (`DistConfig::url`).
+    pub fn url(&self) -> String {
+        self.nodes
+            .iter()
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Node `i`.
+    pub fn node(&mut self, i: usize) -> &mut NatsServer {
+        &mut self.nodes[i]
+    }
+}
+
+/// A port free on 127.0.0.1 now (for routes, which must be known before
+/// the servers start).
+fn free_port() -> Result<u16, DistError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| DistError::Server(format!("no free port on 127.0.0.1: {e}")))
 }
 
 impl Drop for NatsServer {

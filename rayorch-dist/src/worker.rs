@@ -734,6 +734,13 @@ async fn encode_result(
 ) -> Result<Vec<WireOutcome>, (WireFailure, String)> {
     let outs = result.map_err(|e| (WireFailure::of(&e), e.message().to_string()))?;
     let mut wire = Vec::with_capacity(outs.len());
+    // Output keys name this worker's claim (its seal), not only the
+    // delivery: two workers that ran one delivery (should a broker ever
+    // hand a batch out twice under one delivery count) never share an
+    // object, so the one whose report is refused as stale deletes only its
+    // own, never the committed report's.
+    let (_, seal, _) = sh.claimer.claim(&bm.key, bm.run, bm.ticket, delivered);
+    let claimer: String = seal[..6].iter().map(|b| format!("{b:02x}")).collect();
     let mut budget = sh.cfg.inline_total;
     // A value we cannot encode or that is too large fails the same way on
     // every retry: a contract error, not retried.
@@ -748,7 +755,7 @@ async fn encode_result(
             Outcome::Ok(vals) => {
                 let mut slots = Vec::with_capacity(vals.len());
                 for (j, v) in vals.into_iter().enumerate() {
-                    let key = format!("{}-{}-d{delivered}-out{i}-{j}", bm.run, bm.ticket);
+                    let key = format!("{}-{}-d{delivered}-{claimer}-out{i}-{j}", bm.run, bm.ticket);
                     // An output the owner expands without reading it goes
                     // split, one slot per element.
                     if bm.split.get(j).copied().unwrap_or(false)

@@ -16,7 +16,7 @@ mod common;
 
 use common::{Workers, config, wait_for};
 use futures::StreamExt;
-use rayorch_dist::server::{JobAccess, NatsServer, Secrets};
+use rayorch_dist::server::{JobAccess, NatsCluster, NatsServer, Secrets};
 use rayorch_dist::{Codecs, DistError, Fault, Owner, OwnerStats, Storage};
 use rayorch_runtime::{Call, ItemKind, Outcome, Output, Plan, expand, reduce};
 
@@ -111,11 +111,16 @@ fn worker_process() {
         Ok("paged") => (paged_plan().0, ""),
         _ => (plan(&name).0, "render:1,ocr:1"),
     };
+    let mut cfg = config(&url, &job);
+    // A secured broker: the worker's credentials from its secrets folder.
+    if let Some(dir) = std::env::var_os("RAYORCH_DIST_TEST_SECRETS") {
+        cfg.security = Secrets::at(std::path::Path::new(&dir)).security(&job, "worker");
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let r = rt.block_on(rayorch_dist::worker_with_fault(
         &plan,
         codecs(),
-        config(&url, &job),
+        cfg,
         calls,
         fault,
     ));
@@ -1053,4 +1058,55 @@ async fn a_broker_that_verifies_clients_needs_a_certificate_of_its_ca() {
         matches!(e, DistError::NoOwner { .. }),
         "got in, found no owner: {e}"
     );
+}
+
+/// A three-node JetStream cluster with TLS between the nodes and to the
+/// clients, the job's queues and payloads on three replicas. Mid-run one
+/// node is killed (`SIGKILL`) and brought back, then another is killed and
+/// left down: the run ends within the test's bound with every root
+/// committed exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_node_cluster_loses_a_node_at_a_time_and_every_root_commits_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = Secrets::generate(dir.path(), &[], &[JobAccess::new("r3", 2)]).unwrap();
+    let cluster = NatsCluster::start(3, Some(&secrets)).unwrap();
+    let url = cluster.url();
+    let secrets_dir = secrets.dir().display().to_string();
+    let env = [
+        ("RAYORCH_DIST_TEST_SECRETS", secrets_dir.as_str()),
+        ("RAYORCH_DIST_TEST_OCR_MS", "60"),
+    ];
+    let _w = Workers(vec![
+        common::spawn_worker(&url, "r3", &env),
+        common::spawn_worker(&url, "r3", &env),
+    ]);
+    let (plan_o, out) = plan("ocr");
+    let mut cfg = config(&url, "r3");
+    cfg.security = secrets.security("r3", "owner");
+    cfg.replicas = 3;
+    cfg.storage = Storage::File;
+    let owner = Owner::new(&plan_o, codecs(), cfg);
+    let stats = owner.stats();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let run = tokio::spawn({
+        let done = done.clone();
+        run_with(owner, out, move |_| done.load(Ordering::Relaxed))
+    });
+    let cluster = Arc::new(std::sync::Mutex::new(cluster));
+    let committed = |n: u64| {
+        let stats = stats.clone();
+        move || stats.batches_committed.load(Ordering::Relaxed) >= n
+    };
+    wait_for("a first batches committed", committed(5)).await;
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || c.lock().unwrap().node(0).restart(Duration::from_secs(2)).unwrap())
+        .await
+        .unwrap();
+    let now = stats.batches_committed.load(Ordering::Relaxed);
+    wait_for("batches committed after node 0 came back", committed(now + 5)).await;
+    cluster.lock().unwrap().node(1).kill();
+    done.store(true, Ordering::Relaxed);
+    let r = common::bounded("the run on two nodes", run).await.unwrap();
+    check_outputs(&r);
+    eprintln!("r3: {:?}", r.stats);
 }

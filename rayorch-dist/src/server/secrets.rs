@@ -116,7 +116,11 @@ impl Secrets {
             .distinguished_name
             .push(DnType::CommonName, "rayorch broker");
         server.use_authority_key_identifier_extension = true;
-        server.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        // Client auth too: in a cluster each node is the others' client.
+        server.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
         let server_key = KeyPair::generate().map_err(|e| sec("server key", e))?;
         let issuer = Issuer::new(ca, ca_key);
         let server_cert = server
@@ -197,6 +201,13 @@ impl Secrets {
         config["tls"]["verify"] = Value::Bool(on);
         let text = serde_json::to_string_pretty(&config).map_err(|e| sec("config", e))?;
         write(&self.config(), &text, false)
+    }
+
+    /// The secrets already in `dir` (another process generated them).
+    pub fn at(dir: &Path) -> Secrets {
+        Secrets {
+            dir: dir.to_path_buf(),
+        }
     }
 
     /// The folder.
