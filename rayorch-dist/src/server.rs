@@ -191,38 +191,13 @@ impl NatsCluster {
     pub fn start(n: usize, secrets: Option<&Secrets>) -> Result<NatsCluster, DistError> {
         let bin = binary()?;
         let routes: Vec<u16> = (0..n).map(|_| free_port()).collect::<Result<_, _>>()?;
-        let base = match secrets {
-            Some(s) => {
-                let text = std::fs::read_to_string(s.config())
-                    .map_err(|e| DistError::Server(format!("read {}: {e}", s.config().display())))?;
-                serde_json::from_str(&text)
-                    .map_err(|e| DistError::Server(format!("{}: {e}", s.config().display())))?
-            }
-            None => serde_json::json!({}),
-        };
+        let routes: Vec<std::net::SocketAddr> = routes.iter().map(|&p| ([127, 0, 0, 1], p).into()).collect();
         let mut nodes = Vec::with_capacity(n);
-        for (i, &port) in routes.iter().enumerate() {
+        for i in 0..n {
             let store = fresh_store();
             std::fs::create_dir_all(&store)
                 .map_err(|e| DistError::Server(format!("create {}: {e}", store.display())))?;
-            let mut conf = base.clone();
-            conf["server_name"] = format!("n{i}").into();
-            let mut cluster = serde_json::json!({
-                "name": "rayorch",
-                "listen": format!("127.0.0.1:{port}"),
-                "routes": routes
-                    .iter()
-                    .enumerate()
-                    .filter(|&(j, _)| j != i)
-                    .map(|(_, p)| format!("nats-route://127.0.0.1:{p}"))
-                    .collect::<Vec<_>>(),
-            });
-            if let Some(s) = secrets {
-                cluster["tls"] = serde_json::json!({
-                    "cert_file": s.cert(), "key_file": s.key(), "ca_file": s.ca(), "timeout": 5,
-                });
-            }
-            conf["cluster"] = cluster;
+            let conf = cluster_node_config(secrets, i, &routes)?;
             let file = store.join("node.conf");
             std::fs::write(&file, conf.to_string())
                 .map_err(|e| DistError::Server(format!("write {}: {e}", file.display())))?;
@@ -244,6 +219,48 @@ impl NatsCluster {
     pub fn node(&mut self, i: usize) -> &mut NatsServer {
         &mut self.nodes[i]
     }
+}
+
+/// The configuration of node `i` of a cluster whose nodes route on
+/// `routes` (node `i` listens on `routes[i]`, and names the others): a
+/// unique `server_name`, the cluster block, and with `secrets` their TLS and
+/// accounts, TLS on the routes too. Write it as JSON and start
+/// `nats-server -js -c FILE` with the node's own store.
+pub fn cluster_node_config(
+    secrets: Option<&Secrets>,
+    i: usize,
+    routes: &[std::net::SocketAddr],
+) -> Result<serde_json::Value, DistError> {
+    let mut conf = match secrets {
+        Some(s) => {
+            let text = std::fs::read_to_string(s.config())
+                .map_err(|e| DistError::Server(format!("read {}: {e}", s.config().display())))?;
+            serde_json::from_str(&text)
+                .map_err(|e| DistError::Server(format!("{}: {e}", s.config().display())))?
+        }
+        None => serde_json::json!({}),
+    };
+    let me = routes
+        .get(i)
+        .ok_or_else(|| DistError::Server(format!("node {i} of a {}-node cluster", routes.len())))?;
+    conf["server_name"] = format!("n{i}").into();
+    let mut cluster = serde_json::json!({
+        "name": "rayorch",
+        "listen": me.to_string(),
+        "routes": routes
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, a)| format!("nats-route://{a}"))
+            .collect::<Vec<_>>(),
+    });
+    if let Some(s) = secrets {
+        cluster["tls"] = serde_json::json!({
+            "cert_file": s.cert(), "key_file": s.key(), "ca_file": s.ca(), "timeout": 5,
+        });
+    }
+    conf["cluster"] = cluster;
+    Ok(conf)
 }
 
 /// A port free on 127.0.0.1 now (for routes, which must be known before

@@ -112,6 +112,16 @@ pub struct DistArgs {
     /// `$RAYORCH_NATS_PASSWORD` (never the command line, which `ps` shows).
     #[arg(long, value_name = "USER", requires = "nats")]
     pub nats_user: Option<String>,
+    /// With `--serve-nats`: serve a JetStream cluster of this many nodes on
+    /// this machine (client ports PORT, PORT+1, ...; routes on PORT+100,
+    /// ...; a store each), for trying replicated queues (`--nats-replicas`)
+    /// and node failures; on several machines see `deploy/nats-cluster.md`.
+    #[arg(long, value_name = "N", requires = "serve_nats", default_value_t = 1)]
+    pub nats_cluster: usize,
+    /// Owner: copies of each work queue and of the payload bucket on a
+    /// JetStream cluster (3 survives the loss of any one node).
+    #[arg(long, value_name = "N", requires = "nats", default_value_t = 1)]
+    pub nats_replicas: usize,
     /// A folder (or URL prefix) a worker may read documents from
     /// (repeatable). The owner announces its own (default: the folders of
     /// its inputs); a worker reads only under those, or under its own
@@ -366,6 +376,8 @@ pub struct Broker<'a> {
     /// How to run the job binary, for the commands it prints (e.g.
     /// `cargo run --release --features dist --example doc_ocr --`).
     pub command: String,
+    /// Nodes of a local JetStream cluster (1: one server).
+    pub nodes: usize,
 }
 
 impl DistArgs {
@@ -385,6 +397,7 @@ impl DistArgs {
             job: (!self.insecure).then(|| JobAccess::new(job, calls)),
             hosts: self.nats_hosts.clone(),
             command: command.to_string(),
+            nodes: self.nats_cluster.max(1),
         }
     }
 }
@@ -401,38 +414,42 @@ impl DistArgs {
 #[cfg(feature = "dist")]
 pub fn serve_nats(b: &Broker<'_>) -> Result<u8, rayorch::BoxError> {
     let bin = rayorch_dist::server::binary()?;
-    let store = b.dir.join("store");
-    std::fs::create_dir_all(&store)?;
-    let (cmd, guarded) = rayorch_dist::server::dying_with_this_thread(&bin);
-    if !guarded {
-        eprintln!(
-            "warning: `setpriv` (util-linux) is not on PATH: the broker cannot be tied to this process and will outlive it if it is killed; install util-linux"
-        );
-    }
-    let mut cmd = cmd;
+    let n = b.nodes.max(1);
+    let ip = b.listen.ip();
+    let port = |i: usize| {
+        b.listen
+            .port()
+            .checked_add(i as u16)
+            .ok_or("--serve-nats: port out of range")
+    };
     let scheme = if b.job.is_some() { "tls" } else { "nats" };
+    let host = if ip.is_unspecified() {
+        host_name().unwrap_or_else(|| "HOST".into())
+    } else {
+        ip.to_string()
+    };
+    let url = (0..n)
+        .map(|i| Ok(format!("{scheme}://{host}:{}", port(i)?)))
+        .collect::<Result<Vec<_>, rayorch::BoxError>>()?
+        .join(",");
     eprintln!(
-        "nats-server {} with JetStream on {scheme}://{}, store {}",
+        "nats-server {} with JetStream on {url}{}, state in {}",
         rayorch_dist::server::VERSION,
-        b.listen,
-        store.display()
+        if n > 1 {
+            format!(" ({n} nodes)")
+        } else {
+            String::new()
+        },
+        b.dir.display()
     );
-    match &b.job {
+    let secrets = match &b.job {
         Some(job) => {
             let mut hosts = b.hosts.clone();
-            if !b.listen.ip().is_unspecified() {
-                hosts.push(b.listen.ip().to_string());
+            if !ip.is_unspecified() {
+                hosts.push(ip.to_string());
             }
-            if let Some(h) = host_name() {
-                hosts.push(h);
-            }
+            hosts.extend(host_name());
             let secrets = Secrets::generate(&b.dir.join("secrets"), &hosts, std::slice::from_ref(job))?;
-            let host = if b.listen.ip().is_unspecified() {
-                host_name().unwrap_or_else(|| "HOST".into())
-            } else {
-                b.listen.ip().to_string()
-            };
-            let url = format!("tls://{host}:{}", b.listen.port());
             let flags = |user: &str| {
                 format!(
                     "--nats {url} --nats-ca {} --nats-nkey {}",
@@ -440,38 +457,78 @@ pub fn serve_nats(b: &Broker<'_>) -> Result<u8, rayorch::BoxError> {
                     secrets.seed(&job.job, user).display()
                 )
             };
+            let replicas = if n >= 3 { " --nats-replicas 3" } else { "" };
             eprintln!(
-                "TLS with its own CA; only job `{}`'s owner and workers get in (copy ca.pem and worker.nk to the worker machines):\n  owner:  {} {}\n  worker: {} {} --role worker",
+                "TLS with its own CA; only job `{}`'s owner and workers get in (copy ca.pem and worker.nk to the worker machines):\n  owner:  {} {}{replicas}\n  worker: {} {} --role worker",
                 job.job,
                 b.command,
                 flags("owner"),
                 b.command,
                 flags("worker"),
             );
-            cmd.arg("-c").arg(secrets.config());
+            Some(secrets)
         }
-        None => eprintln!(
-            "warning: --insecure: no TLS and no credentials; anyone who reaches {} can read and write every job's queues{}",
-            b.listen,
-            if b.listen.ip().is_loopback() {
-                " (loopback: only this machine)"
-            } else {
-                ""
-            }
-        ),
+        None => {
+            eprintln!(
+                "warning: --insecure: no TLS and no credentials; anyone who reaches {} can read and write every job's queues{}",
+                b.listen,
+                if ip.is_loopback() {
+                    " (loopback: only this machine)"
+                } else {
+                    ""
+                }
+            );
+            None
+        }
+    };
+    // A cluster's nodes route to each other on PORT+100.. of this machine.
+    let route_ip = if ip.is_unspecified() {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        ip
+    };
+    let routes = (0..n)
+        .map(|i| Ok(SocketAddr::new(route_ip, port(100 + i)?)))
+        .collect::<Result<Vec<_>, rayorch::BoxError>>()?;
+    let mut children = Vec::with_capacity(n);
+    for i in 0..n {
+        let (mut cmd, guarded) = rayorch_dist::server::dying_with_this_thread(&bin);
+        if !guarded && i == 0 {
+            eprintln!(
+                "warning: `setpriv` (util-linux) is not on PATH: the broker cannot be tied to this process and will outlive it if it is killed; install util-linux"
+            );
+        }
+        let store = if n == 1 {
+            b.dir.join("store")
+        } else {
+            b.dir.join("store").join(format!("n{i}"))
+        };
+        std::fs::create_dir_all(&store)?;
+        if n > 1 {
+            let conf = rayorch_dist::server::cluster_node_config(secrets.as_ref(), i, &routes)?;
+            let file = b.dir.join(format!("n{i}.conf"));
+            std::fs::write(&file, conf.to_string())?;
+            cmd.arg("-c").arg(file);
+        } else if let Some(s) = &secrets {
+            cmd.arg("-c").arg(s.config());
+        }
+        cmd.args(["-js", "-a", &ip.to_string(), "-p", &port(i)?.to_string(), "-sd"])
+            .arg(&store);
+        children.push(cmd.spawn()?);
     }
-    let status = cmd
-        .args([
-            "-js",
-            "-a",
-            &b.listen.ip().to_string(),
-            "-p",
-            &b.listen.port().to_string(),
-            "-sd",
-        ])
-        .arg(&store)
-        .status()?;
-    Ok(if status.success() { 0 } else { 1 })
+    // The first node to end (Ctrl-C reaches them all) ends the broker.
+    loop {
+        for c in &mut children {
+            if let Some(status) = c.try_wait()? {
+                for other in &mut children {
+                    let _ = other.kill();
+                    let _ = other.wait();
+                }
+                return Ok(if status.success() { 0 } else { 1 });
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// This machine's host name (`/etc/hostname`), for the broker's certificate.

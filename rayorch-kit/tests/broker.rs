@@ -30,6 +30,7 @@ fn broker_process() {
         job: Some(rayorch_dist::server::JobAccess::new("kit", 1)),
         hosts: Vec::new(),
         command: "job".into(),
+        nodes: 1,
     })
     .unwrap();
     std::process::exit(i32::from(code));

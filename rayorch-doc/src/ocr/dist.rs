@@ -180,6 +180,7 @@ fn config(args: &Args, url: &str) -> Result<DistConfig, Error> {
     // An owner announces the folders of its inputs (or its --input-root);
     // a worker narrows them with its own.
     cfg.input_roots = args.dist.input_roots(&args.inputs)?;
+    cfg.replicas = args.dist.nats_replicas.max(1);
     cfg.window = args.window;
     cfg.window_children = args.window_pages;
     cfg.backpressure = Some(args.backpressure);
