@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{Workers, config, wait_for};
+use common::{Workers, codecs, config, wait_for};
 use futures::StreamExt;
 use rayorch_dist::server::{JobAccess, NatsCluster, NatsServer, Secrets};
-use rayorch_dist::{Codecs, DistError, Fault, Owner, OwnerStats, Storage};
+use rayorch_dist::{DistError, Fault, Owner, OwnerStats, Storage};
 use rayorch_runtime::{Call, ItemKind, Outcome, Output, Plan, expand, reduce};
 
 rayorch_runtime::domain!(Doc);
@@ -72,10 +72,6 @@ fn plan(ocr_name: &str) -> (Plan, Output<Vec<String>>) {
         b.output(reduce(ocr.apply(page)))
     })
     .unwrap()
-}
-
-fn codecs() -> Codecs {
-    Codecs::new().json::<String>().json::<Vec<String>>()
 }
 
 /// Doc 0 has 120 pages (and fails as a group); docs 1..=12 have 1..=36 pages.

@@ -17,10 +17,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{HUNG, Workers, bounded, config, quiet_panics, spawn_worker};
+use common::{HUNG, Workers, bounded, codecs, config, quiet_panics, spawn_worker};
 use futures::StreamExt;
 use rayorch_dist::server::NatsServer;
-use rayorch_dist::{Codecs, DistError, Owner};
+use rayorch_dist::{DistError, Owner};
 use rayorch_runtime::{
     Call, ItemKind, Outcome, Output, Plan, RootOutcome, RunError, RunSummary, expand, reduce,
 };
@@ -77,10 +77,6 @@ fn plan(gate: Option<PathBuf>) -> (Plan, Output<Vec<String>>) {
         b.output(reduce(ocr.apply(page)))
     })
     .unwrap()
-}
-
-fn codecs() -> Codecs {
-    Codecs::new().json::<String>().json::<Vec<String>>()
 }
 
 /// The worker side: runs only when this binary is re-executed as a worker.

@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Workers, bounded, config, quiet_panics, spawn_worker};
+use common::{Workers, bounded, codecs, config, quiet_panics, spawn_worker};
 use rayorch_dist::server::NatsServer;
-use rayorch_dist::{Codecs, DistError, Owner, WorkerSummary};
+use rayorch_dist::{DistError, Owner, WorkerSummary};
 use rayorch_runtime::sink::Callback;
 use rayorch_runtime::{
     AsyncStage, Call, Cause, Data, ItemKind, Outcome, Output, Plan, Recovery, RootOutcome, RunSummary,
@@ -48,10 +48,6 @@ fn page(p: &str) -> (u64, u64) {
 
 fn docs(n: u64) -> Vec<(u64, String)> {
     (0..n).map(|k| (k, k.to_string())).collect()
-}
-
-fn codecs() -> Codecs {
-    Codecs::new().json::<String>().json::<Vec<String>>()
 }
 
 /// Where an async stage panics on a poisoned record.

@@ -10,7 +10,7 @@
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use rayorch_dist::{DistConfig, Security, Storage};
+use rayorch_dist::{Codecs, DistConfig, Security, Storage};
 
 /// How long a run may take before the test calls it hung: generous, it
 /// fails a test instead of timing one.
@@ -24,6 +24,11 @@ pub(crate) fn config(url: &str, job: &str) -> DistConfig {
     c.inline_max = 64;
     c.storage = Storage::Memory;
     c
+}
+
+/// The codecs of the test plans: documents and pages are strings.
+pub(crate) fn codecs() -> Codecs {
+    Codecs::new().json::<String>().json::<Vec<String>>()
 }
 
 /// Start this test binary again as a worker of `job` (its `worker_process`
