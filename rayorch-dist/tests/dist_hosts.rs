@@ -32,7 +32,6 @@ rayorch_runtime::domain!(Doc);
 rayorch_runtime::domain!(Page: Doc);
 
 const JOB: &str = "hosts";
-const DOCS: u64 = 24;
 
 /// Doc `k` has `1 + k % 7` pages `"k/i"`; ocr appends each page's length.
 fn plan() -> (Plan, Output<Vec<String>>) {
@@ -43,7 +42,11 @@ fn plan() -> (Plan, Output<Vec<String>>) {
             .collect::<Vec<String>>()
     });
     let ocr = Call::batch("ocr", |pages: Vec<String>| {
-        std::thread::sleep(Duration::from_millis(5));
+        let ms = std::env::var("RAYORCH_HOSTS_OCR_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5);
+        std::thread::sleep(Duration::from_millis(ms));
         Ok(pages
             .into_iter()
             .map(|p| Outcome::Ok(format!("{p}#{}", p.len())))
@@ -96,16 +99,26 @@ fn host_process() {
         return;
     }
     let mut owner = Owner::new(&plan, codecs(), cfg);
+    let stats = owner.stats();
     let mut outputs: BTreeMap<u64, Option<Vec<String>>> = BTreeMap::new();
     let mut twice = Vec::new();
-    let roots = futures::stream::iter((0..DOCS).map(|k| (k, k.to_string()))).boxed();
+    let docs: u64 = env("RAYORCH_HOSTS_DOCS").parse().unwrap();
+    let roots = futures::stream::iter((0..docs).map(|k| (k, k.to_string()))).boxed();
+    let started = format!("{}.started", env("RAYORCH_HOSTS_OUT"));
     rt.block_on(owner.run(roots, |o| {
+        if outputs.is_empty() {
+            let _ = std::fs::write(&started, b"");
+        }
         if outputs.insert(o.key, o.get(out).present()).is_some() {
             twice.push(o.key);
         }
     }))
     .unwrap();
-    let report = serde_json::json!({"outputs": outputs, "twice": twice});
+    let taken_over = stats
+        .redelivered_commits
+        .load(std::sync::atomic::Ordering::Relaxed)
+        + stats.lease_expired.load(std::sync::atomic::Ordering::Relaxed);
+    let report = serde_json::json!({"outputs": outputs, "twice": twice, "taken_over": taken_over});
     std::fs::write(env("RAYORCH_HOSTS_OUT"), report.to_string()).unwrap();
 }
 
@@ -160,6 +173,8 @@ async fn delayed(
 struct Net {
     bridge: String,
     names: Vec<String>,
+    /// Each host's interface (inside its namespace).
+    links: Vec<String>,
     subnet: u8,
 }
 
@@ -182,11 +197,15 @@ fn ip(args: &[&str]) -> Result<(), String> {
 impl Net {
     /// One namespace per name, host `i` at 10.<subnet>.0.<i+1>.
     fn new(hosts: usize) -> Result<Net, String> {
-        let id = std::process::id() % 100_000;
+        // Unique per test in this process and across processes.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
+        let id = std::process::id() % 10_000 * 10 + n;
         let subnet = 20 + (id % 200) as u8;
         let mut net = Net {
             bridge: format!("rb{id}"),
             names: Vec::new(),
+            links: Vec::new(),
             subnet,
         };
         ip(&["link", "add", &net.bridge, "type", "bridge"])?;
@@ -204,8 +223,23 @@ impl Net {
             ip(&["-n", &ns, "addr", "add", &addr, "dev", &inner])?;
             ip(&["-n", &ns, "link", "set", &inner, "up"])?;
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            net.links.push(inner);
         }
         Ok(net)
+    }
+
+    /// Take host `i`'s link down (a partition: its connections stay open,
+    /// nothing crosses) or bring it back.
+    fn link(&self, i: usize, up: bool) {
+        ip(&[
+            "-n",
+            &self.names[i],
+            "link",
+            "set",
+            &self.links[i],
+            if up { "up" } else { "down" },
+        ])
+        .unwrap();
     }
 
     fn addr(&self, i: usize) -> String {
@@ -271,10 +305,21 @@ fn wait_accepting(net: &Net, i: usize, addr: &str) {
     }
 }
 
+/// What happens to the links while the job runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Links {
+    /// Nothing.
+    Stay,
+    /// Once the first root is out: the owner's link down for 2 s, then a
+    /// worker's for 3 s (past the ack wait: its batches are redelivered to
+    /// the other worker), each restored.
+    Partition,
+}
+
 /// Host 0 the broker (nats-server on 127.0.0.1:4222, the delay proxy on its
 /// address :4223), host 1 the owner, hosts 2 and 3 workers, the proxy
 /// adding `rtt` per round trip: every root exactly once, exact values.
-fn run_over_hosts(rtt: Duration) {
+fn run_over_hosts(rtt: Duration, docs: u64, ocr_ms: u64, links: Links) {
     let net = Net::new(4).unwrap_or_else(|e| {
         panic!("this test needs network namespaces (root, CAP_NET_ADMIN, iproute2's `ip netns`) and they could not be made: {e}")
     });
@@ -316,23 +361,56 @@ fn run_over_hosts(rtt: Duration) {
         ("RAYORCH_HOSTS_URL", format!("tls://{proxy}")),
         ("RAYORCH_HOSTS_SECRETS", secrets.dir().display().to_string()),
         ("RAYORCH_HOSTS_OUT", out.display().to_string()),
+        ("RAYORCH_HOSTS_DOCS", docs.to_string()),
+        ("RAYORCH_HOSTS_OCR_MS", ocr_ms.to_string()),
     ];
     procs.0.push(host(&net, 2, "worker", &env));
     procs.0.push(host(&net, 3, "worker", &env));
     let mut owner = Workers(vec![host(&net, 1, "owner", &env)]);
+    if links == Links::Partition {
+        let started = PathBuf::from(format!("{}.started", out.display()));
+        let start = Instant::now();
+        while !started.exists() {
+            assert!(start.elapsed() < HUNG, "no root came out");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for (host, down) in [(1, Duration::from_secs(2)), (2, Duration::from_secs(3))] {
+            net.link(host, false);
+            std::thread::sleep(down);
+            assert!(
+                !out.exists(),
+                "the run ended before host {host}'s partition was over: the test proved nothing"
+            );
+            net.link(host, true);
+        }
+    }
     let status = owner.exits().remove(0);
     assert!(status.success(), "the owner in its namespace failed: {status}");
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(report["twice"], serde_json::json!([]), "no root handed out twice");
     let outputs: BTreeMap<u64, Option<Vec<String>>> =
         serde_json::from_value(report["outputs"].clone()).unwrap();
-    assert_eq!(outputs.len() as u64, DOCS, "every root once");
+    assert_eq!(outputs.len() as u64, docs, "every root once");
     for (k, v) in outputs {
         assert_eq!(v, Some(expected(k)), "doc {k}");
+    }
+    if links == Links::Partition {
+        assert!(
+            report["taken_over"].as_u64() >= Some(1),
+            "the cut-off worker's batches were redelivered or re-leased: {report}"
+        );
     }
 }
 
 #[test]
 fn a_secured_job_over_namespaced_hosts_with_a_2ms_round_trip_commits_every_root_once() {
-    run_over_hosts(Duration::from_millis(2));
+    run_over_hosts(Duration::from_millis(2), 24, 5, Links::Stay);
+}
+
+/// The owner's link, then a worker's, taken down mid-run and restored: the
+/// run ends with every root once (the worker's batches redelivered to the
+/// other worker; its late reports refused by the owner's fence).
+#[test]
+fn partitions_of_the_owner_and_a_worker_lose_nothing() {
+    run_over_hosts(Duration::from_millis(2), 64, 150, Links::Partition);
 }
