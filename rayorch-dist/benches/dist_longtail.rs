@@ -145,9 +145,17 @@ struct DistRun {
 
 /// 1 owner (this process) + `workers` worker processes, each with one OCR
 /// and one render slot.
-fn dist(docs: &[(u64, u32)], batch: usize, workers: usize, costs: bool, job: &str) -> DistRun {
+fn dist(docs: &[(u64, u32)], batch: usize, workers: usize, costs: bool, job: &str, rtt: Duration) -> DistRun {
     let server = NatsServer::start().unwrap();
-    let url = server.url();
+    // Every process reaches the broker through a proxy adding `rtt` per
+    // round trip (none at 0).
+    let proxy = (!rtt.is_zero()).then(|| {
+        let target = ([127, 0, 0, 1], server.port()).into();
+        rayorch_dist::server::DelayProxy::start(([127, 0, 0, 1], 0).into(), target, rtt).unwrap()
+    });
+    let url = proxy
+        .as_ref()
+        .map_or_else(|| server.url(), |p| format!("nats://{}", p.addr()));
     let exe = std::env::current_exe().unwrap();
     let mut children: Vec<_> = (0..workers)
         .map(|_| {
@@ -221,33 +229,41 @@ fn main() {
     let n_docs: usize = arg(&args, "--docs", 120);
     let batch: usize = arg(&args, "--batch", 16);
     let workers: String = arg(&args, "--workers", "2,4".to_string());
+    let rtts: String = arg(&args, "--rtt-ms", "0".to_string());
+    let only_longtail = args.iter().any(|a| a == "--longtail-only");
     let docs = workload(n_docs);
     let pages: u64 = docs.iter().map(|d| u64::from(d.1)).sum();
     println!(
         "{}",
         serde_json::json!({"workload": {"docs": docs.len(), "pages": pages, "batch": batch, "a_s": A, "b_s_per_page": B_PER_PAGE}, "loadavg": loadavg()})
     );
-    for k in workers.split(',').filter_map(|k| k.parse::<usize>().ok()) {
-        let lb = lb(&docs, batch, k);
-        let wall_local = local(&docs, batch, k);
-        let d = dist(&docs, batch, k, true, &format!("lt{k}"));
-        println!(
-            "{}",
-            serde_json::json!({
-                "slots": k, "lb_s": lb,
-                "local": {"wall_s": wall_local, "lb_over_wall": lb / wall_local},
-                "dist": {"wall_s": d.wall_s, "lb_over_wall": lb / d.wall_s, "ocr_grains_per_worker": d.per_worker,
-                         "owner_cpu_us_per_grain": d.owner_cpu_s * 1e6 / d.grains as f64,
-                         "broker_cpu_us_per_grain": d.broker_cpu_s * 1e6 / d.grains as f64,
-                         "bytes_inline_stored_fetched_messages": d.bytes},
-                "dist_over_local_lb_over_wall": wall_local / d.wall_s,
-                "loadavg": loadavg(),
-            })
-        );
+    for rtt_ms in rtts.split(',').filter_map(|r| r.parse::<f64>().ok()) {
+        let rtt = Duration::from_secs_f64(rtt_ms / 1e3);
+        for k in workers.split(',').filter_map(|k| k.parse::<usize>().ok()) {
+            let lb = lb(&docs, batch, k);
+            let wall_local = local(&docs, batch, k);
+            let d = dist(&docs, batch, k, true, &format!("lt{k}"), rtt);
+            println!(
+                "{}",
+                serde_json::json!({
+                    "rtt_ms": rtt_ms, "slots": k, "lb_s": lb,
+                    "local": {"wall_s": wall_local, "lb_over_wall": lb / wall_local},
+                    "dist": {"wall_s": d.wall_s, "lb_over_wall": lb / d.wall_s, "ocr_grains_per_worker": d.per_worker,
+                             "owner_cpu_us_per_grain": d.owner_cpu_s * 1e6 / d.grains as f64,
+                             "broker_cpu_us_per_grain": d.broker_cpu_s * 1e6 / d.grains as f64,
+                             "bytes_inline_stored_fetched_messages": d.bytes},
+                    "dist_over_local_lb_over_wall": wall_local / d.wall_s,
+                    "loadavg": loadavg(),
+                })
+            );
+        }
+    }
+    if only_longtail {
+        return;
     }
     // One 427-page parent alone over 4 workers: how its pages spread.
     let big = vec![(0u64, 427u32)];
-    let d = dist(&big, batch, 4, true, "big");
+    let d = dist(&big, batch, 4, true, "big", Duration::ZERO);
     println!(
         "{}",
         serde_json::json!({"one_427_page_parent": {"workers": 4, "pages_per_worker": d.per_worker, "wall_s": d.wall_s, "lb_s": lb(&big, batch, 4)}, "loadavg": loadavg()})
@@ -255,7 +271,7 @@ fn main() {
     // Control-plane cost: zero stage cost, CPU per grain by batch size.
     let many = workload(n_docs * 12);
     for b in [1usize, 8, 64] {
-        let d = dist(&many, b, 2, false, &format!("cp{b}"));
+        let d = dist(&many, b, 2, false, &format!("cp{b}"), Duration::ZERO);
         println!(
             "{}",
             serde_json::json!({"control_plane": {"batch": b, "grains": d.grains, "wall_s": d.wall_s,

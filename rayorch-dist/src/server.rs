@@ -263,6 +263,114 @@ pub fn cluster_node_config(
     Ok(conf)
 }
 
+/// A TCP proxy that delays each direction of every connection by half a
+/// round trip, in order (`tc netem` without the kernel module): for tests
+/// and benches of real round trips between an owner, workers and a broker.
+/// It runs on a thread of its own until dropped.
+pub struct DelayProxy {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl DelayProxy {
+    /// Listen on `listen` (port 0: any free one) and forward to `target`,
+    /// adding `rtt` per round trip.
+    pub fn start(
+        listen: std::net::SocketAddr,
+        target: std::net::SocketAddr,
+        rtt: Duration,
+    ) -> Result<DelayProxy, DistError> {
+        let l = std::net::TcpListener::bind(listen)
+            .map_err(|e| DistError::Server(format!("delay proxy: bind {listen}: {e}")))?;
+        let addr = l
+            .local_addr()
+            .map_err(|e| DistError::Server(format!("delay proxy: {e}")))?;
+        l.set_nonblocking(true)
+            .map_err(|e| DistError::Server(format!("delay proxy: {e}")))?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| DistError::Server(format!("delay proxy: {e}")))?;
+        std::thread::spawn(move || {
+            rt.block_on(async move {
+                let Ok(l) = tokio::net::TcpListener::from_std(l) else {
+                    return;
+                };
+                tokio::select! {
+                    () = delay_proxy(l, target, rtt / 2) => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        Ok(DelayProxy {
+            addr,
+            stop: Some(stop),
+        })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Forward every connection accepted on `l` to `target`, each direction's
+/// bytes delivered `one_way` after they arrived, in order. Runs until its
+/// task is dropped (the connections' tasks end with their sockets).
+pub async fn delay_proxy(l: tokio::net::TcpListener, target: std::net::SocketAddr, one_way: Duration) {
+    loop {
+        let Ok((a, _)) = l.accept().await else { continue };
+        tokio::spawn(async move {
+            let Ok(b) = tokio::net::TcpStream::connect(target).await else {
+                return;
+            };
+            let _ = (a.set_nodelay(true), b.set_nodelay(true));
+            let (ar, aw) = a.into_split();
+            let (br, bw) = b.into_split();
+            tokio::join!(delayed(ar, bw, one_way), delayed(br, aw, one_way));
+        });
+    }
+}
+
+async fn delayed(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    one_way: Duration,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let read = async move {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n @ 1..) = from.read(&mut buf).await {
+            if tx
+                .send((tokio::time::Instant::now() + one_way, buf[..n].to_vec()))
+                .is_err()
+            {
+                break;
+            }
+        }
+    };
+    let write = async move {
+        while let Some((due, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if to.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(read, write);
+}
+
 /// A port free on 127.0.0.1 now (for routes, which must be known before
 /// the servers start).
 fn free_port() -> Result<u16, DistError> {

@@ -26,7 +26,6 @@ use futures::StreamExt;
 use rayorch_dist::Owner;
 use rayorch_dist::server::{JobAccess, Secrets};
 use rayorch_runtime::{Call, Outcome, Output, Plan, expand, reduce};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 rayorch_runtime::domain!(Doc);
 rayorch_runtime::domain!(Page: Doc);
@@ -84,7 +83,10 @@ fn host_process() {
         let listen: SocketAddr = env("RAYORCH_HOSTS_LISTEN").parse().unwrap();
         let target: SocketAddr = env("RAYORCH_HOSTS_TARGET").parse().unwrap();
         let one_way = Duration::from_micros(env("RAYORCH_HOSTS_ONE_WAY_US").parse().unwrap());
-        rt.block_on(delay_proxy(listen, target, one_way));
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind(listen).await.unwrap();
+            rayorch_dist::server::delay_proxy(l, target, one_way).await;
+        });
         return;
     }
     let secrets = Secrets::at(Path::new(&env("RAYORCH_HOSTS_SECRETS")));
@@ -120,53 +122,6 @@ fn host_process() {
         + stats.lease_expired.load(std::sync::atomic::Ordering::Relaxed);
     let report = serde_json::json!({"outputs": outputs, "twice": twice, "taken_over": taken_over});
     std::fs::write(env("RAYORCH_HOSTS_OUT"), report.to_string()).unwrap();
-}
-
-/// Forward every connection on `listen` to `target`, each direction's bytes
-/// delivered `one_way` after they arrived, in order.
-async fn delay_proxy(listen: SocketAddr, target: SocketAddr, one_way: Duration) {
-    let l = tokio::net::TcpListener::bind(listen).await.unwrap();
-    loop {
-        let Ok((a, _)) = l.accept().await else { continue };
-        tokio::spawn(async move {
-            let Ok(b) = tokio::net::TcpStream::connect(target).await else {
-                return;
-            };
-            let _ = (a.set_nodelay(true), b.set_nodelay(true));
-            let (ar, aw) = a.into_split();
-            let (br, bw) = b.into_split();
-            tokio::join!(delayed(ar, bw, one_way), delayed(br, aw, one_way));
-        });
-    }
-}
-
-async fn delayed(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    one_way: Duration,
-) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-    let read = async move {
-        let mut buf = vec![0u8; 64 << 10];
-        while let Ok(n @ 1..) = from.read(&mut buf).await {
-            if tx
-                .send((tokio::time::Instant::now() + one_way, buf[..n].to_vec()))
-                .is_err()
-            {
-                break;
-            }
-        }
-    };
-    let write = async move {
-        while let Some((due, bytes)) = rx.recv().await {
-            tokio::time::sleep_until(due).await;
-            if to.write_all(&bytes).await.is_err() {
-                break;
-            }
-        }
-        let _ = to.shutdown().await;
-    };
-    tokio::join!(read, write);
 }
 
 /// Network namespaces joined by a bridge, removed on drop.
