@@ -83,6 +83,11 @@ fn config(url: &str, job: &str) -> DistConfig {
     c.security = rayorch_dist::Security::insecure();
     c.storage = Storage::Memory;
     c.window = 256;
+    // The credit window (batches per worker slot published and undecided):
+    // BENCH_CREDITS, else the default.
+    if let Some(n) = std::env::var("BENCH_CREDITS").ok().and_then(|v| v.parse().ok()) {
+        c.credits_per_slot = n;
+    }
     c
 }
 

@@ -313,6 +313,7 @@ impl Owner {
         // Detached: a delete the broker never answers must not hold the run.
         tokio::spawn(release_loop(self.payloads.clone(), released));
         let (decoded_tx, decoded) = mpsc::unbounded_channel();
+        let (unpublished_tx, unpublished) = mpsc::unbounded_channel();
         let run_id = run_id();
         let mut backend = DistBackend {
             plan: self.plan.clone(),
@@ -337,6 +338,8 @@ impl Owner {
             forward,
             decoded_tx,
             decoded,
+            unpublished_tx,
+            unpublished,
             release,
         };
         let config = LoopConfig {
@@ -501,6 +504,10 @@ struct DistBackend {
     forward: Arc<Vec<Vec<Forward>>>,
     decoded_tx: mpsc::UnboundedSender<Decoded>,
     decoded: mpsc::UnboundedReceiver<Decoded>,
+    /// A batch the broker never confirmed (retried for `owner_wait`): the
+    /// run fails with it.
+    unpublished_tx: mpsc::UnboundedSender<DistError>,
+    unpublished: mpsc::UnboundedReceiver<DistError>,
     release: mpsc::UnboundedSender<String>,
 }
 
@@ -570,7 +577,22 @@ impl DistBackend {
             .bytes
             .messages
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        publish_batch(&self.js, &self.cfg, c, format!("{run_id}-{t}"), bytes).await?;
+        // Sent now, in dispatch order; the broker's confirmation (a round
+        // trip) is awaited off the loop, so one batch's round trip never
+        // holds the next batch's dispatch. A batch not confirmed is sent
+        // again with the same message id (JetStream drops a copy).
+        let subject = self.cfg.call_subject(c);
+        let id = format!("{run_id}-{t}");
+        let first = self
+            .js
+            .send_publish(subject.clone(), batch_message(&bytes, &id))
+            .await;
+        let (js, wait, failed) = (self.js.clone(), self.cfg.owner_wait, self.unpublished_tx.clone());
+        tokio::spawn(async move {
+            if let Err(e) = confirm_batch(&js, subject, wait, &id, &bytes, first).await {
+                let _ = failed.send(e);
+            }
+        });
         self.stats.batches_published.fetch_add(1, Ordering::Relaxed);
         self.stats
             .grains_published
@@ -979,6 +1001,11 @@ impl Backend for DistBackend {
                     self.on_decoded(d, out);
                 }
             }
+            e = self.unpublished.recv() => {
+                if let Some(e) = e {
+                    return Err(e);
+                }
+            }
             r = self.local.next(out), if local_busy => r?,
             _ = tokio::time::sleep_until(deadline) => {}
         }
@@ -1052,43 +1079,50 @@ async fn decode_result(
 /// Publish one batch, retrying while the broker is unreachable (for
 /// `owner_wait`: it restarts, or the network heals). The message id makes
 /// JetStream drop a copy whose first publish did land (its dedup window).
-async fn publish_batch(
+fn batch_message(bytes: &[u8], id: &str) -> jetstream::message::PublishMessage {
+    jetstream::message::PublishMessage::build()
+        .payload(bytes.to_vec().into())
+        .message_id(id)
+}
+
+/// Wait for the broker to confirm a batch whose first send gave `first`,
+/// sending it again (same message id) while it is unreachable, for `wait`.
+async fn confirm_batch(
     js: &jetstream::Context,
-    cfg: &DistConfig,
-    call: usize,
-    id: String,
-    bytes: Vec<u8>,
+    subject: String,
+    wait: std::time::Duration,
+    id: &str,
+    bytes: &[u8],
+    first: Result<jetstream::context::PublishAckFuture, jetstream::context::PublishError>,
 ) -> Result<(), DistError> {
     let start = Instant::now();
+    let mut sent = first;
     loop {
-        let msg = jetstream::message::PublishMessage::build()
-            .payload(bytes.clone().into())
-            .message_id(&id);
-        let sent = match js.send_publish(cfg.call_subject(call), msg).await {
+        let confirmed = match sent {
             Ok(ack) => ack.await.map(|_| ()),
             Err(e) => Err(e),
         };
-        match sent {
+        match confirmed {
             Ok(()) => return Ok(()),
             // Permanent: retrying cannot help.
             Err(e) if e.kind() == jetstream::context::PublishErrorKind::MaxPayloadExceeded => {
                 return Err(DistError::Nats {
                     what: format!(
-                        "publish a batch of Call {call} ({} bytes; lower DistConfig::inline_total or the batch size)",
+                        "publish a batch on {subject} ({} bytes; lower DistConfig::inline_total or the batch size)",
                         bytes.len()
                     ),
                     cause: e.to_string(),
                 });
             }
-            Err(e) if start.elapsed() > cfg.owner_wait => {
-                let cause = e.to_string();
+            Err(e) if start.elapsed() > wait => {
                 return Err(DistError::Nats {
-                    what: format!("publish a batch of Call {call}"),
-                    cause,
+                    what: format!("publish a batch on {subject}"),
+                    cause: e.to_string(),
                 });
             }
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
         }
+        sent = js.send_publish(subject.clone(), batch_message(bytes, id)).await;
     }
 }
 
