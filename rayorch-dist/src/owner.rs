@@ -118,6 +118,32 @@ fn claim_holds(t: &Ticket, c: &Claim) -> bool {
         && (c.delivered != t.claimed || t.seal.is_none_or(|s| s == c.seal))
 }
 
+/// The seal of each committed report, for the last [`Committed::KEEP`]
+/// tickets (a copy of a report arrives within moments of it).
+#[derive(Default)]
+struct Committed {
+    seals: HashMap<u64, Seal>,
+    order: std::collections::VecDeque<u64>,
+}
+
+impl Committed {
+    const KEEP: usize = 1 << 16;
+
+    fn insert(&mut self, ticket: u64, seal: Seal) {
+        if self.order.len() == Self::KEEP
+            && let Some(old) = self.order.pop_front()
+        {
+            self.seals.remove(&old);
+        }
+        self.order.push_back(ticket);
+        self.seals.insert(ticket, seal);
+    }
+
+    fn seal(&self, ticket: u64) -> Option<Seal> {
+        self.seals.get(&ticket).copied()
+    }
+}
+
 /// A registered worker: when it was last heard of, and its slots per Call.
 struct Seen {
     at: Instant,
@@ -331,6 +357,7 @@ impl Owner {
             local_slots,
             workers: HashMap::new(),
             next_ticket: 0,
+            committed: Committed::default(),
             stats: self.stats.clone(),
             payloads: self.payloads.clone(),
             local,
@@ -504,6 +531,8 @@ struct DistBackend {
     forward: Arc<Vec<Vec<Forward>>>,
     decoded_tx: mpsc::UnboundedSender<Decoded>,
     decoded: mpsc::UnboundedReceiver<Decoded>,
+    /// The seals of the reports that committed, for the last tickets.
+    committed: Committed,
     /// A batch the broker never confirmed (retried for `owner_wait`): the
     /// run fails with it.
     unpublished_tx: mpsc::UnboundedSender<DistError>,
@@ -682,8 +711,15 @@ impl DistBackend {
         };
         if let Some(counter) = stale {
             counter.fetch_add(1, Ordering::Relaxed);
-            for key in stored_keys(&outputs) {
-                let _ = self.release.send(key);
+            // A copy of the report that committed (a worker sends a report
+            // again when its flush failed) names that report's objects,
+            // which the values it committed still use: keep them.
+            let copy =
+                r.claim.run == self.run_id && self.committed.seal(r.claim.ticket) == Some(r.claim.seal);
+            if !copy {
+                for key in stored_keys(&outputs) {
+                    let _ = self.release.send(key);
+                }
             }
             return;
         }
@@ -698,6 +734,7 @@ impl DistBackend {
         let Some(t) = self.tickets.remove(&r.claim.ticket) else {
             return;
         };
+        self.committed.insert(r.claim.ticket, r.claim.seal);
         self.decoding += 1;
         let (payloads, forward, release, tx) = (
             self.payloads.clone(),

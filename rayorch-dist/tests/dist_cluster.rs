@@ -352,6 +352,40 @@ async fn reports_and_claims_not_from_the_claimer_are_refused() {
     assert_eq!(r.summary.forged_reports, forged, "the run's summary counts them");
 }
 
+/// Every report reaches the owner twice (a client sends a copy of each
+/// report it sees on the control subject, as a worker does when its flush
+/// failed). The copies are refused as stale, and the objects they name,
+/// which the committed report's values still use (render's pages, forwarded
+/// to ocr by reference), are kept: every root commits its real outputs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_delivered_twice_keeps_the_objects_of_the_committed_one() {
+    use rayorch_dist::messages::Ctl;
+    let (_server, url, _w) = cluster("twice", None);
+    let echo = async_nats::connect(&url).await.unwrap();
+    let mut ctl = echo.subscribe("rayorch.twice.ctl").await.unwrap();
+    let copies = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let echoer = tokio::spawn({
+        let copies = copies.clone();
+        async move {
+            while let Some(m) = ctl.next().await {
+                if let Ok(Ctl::Report(_)) = Ctl::decode(&m.payload) {
+                    echo.publish("rayorch.twice.ctl", m.payload).await.unwrap();
+                    copies.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    let r = run_owner(&url, "twice", |_| true).await;
+    echoer.abort();
+    check_outputs(&r);
+    assert!(copies.load(Ordering::Relaxed) >= 1);
+    assert!(
+        r.stats.stale_refused() >= 1,
+        "the copies were refused: {:?}",
+        r.stats
+    );
+}
+
 fn stopped(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
