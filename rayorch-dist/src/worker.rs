@@ -355,7 +355,7 @@ fn narrow_roots(announced: &[String], own: &[String]) -> Result<Vec<String>, Dis
 
 /// Is `path` `root` or below it (whole path components, or a URL prefix
 /// ending in `/`)?
-pub(crate) fn under(path: &str, root: &str) -> bool {
+fn under(path: &str, root: &str) -> bool {
     let root = root.trim_end_matches('/');
     path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'))
 }
@@ -563,7 +563,7 @@ async fn run_one(
     sh.grains.fetch_add(grains, Ordering::Relaxed);
     #[cfg(feature = "fault-injection")]
     Injector::before_report(fault, &m).await;
-    let wire = encode_result(sh, call, &bm, delivered, result).await;
+    let wire = encode_result(sh, call, &bm, &claim, result).await;
     let frame = Ctl::Report(Report {
         claim,
         opening,
@@ -729,7 +729,7 @@ async fn encode_result(
     sh: &Arc<Shared>,
     call: &str,
     bm: &BatchMsg,
-    delivered: u64,
+    claim: &Claim,
     result: AttemptResult,
 ) -> Result<Vec<WireOutcome>, (WireFailure, String)> {
     let outs = result.map_err(|e| (WireFailure::of(&e), e.message().to_string()))?;
@@ -739,8 +739,8 @@ async fn encode_result(
     // hand a batch out twice under one delivery count) never share an
     // object, so the one whose report is refused as stale deletes only its
     // own, never the committed report's.
-    let (_, seal, _) = sh.claimer.claim(&bm.key, bm.run, bm.ticket, delivered);
-    let claimer: String = seal[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let delivered = claim.delivered;
+    let claimer: String = claim.seal[..6].iter().map(|b| format!("{b:02x}")).collect();
     let mut budget = sh.cfg.inline_total;
     // A value we cannot encode or that is too large fails the same way on
     // every retry: a contract error, not retried.

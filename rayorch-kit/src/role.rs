@@ -206,7 +206,11 @@ impl DistArgs {
     /// The warning `--insecure` earns with `--nats` (plain TCP), if any.
     pub fn insecure_warning(&self) -> Option<String> {
         let url = self.nats.as_deref()?;
-        let tls = self.nats_ca.is_some() || self.nats_cert.is_some() || url.starts_with("tls://");
+        // As `Security` judges it: a CA or a client certificate, or every
+        // server of the list given as `tls://`.
+        let tls = self.nats_ca.is_some()
+            || self.nats_cert.is_some()
+            || url.split(',').all(|u| u.trim_start().starts_with("tls://"));
         (self.insecure && !tls).then(|| {
             format!(
                 "warning: --insecure: plain TCP to {url}; every batch, payload and credential crosses the network unencrypted"
@@ -603,6 +607,15 @@ mod tests {
             "{w}"
         );
         assert_eq!(dist("job --nats tls://h:1 --insecure").insecure_warning(), None);
+        assert_eq!(
+            dist("job --nats tls://a:1,tls://b:1 --insecure").insecure_warning(),
+            None
+        );
+        assert!(
+            dist("job --nats tls://a:1,nats://b:1 --insecure")
+                .insecure_warning()
+                .is_some()
+        );
         assert_eq!(
             dist("job --nats nats://h:1 --nats-ca ca.pem --insecure").insecure_warning(),
             None

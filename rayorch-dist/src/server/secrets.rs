@@ -127,7 +127,7 @@ impl Secrets {
             .signed_by(&server_key, &issuer)
             .map_err(|e| sec("server certificate", e))?;
         write(&self.ca(), &ca_cert.pem(), false)?;
-        write(&self.dir.join("ca-key.pem"), &issuer_key_pem(&issuer), true)?;
+        write(&self.dir.join("ca-key.pem"), &issuer.key().serialize_pem(), true)?;
         write(&self.cert(), &server_cert.pem(), false)?;
         write(&self.key(), &server_key.serialize_pem(), true)?;
         let mut accounts = serde_json::Map::new();
@@ -260,10 +260,6 @@ fn ca_params() -> Result<rcgen::CertificateParams, DistError> {
 
 fn seed(kp: &nkeys::KeyPair) -> Result<String, DistError> {
     kp.seed().map_err(|e| sec("NKey seed", e))
-}
-
-fn issuer_key_pem(issuer: &rcgen::Issuer<'_, rcgen::KeyPair>) -> String {
-    issuer.key().serialize_pem()
 }
 
 /// A worker's allow-lists in `job`'s account, pulling the queues of `calls`.
