@@ -354,16 +354,4 @@ mod tests {
             "{err}"
         );
     }
-
-    #[cfg(feature = "dist")]
-    #[test]
-    fn documents_cross_the_wire_bit_for_bit() {
-        use rayorch_models::wire::Wire;
-        let doc = Document::assemble(
-            "a.pdf",
-            vec![ocr("Hé", Verdict::Forced), layer("")],
-            vec![vec![0.25, 1e-9], vec![]],
-        );
-        assert_eq!(Document::from_wire(&doc.to_wire()).unwrap(), doc);
-    }
 }

@@ -14,7 +14,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rayorch_dist::server::{JobAccess, NatsServer, Secrets};
+use rayorch_doc::Document;
 use rayorch_doc::ocr as doc_ocr;
+use rayorch_models::PageText;
+use rayorch_models::pdf::text::{TextSource, Verdict};
+use rayorch_models::wire::Wire;
 
 fn samples() -> PathBuf {
     doc_ocr::cli::samples_dir()
@@ -253,4 +257,25 @@ fn a_worker_reads_only_under_its_input_roots() {
             && cause.contains("corpus/a"),
         "{cause}"
     );
+}
+
+/// A document record crosses the wire (worker to owner) bit for bit: texts
+/// of both sources, a verdict with its data, an empty page, an embedding
+/// with a subnormal-range value and an empty one.
+#[test]
+fn documents_cross_the_wire_bit_for_bit() {
+    let page = |text: &str, source, verdict| PageText {
+        text: text.into(),
+        source,
+        verdict,
+    };
+    let doc = Document::assemble(
+        "a.pdf",
+        vec![
+            page("Hé", TextSource::Ocr, Verdict::Forced),
+            page("", TextSource::Layer, Verdict::Trusted),
+        ],
+        vec![vec![0.25, 1e-9], vec![]],
+    );
+    assert_eq!(Document::from_wire(&doc.to_wire()).unwrap(), doc);
 }
