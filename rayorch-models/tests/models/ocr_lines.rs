@@ -4,7 +4,7 @@
 //! glyphs). Each must read within CER 8%; one crop's text must not depend on
 //! its batch; junk must be marked low-confidence.
 //!
-//! `cargo test -p rayorch-models --test ocr_lines -- --nocapture` prints the
+//! `cargo test -p rayorch-models --test models ocr_lines -- --nocapture` prints the
 //! CER per page kind (recorded in BENCHMARKS.md).
 
 use image::{Rgb, RgbImage};

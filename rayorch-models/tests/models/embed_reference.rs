@@ -17,7 +17,7 @@ struct Reference {
 }
 
 fn reference() -> Reference {
-    let text = include_str!("reference/minilm_reference.json");
+    let text = include_str!("../reference/minilm_reference.json");
     serde_json::from_str(text).unwrap()
 }
 
