@@ -18,7 +18,10 @@
 //! list that only feeds an `expand!` into Calls on workers arrives split
 //! into per-element slots. The owner decodes only what its own Calls and
 //! the outputs read (counted in [`WireBytes::decoded`]). Reports are
-//! decoded off the control loop, in tasks of their own.
+//! decoded off the control loop, in tasks of their own. A referenced
+//! object lives while the engine holds its value or a [`Ticket`] names it
+//! (the last attempt of a Grain takes the engine's value with the batch),
+//! so no batch in flight can find its input deleted.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,6 +111,11 @@ struct Ticket {
     /// Store objects this batch's message created (released once decided;
     /// forwarded references belong to their values).
     owned: Vec<Slot>,
+    /// The forwarded references the message names, held until the batch is
+    /// decided: the attempt no retry can follow takes the engine's last
+    /// copy of a value, and dropping it at publish would delete the object
+    /// before a worker read it (only dropped, with the ticket).
+    _forwarded: Vec<Value>,
 }
 
 /// Is `c` a claim the puller of `t`'s batch made, and not a second seal
@@ -572,11 +580,18 @@ impl DistBackend {
         let name = self.plan.calls()[c].name.clone();
         let mut wire = Vec::with_capacity(batch.inputs.len() * batch.inputs.arity());
         let mut owned = Vec::new();
+        let mut forwarded = Vec::new();
         let mut budget = self.cfg.inline_total;
         for (i, v) in batch.inputs.iter().flatten().enumerate() {
             let key = || format!("{run_id}-{t}-in{i}");
-            let (slot, own) = match v.as_ref().and_then(|v| v.downcast_ref::<WireRef>()) {
-                Some(r) => self.payloads.forward(r, key, &mut budget).await?,
+            let (slot, own) = match v
+                .as_ref()
+                .and_then(|x| x.downcast_ref::<WireRef>().map(|r| (x, r)))
+            {
+                Some((x, r)) => {
+                    forwarded.push(x.clone());
+                    self.payloads.forward(r, key, &mut budget).await?
+                }
                 None => {
                     let s = self
                         .payloads
@@ -640,6 +655,7 @@ impl DistBackend {
                 seal: None,
                 key,
                 owned,
+                _forwarded: forwarded,
             },
         );
         Ok(())

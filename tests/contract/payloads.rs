@@ -203,3 +203,57 @@ fn each_of_several_consumers_gets_a_copy() {
     let want = 2 * DOCS.len() + pages() + pages();
     assert_all(&clones_per_executor(Recovery::Isolate, true, false), want);
 }
+
+/// On the JetStream owner a page a worker rendered is forwarded to `ocr` by
+/// reference (its object stays in the store). Under `Abort` every attempt is
+/// the last, so the engine hands its only copy of each page over with the
+/// batch: the object must outlive the batch message until the batch is
+/// decided, or the worker that claims it finds the page deleted.
+#[test]
+fn a_forwarded_page_the_last_attempt_takes_stays_readable_until_its_batch_is_decided() {
+    use rayorch::dist::server::NatsServer;
+    use rayorch::dist::{Codecs, Owner};
+    use std::time::Duration;
+
+    // Pages of 100 bytes: over the test config's 64-byte inline limit.
+    let pad = "x".repeat(100);
+    let render = Call::map("render", move |d: String| {
+        let n: usize = d.parse().unwrap_or(0);
+        (0..n).map(|i| format!("{i}{pad}")).collect::<Vec<String>>()
+    })
+    .recovery(Recovery::Abort);
+    let ocr = Call::per_record("ocr", |p: String| Outcome::Ok(p.len()))
+        .batch_size(4)
+        .recovery(Recovery::Abort);
+    let (plan, out) = Plan::build(|b| {
+        let docs = b.source::<Doc, String>();
+        b.output(reduce(ocr.apply(expand::<Page, _, _>(render.apply(docs)))))
+    })
+    .expect("valid plan");
+    let docs: Vec<(u64, String)> = (0..12u64).map(|k| (k, (k % 5 + 3).to_string())).collect();
+    let server = NatsServer::start().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (summary, outcomes) = rt.block_on(async {
+        let cfg = common::dist::config(&server.url(), "lastattempt");
+        let codecs = Codecs::new()
+            .json::<String>()
+            .json::<Vec<String>>()
+            .json::<usize>();
+        let worker = common::dist::worker_task(&plan, &codecs, cfg.clone(), String::new());
+        let mut owner = Owner::new(&plan, codecs, cfg);
+        let mut outcomes = Vec::new();
+        let run = owner.run(futures::stream::iter(docs.clone()), |o| outcomes.push(o.clone()));
+        let summary = tokio::time::timeout(Duration::from_secs(120), run)
+            .await
+            .expect("the owner's run ends")
+            .expect("no attempt fails: every page is read");
+        worker.await.unwrap().unwrap();
+        (summary, outcomes)
+    });
+    assert_eq!(outcomes.len(), docs.len(), "{summary:?}");
+    for o in &outcomes {
+        let n = (o.key % 5 + 3) as usize;
+        let want: Vec<usize> = (0..n).map(|i| i.to_string().len() + 100).collect();
+        assert_eq!(o.get(out), Item::Present(want), "root {}", o.key);
+    }
+}
