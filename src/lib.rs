@@ -187,7 +187,8 @@ pub use rayorch_runtime::{
 };
 
 /// Scale-out: one lineage owner and N worker processes over NATS JetStream
-/// (the `dist` feature).
+/// (the `dist` feature; NKey credentials and generated broker secrets with
+/// `dist-nkeys`).
 #[cfg(feature = "dist")]
 pub use rayorch_dist as dist;
 

@@ -37,10 +37,11 @@ pub enum Credentials {
         password: String,
     },
     /// A file holding an NKey seed (`SU…`): the broker holds only the
-    /// public key and challenges the client to sign a nonce.
+    /// public key and challenges the client to sign a nonce. Needs the
+    /// `nkeys` feature: without it, connecting with one is refused.
     NKeySeed(PathBuf),
     /// A `.creds` file (a user JWT and its NKey seed, from `nsc`): operator
-    /// mode deployments.
+    /// mode deployments. Needs the `nkeys` feature, as [`Credentials::NKeySeed`].
     CredsFile(PathBuf),
 }
 
@@ -129,6 +130,7 @@ impl Security {
             Credentials::UserPassword { user, password } => {
                 o.user_and_password(user.clone(), password.clone())
             }
+            #[cfg(feature = "nkeys")]
             Credentials::NKeySeed(path) => {
                 let seed = std::fs::read_to_string(path).map_err(|e| {
                     DistError::Security(format!(
@@ -138,12 +140,20 @@ impl Security {
                 })?;
                 o.nkey(seed.trim().to_string())
             }
+            #[cfg(feature = "nkeys")]
             Credentials::CredsFile(path) => o.credentials_file(path).await.map_err(|e| {
                 DistError::Security(format!(
                     "could not read the credentials file {} (--nats-creds): {e}",
                     path.display()
                 ))
             })?,
+            #[cfg(not(feature = "nkeys"))]
+            c @ (Credentials::NKeySeed(_) | Credentials::CredsFile(_)) => {
+                return Err(DistError::Security(format!(
+                    "{} needs NKey support, which this build lacks: rebuild with rayorch-dist's `nkeys` feature (`rayorch` with `--features dist,dist-nkeys`; the job kit's `dist` has it)",
+                    c.kind()
+                )));
+            }
         })
     }
 

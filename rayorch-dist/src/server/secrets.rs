@@ -21,11 +21,17 @@
 //!   next to the CA key. A folder holding every file a request needs is
 //!   reused as it is (credentials handed out stay valid across a broker
 //!   restart); any other is written afresh.
+//!
+//! Generating secrets and connecting with an NKey need the crate's `nkeys`
+//! feature (the job kit's `dist` turns it on); without it a process can
+//! still start a broker from secrets another process wrote.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+#[cfg(feature = "nkeys")]
+use serde_json::json;
 
 use crate::error::DistError;
 use crate::security::{Credentials, Security};
@@ -83,7 +89,8 @@ impl Secrets {
     /// The secrets for `jobs` in `dir`, for a server reached at `hosts`
     /// (names or addresses its certificate must carry besides `localhost`,
     /// `127.0.0.1` and `::1`): reused when `dir` holds them all, else
-    /// generated.
+    /// generated. Needs the `nkeys` feature.
+    #[cfg(feature = "nkeys")]
     pub fn generate(dir: &Path, hosts: &[String], jobs: &[JobAccess]) -> Result<Secrets, DistError> {
         let s = Secrets {
             dir: dir.to_path_buf(),
@@ -103,6 +110,7 @@ impl Secrets {
         Ok(s)
     }
 
+    #[cfg(feature = "nkeys")]
     fn write_all(&self, hosts: &[String], jobs: &[JobAccess]) -> Result<(), DistError> {
         use rcgen::{CertificateParams, DnType, Issuer, KeyPair};
         let ca = ca_params()?;
@@ -168,7 +176,8 @@ impl Secrets {
     /// A client certificate named `name`, signed by this CA, and its key
     /// (`client-<name>.pem`, `client-<name>-key.pem`), for a broker that
     /// verifies clients ([`Secrets::verify_clients`]; `--nats-cert`,
-    /// `--nats-key`).
+    /// `--nats-key`). Needs the `nkeys` feature.
+    #[cfg(feature = "nkeys")]
     pub fn client_cert(&self, name: &str) -> Result<(PathBuf, PathBuf), DistError> {
         use rcgen::{CertificateParams, DnType, Issuer, KeyPair};
         let pem = std::fs::read_to_string(self.dir.join("ca-key.pem")).map_err(|e| sec("CA key", e))?;
@@ -248,6 +257,7 @@ impl Secrets {
 }
 
 /// The CA's parameters: the same at generation and when it signs again.
+#[cfg(feature = "nkeys")]
 fn ca_params() -> Result<rcgen::CertificateParams, DistError> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyUsagePurpose};
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(|e| sec("CA", e))?;
@@ -258,11 +268,13 @@ fn ca_params() -> Result<rcgen::CertificateParams, DistError> {
     Ok(ca)
 }
 
+#[cfg(feature = "nkeys")]
 fn seed(kp: &nkeys::KeyPair) -> Result<String, DistError> {
     kp.seed().map_err(|e| sec("NKey seed", e))
 }
 
 /// A worker's allow-lists in `job`'s account, pulling the queues of `calls`.
+#[cfg(feature = "nkeys")]
 fn worker_permissions(job: &str, calls: &[usize]) -> Value {
     let bucket = format!("rayorch_{job}");
     let objects = format!("OBJ_{bucket}");
