@@ -319,11 +319,49 @@ fn defaults_follow_the_core_count_and_flags_override_them() {
 #[test]
 fn the_help_names_the_exit_codes() {
     use clap::CommandFactory;
-    let help = Args::command().render_long_help().to_string();
+    for help in [
+        Args::command().render_long_help().to_string(),
+        rayorch_doc::layout::cli::Args::command()
+            .render_long_help()
+            .to_string(),
+    ] {
+        assert!(
+            help.contains("Exit status") && help.contains("3    at least one document failed"),
+            "{help}"
+        );
+    }
+}
+
+/// The layout job says what the OCR job says of a document that is no PDF
+/// (`rayorch_kit::outcome`): one `failed` line (not the engine's
+/// `suppressed`: the document's own input failed), the others written, and
+/// the exit status 3.
+#[test]
+fn the_layout_job_reports_a_bad_document_as_the_ocr_job_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("a-letter.pdf"), report(1)).unwrap();
+    std::fs::write(dir.join("b-notes.pdf"), b"these are notes, not a PDF").unwrap();
+    let out = dir.join("out");
+    let (o, a) = (out.display().to_string(), dir.display().to_string());
+    let exit =
+        rayorch_doc::layout::run_from(["doc_layout", "--dpi", "36", "--threads", "1", "--out", &o, &a])
+            .unwrap();
+    let failures: Vec<FailureLine> = jsonl(&out.join("failures.jsonl"))
+        .into_iter()
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect();
+    assert_eq!(failures.len(), 1, "{failures:?}");
     assert!(
-        help.contains("Exit status") && help.contains("3    at least one document failed"),
-        "{help}"
+        failures[0]
+            .name
+            .as_deref()
+            .is_some_and(|n| n.ends_with("b-notes.pdf"))
     );
+    assert_eq!(failures[0].outcome, "failed");
+    assert_eq!(failures[0].code.as_deref(), Some("input.not_pdf"));
+    assert_eq!(jsonl(&out.join("documents.jsonl")).len(), 1);
+    assert_eq!(exit, 3, "a failed document makes the exit status 3");
 }
 
 /// A default build carries no NATS client and no trace exporter: the

@@ -11,6 +11,7 @@
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
 //! | [`limits`] | a timeout on every Call that parses user bytes or runs a model, as flags (`--parse-timeout-s`, `--model-timeout-s`) |
 //! | [`check`] | after the run: every root once, the same in each output |
+//! | [`outcome`] | one meaning in every job of a failure line's `outcome` and of the exit status |
 //! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
 //! | [`otlp`] | the run's batch and root spans posted to an OpenTelemetry collector over OTLP/HTTP (the exporter: feature `otlp`) |
 //! | [`role`] | local, owner, worker or broker from one command line (the distributed roles: feature `dist`) |
@@ -24,6 +25,7 @@ pub mod check;
 pub mod limits;
 pub mod names;
 pub mod otlp;
+pub mod outcome;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod progress;

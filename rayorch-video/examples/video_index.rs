@@ -4,34 +4,45 @@
 //! `cargo run -p rayorch-video --example video_index` runs generated samples
 //! (made with `ffmpeg` and `espeak-ng` into `target/video_samples` on first
 //! use; the models are fetched on first use); `-- --help` lists inputs and
-//! knobs.
+//! knobs and the exit status.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use rayorch_testdata::media::Expect;
 use rayorch_video::job::{self, Args};
 
-fn inputs(args: &Args) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
+/// The inputs, and the generated samples broken on purpose (their
+/// failures leave the exit status 0).
+type Inputs = (Vec<PathBuf>, Vec<String>, HashSet<String>);
+
+fn inputs(args: &Args) -> Result<Inputs, rayorch::BoxError> {
     if !args.inputs.is_empty() {
-        return job::split(&args.inputs);
+        let (files, urls) = job::split(&args.inputs)?;
+        return Ok((files, urls, HashSet::new()));
     }
     let dir = PathBuf::from("target/video_samples");
     eprintln!(
         "video_index: generating sample media in {} (first run only)",
         dir.display()
     );
-    let files = rayorch_testdata::media::sample_set(&dir)?
-        .into_iter()
-        .map(|m| m.path)
+    let samples = rayorch_testdata::media::sample_set(&dir)?;
+    let bad = samples
+        .iter()
+        .filter(|m| matches!(m.expect, Expect::Failure { .. }))
+        .map(|m| m.path.display().to_string())
         .collect();
-    Ok((files, Vec::new()))
+    Ok((samples.into_iter().map(|m| m.path).collect(), Vec::new(), bad))
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match inputs(&args).and_then(|(files, urls)| job::run(&args, &files, &urls)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let ran = inputs(&args)
+        .and_then(|(files, urls, bad)| job::run(&args, &files, &urls, move |name| bad.contains(name)));
+    match ran {
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

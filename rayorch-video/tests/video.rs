@@ -372,3 +372,37 @@ fn a_build_without_store_refuses_a_url_with_the_command_that_adds_it() {
         "{err}"
     );
 }
+
+/// The job's command line says of a file that is no video what the document
+/// jobs say of a file that is no PDF (`rayorch_kit::outcome`): one `failed`
+/// line (its own input failed; nothing suppressed it), the good video
+/// written, the exit status 3; and 0 when the caller expected that failure
+/// (the example's generated samples broken on purpose).
+#[test]
+fn the_job_reports_a_bad_file_as_failed_and_exits_3_unless_it_was_expected() {
+    use clap::Parser;
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("notes.mp4");
+    std::fs::write(&bad, b"these are notes, not a video").unwrap();
+    let inputs = [four_shots().display().to_string(), bad.display().to_string()];
+    for (expected, exit) in [(false, 3), (true, 0)] {
+        let out = tmp.path().join(format!("out-{expected}"));
+        let o = out.display().to_string();
+        let mut argv = vec!["video_index", "--no-progress", "--out", &o];
+        argv.extend(inputs.iter().map(String::as_str));
+        let args = rayorch_video::job::Args::parse_from(argv);
+        let (files, urls) = rayorch_video::job::split(&args.inputs).unwrap();
+        let bad_name = bad.display().to_string();
+        let code = rayorch_video::job::run(&args, &files, &urls, move |n| expected && n == bad_name).unwrap();
+        assert_eq!(code, exit, "expected failure: {expected}");
+        let failures = rayorch_kit::check::jsonl_lines(&out.join("failures.jsonl")).unwrap();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0]["outcome"], "failed", "{failures:?}");
+        assert_eq!(
+            rayorch_kit::check::jsonl_lines(&out.join("videos.jsonl"))
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+}

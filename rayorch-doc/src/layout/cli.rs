@@ -6,11 +6,19 @@ use clap::Parser;
 
 use super::LayoutSettings;
 
+/// What `--help` says about the exit status (`rayorch_kit::outcome`).
+pub const EXIT_CODES: &str = "Exit status:
+  0    every document was written (with the default inputs: only the bundled
+       samples broken on purpose failed)
+  1    the run could not start or broke off (the message says why)
+  2    the command line is wrong
+  3    at least one document failed: see failures.jsonl (the others are written)";
+
 /// Documents to Markdown: render, find layout regions, read each region with
 /// its own model (OCR lines, table structure, or the PDF's own text layer),
 /// and gather regions back in reading order.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "doc_layout", version, about)]
+#[command(name = "doc_layout", version, about, after_help = EXIT_CODES)]
 pub struct Args {
     /// PDF files, folders (searched recursively for *.pdf) or glob
     /// patterns; or, in a build with `--features store`, objects in object

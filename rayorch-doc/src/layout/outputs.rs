@@ -17,7 +17,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayorch::sink::{FailureLine, Sink};
+use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::ParquetFile;
@@ -282,7 +282,7 @@ impl Sink for Outputs {
             }
             other => {
                 // The job has one output: the root's kind is the document's.
-                let Some(line) = FailureLine::of(o, Some(name.clone())) else {
+                let Some(line) = rayorch_kit::outcome::failure_line(o, Some(name.clone())) else {
                     return Err(
                         format!("{name}: a present root without its document ({:?})", other.kind()).into(),
                     );

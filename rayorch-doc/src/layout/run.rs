@@ -3,6 +3,7 @@
 use clap::Parser;
 use rayorch::Runner;
 use rayorch_kit::names::RootNames;
+use rayorch_kit::outcome;
 
 use super::LayoutJob;
 use super::cli::Args;
@@ -158,8 +159,13 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
     }
     if let Some(e) = roots.listing_error() {
         println!("the listing stopped early: {e}");
-        return Ok(1);
+        return Ok(outcome::exit::BROKE_OFF);
     }
-    let ok = outputs.failed == 0 || (args.inputs.is_empty() && outputs.only_expected_failures());
-    Ok(if ok { 0 } else { 1 })
+    // The default inputs hold samples broken on purpose: only other
+    // failures count.
+    let expected = args.inputs.is_empty() && outputs.only_expected_failures();
+    Ok(outcome::exit_status(
+        false,
+        if expected { 0 } else { outputs.failed },
+    ))
 }

@@ -19,9 +19,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rayorch::sink::{FailureLine, LinesFile, Sink};
-use rayorch::{BoxError, Item, ItemKind, Output, RootOutcome};
+use rayorch::sink::{LinesFile, Sink};
+use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::names::RootNames;
+use rayorch_kit::outcome;
 use rayorch_kit::parquet::ParquetSegments;
 use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::Ticks;
@@ -56,17 +57,6 @@ pub struct Score {
     pub cer: Option<f64>,
     /// Did it end as its kind says it should (text/empty written, bad files failed)?
     pub as_expected: bool,
-}
-
-/// The `outcome` a document's output kind is reported as.
-pub fn outcome_label(kind: ItemKind) -> &'static str {
-    match kind {
-        ItemKind::Present => "written",
-        ItemKind::Dropped => "dropped",
-        // Suppressed: an upstream step (render, detect, ...) failed for this
-        // document; the cause names it.
-        ItemKind::Failed | ItemKind::Suppressed => "failed",
-    }
 }
 
 /// Where the outputs go: files in a folder (following the run's journal),
@@ -287,13 +277,7 @@ impl Outputs {
     /// when interrupted, 3 when any document ended otherwise than expected
     /// (failed; with a manifest: not as the manifest says), else 0.
     pub fn exit_code(&self, interrupted: bool) -> u8 {
-        if interrupted {
-            130
-        } else if self.unexpected > 0 {
-            3
-        } else {
-            0
-        }
+        outcome::exit_status(interrupted, self.unexpected)
     }
 }
 
@@ -335,14 +319,12 @@ impl Sink for Outputs {
                     Files::Bucket(b) => b.record(o.key, &line, (o.key, doc))?,
                 }
             }
-            other => {
-                let outcome = outcome_label(other.kind()).to_string();
+            _ => {
                 // The job has one output: the root's kind is the document's.
-                let Some(mut line) = FailureLine::of(o, Some(name.clone())) else {
+                let Some(line) = outcome::failure_line(o, Some(name.clone())) else {
                     return Err(format!("{name}: a present root without its document").into());
                 };
-                line.outcome = outcome.clone();
-                self.score(&name, &outcome, None);
+                self.score(&name, &line.outcome, None);
                 let bytes = serde_json::to_vec(&line)?;
                 match &mut self.files {
                     Files::Local { failures, .. } => failures.line(&bytes)?,

@@ -345,7 +345,7 @@ pub(super) fn run_here(
             "the listing stopped early: {e}\ncontinue this run with\n  {}",
             resume::resume_command("cargo run --release --features store --example doc_ocr --")
         );
-        return Ok(1);
+        return Ok(rayorch_kit::outcome::exit::BROKE_OFF);
     }
     Ok(outputs.exit_code(interrupted))
 }

@@ -13,13 +13,13 @@
 use std::sync::Arc;
 
 use image::RgbImage;
-use rayorch::{Cause, Outcome, Stage, StageContext, StageResult};
+use rayorch::{Outcome, Stage, StageContext, StageResult};
 
 use crate::image::crop;
 use crate::layout::{LayoutPage, Region};
 use crate::ocr::detect::TextDetector;
 use crate::pdf::text::{self as textlayer, Verdict};
-use crate::pdf::{RenderConfig, render_document};
+use crate::pdf::{RenderConfig, RenderError, document_bytes, render_document};
 use crate::{PdfFile, PdfSource, TextLine};
 
 /// Render every page of `file` and, unless `force_ocr`, read its text layer.
@@ -27,29 +27,13 @@ pub fn render_with_layer(
     file: &PdfFile,
     cfg: &RenderConfig,
     force_ocr: bool,
-) -> Result<Vec<LayoutPage>, String> {
-    let bytes: Arc<[u8]> = match &file.source {
-        PdfSource::Bytes(b) => b.clone(),
-        PdfSource::Path(p) => std::fs::read(p)
-            .map_err(|e| {
-                format!(
-                    "{}: cannot read the file: {e}; check the path and its permissions",
-                    file.name
-                )
-            })?
-            .into(),
-        PdfSource::Url(u) => {
-            return Err(format!(
-                "{}: {u} was not fetched (a pipeline opens a URL's document after its fetch Call)",
-                file.name
-            ));
-        }
-    };
+) -> Result<Vec<LayoutPage>, RenderError> {
+    let bytes = document_bytes(file)?;
     let in_memory = PdfFile {
         name: file.name.clone(),
         source: PdfSource::Bytes(bytes.clone()),
     };
-    let pages = render_document(&in_memory, cfg).map_err(|e| e.to_string())?;
+    let pages = render_document(&in_memory, cfg)?;
     let verdicts: Vec<(Option<Vec<textlayer::Glyph>>, Verdict)> = if force_ocr {
         pages.iter().map(|_| (None, Verdict::Forced)).collect()
     } else {
@@ -100,7 +84,7 @@ impl Stage for LayoutRender {
                 let _span = tracing::debug_span!("layout_render", doc = &*f.name).entered();
                 match render_with_layer(f, &self.cfg, self.force_ocr) {
                     Ok(p) => Outcome::Ok(p),
-                    Err(e) => Outcome::RecordFailure(Cause::new(e)),
+                    Err(e) => Outcome::RecordFailure(e.cause()),
                 }
             })
             .collect())

@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub use read::{PageText, PdfPageRead, ReadPage};
 pub use render::{
     OpenPdf, PdfOpen, PdfPage, PdfPageIter, PdfPageRender, PdfPages, RenderConfig, RenderError,
-    open_document, render_document, render_page,
+    document_bytes, open_document, render_document, render_page,
 };
 
 /// One input document: a name for messages and outputs, and its bytes or path.

@@ -280,25 +280,7 @@ impl IntoIterator for PdfPages {
 /// ```
 pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
     let doc = file.name.to_string();
-    let bytes: Arc<[u8]> = match &file.source {
-        PdfSource::Bytes(b) => b.clone(),
-        PdfSource::Path(p) => std::fs::read(p)
-            .map_err(|e| RenderError::Read {
-                doc: doc.clone(),
-                cause: e.to_string(),
-                missing: e.kind() == std::io::ErrorKind::NotFound,
-            })?
-            .into(),
-        PdfSource::Url(u) => {
-            return Err(RenderError::Read {
-                doc,
-                cause: format!(
-                    "{u} was not fetched (a pipeline opens a URL's document after its fetch Call)"
-                ),
-                missing: false,
-            });
-        }
-    };
+    let bytes = document_bytes(file)?;
     let window = &bytes[..bytes.len().min(1024)];
     if !window.windows(5).any(|w| w == b"%PDF-") {
         return Err(RenderError::NotPdf {
@@ -443,6 +425,25 @@ fn check_page_count(pdf: &Pdf, doc: &str, bytes: &[u8]) -> Result<(), RenderErro
 fn ends_with_eof_marker(bytes: &[u8]) -> bool {
     let tail = &bytes[bytes.len().saturating_sub(1024)..];
     tail.windows(5).any(|w| w == b"%%EOF")
+}
+
+/// The bytes of `file`: read from its path, or those it holds (a URL's
+/// document is read by its fetch Call first).
+pub fn document_bytes(file: &PdfFile) -> Result<Arc<[u8]>, RenderError> {
+    let doc = || file.name.to_string();
+    match &file.source {
+        PdfSource::Bytes(b) => Ok(b.clone()),
+        PdfSource::Path(p) => std::fs::read(p).map(Into::into).map_err(|e| RenderError::Read {
+            doc: doc(),
+            cause: e.to_string(),
+            missing: e.kind() == std::io::ErrorKind::NotFound,
+        }),
+        PdfSource::Url(u) => Err(RenderError::Read {
+            doc: doc(),
+            cause: format!("{u} was not fetched (a pipeline opens a URL's document after its fetch Call)"),
+            missing: false,
+        }),
+    }
 }
 
 /// Opens documents: one document per Grain, parsed once, nothing rendered

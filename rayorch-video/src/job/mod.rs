@@ -39,9 +39,17 @@ use rayorch_kit::store::{RootKind, Roots};
 use crate::pipeline::{Clip, Frame, IndexConfig, Video, VideoIndex, VideoInput};
 use crate::{BatchMix, ShotConfig};
 
+/// What `--help` says about the exit status (`rayorch_kit::outcome`).
+pub const EXIT_CODES: &str = "Exit status:
+  0    every video was written (with the generated samples: only those broken
+       on purpose failed)
+  1    the run could not start or broke off (the message says why)
+  2    the command line is wrong
+  3    at least one video failed: see failures.jsonl (the others are written)";
+
 /// Index videos: shots, per-clip and per-video safety scores and embeddings.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "video_index", version, about)]
+#[command(name = "video_index", version, about, after_help = EXIT_CODES)]
 pub struct Args {
     /// Video files or folders (searched for .mp4/.mkv/.webm/.mov/.avi/.m4a);
     /// or, in a build with `--features store`, objects in object storage
@@ -157,7 +165,15 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Index `files` and the objects of `urls` (see [`split`]) as `args` say.
-pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorch::BoxError> {
+/// `Ok` carries the exit status (`rayorch_kit::outcome`): 3 when a video
+/// failed that `expected_to_fail` (given its name: a path or URL) does not
+/// accept, else 0.
+pub fn run(
+    args: &Args,
+    files: &[PathBuf],
+    urls: &[String],
+    expected_to_fail: impl Fn(&str) -> bool + Send + 'static,
+) -> Result<u8, rayorch::BoxError> {
     if files.is_empty() && urls.is_empty() {
         return Err("no video files found".into());
     }
@@ -215,7 +231,8 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
                 Default::default(),
                 kind,
             );
-            let sink = outputs::Outputs::create(&args.out, out, names, spool.clone(), bars.clone())?;
+            let sink = outputs::Outputs::create(&args.out, out, names, spool.clone(), bars.clone())?
+                .expecting(expected_to_fail);
             (roots, sink)
         }
         #[cfg(feature = "store")]
@@ -230,7 +247,8 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
             )?;
             let roots =
                 Roots::new(files.to_vec(), urls.to_vec(), None, names.clone(), done, kind).skipping_done();
-            let sink = outputs::Outputs::to_bucket(bucket, out, names, spool.clone(), bars.clone());
+            let sink = outputs::Outputs::to_bucket(bucket, out, names, spool.clone(), bars.clone())
+                .expecting(expected_to_fail);
             (roots, sink)
         }
         #[cfg(not(feature = "store"))]
@@ -306,7 +324,7 @@ pub fn run(args: &Args, files: &[PathBuf], urls: &[String]) -> Result<(), rayorc
     }
     match roots.listing_error() {
         Some(e) => Err(format!("the listing stopped early: {e} (what was listed is written)").into()),
-        None => Ok(()),
+        None => Ok(rayorch_kit::outcome::exit_status(false, sink.unexpected)),
     }
 }
 

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rayorch::sink::{FailureLine, Sink};
+use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::ParquetFile;
@@ -76,6 +76,10 @@ pub struct Outputs {
     pub written: usize,
     /// Videos that failed.
     pub failed: usize,
+    /// Videos that failed although [`Outputs::expecting`]'s test did not
+    /// name them (all failed ones without it).
+    pub unexpected: usize,
+    expected_to_fail: Box<dyn Fn(&str) -> bool + Send>,
 }
 
 impl Outputs {
@@ -138,7 +142,16 @@ impl Outputs {
             written_at: Ticks::default(),
             written: 0,
             failed: 0,
+            unexpected: 0,
+            expected_to_fail: Box::new(|_| false),
         }
+    }
+
+    /// Count a failed video whose name `expected_to_fail` accepts as
+    /// expected (a sample broken on purpose): it is not [`Outputs::unexpected`].
+    pub fn expecting(mut self, expected_to_fail: impl Fn(&str) -> bool + Send + 'static) -> Outputs {
+        self.expected_to_fail = Box::new(expected_to_fail);
+        self
     }
 }
 
@@ -186,7 +199,7 @@ impl Sink for Outputs {
             }
             other => {
                 // The job has one output: the root's kind is the video's.
-                let Some(line) = FailureLine::of(o, Some(name.clone())) else {
+                let Some(line) = rayorch_kit::outcome::failure_line(o, Some(name.clone())) else {
                     return Err(
                         format!("{name}: a present root without its record ({:?})", other.kind()).into(),
                     );
@@ -202,6 +215,7 @@ impl Sink for Outputs {
                     Files::Bucket(b) => b.failure(o.key, &bytes)?,
                 }
                 self.failed += 1;
+                self.unexpected += usize::from(!(self.expected_to_fail)(&name));
                 self.bars
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
             }
