@@ -265,6 +265,45 @@ fn build(pages: &[Vec<String>], size: f32, opts: Opts<'_>) -> Vec<u8> {
     w.finish(1, &trailer)
 }
 
+/// A one-page PDF: `body` lines upright from the top (as [`text_pdf`]),
+/// and each of `labels` drawn once at its own angle (degrees
+/// counter-clockwise, as a PDF's text matrix turns it) starting at its
+/// point `(x, y)` (points from the bottom left), as axis labels, margin
+/// notes and stamps are drawn.
+pub fn rotated_labels_pdf(body: &[String], labels: &[(&str, f32, (f32, f32))], size: f32) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.object(b"<< /Type /Catalog /Pages 2 0 R >>");
+    w.object(b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>");
+    w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>");
+    let leading = (size * 1.6).round();
+    let mut c = format!(
+        "BT\n/F1 {size} Tf\n{leading} TL\n{MARGIN} {} Td\n",
+        LETTER.1 - MARGIN - size
+    );
+    for l in body {
+        let _ = writeln!(c, "({}) Tj T*", escape(l));
+    }
+    c.push_str("ET\n");
+    for (text, degrees, (x, y)) in labels {
+        let (s, co) = degrees.to_radians().sin_cos();
+        let _ = writeln!(
+            c,
+            "BT\n/F1 {size} Tf\n{co:.5} {s:.5} {:.5} {co:.5} {x} {y} Tm\n({}) Tj\nET",
+            -s,
+            escape(text)
+        );
+    }
+    let content = w.stream(c.as_bytes());
+    w.object(
+        format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources << /Font << /F1 3 0 R >> >> /Contents {content} 0 R >>",
+            LETTER.0, LETTER.1
+        )
+        .as_bytes(),
+    );
+    w.finish(1, "")
+}
+
 /// A PDF of `pages` letter pages for load and memory runs: blank pages, or
 /// with `text` one short line per page (`"Page 7 of 400"`). 2,000 blank
 /// pages make a file of about 528 KB.

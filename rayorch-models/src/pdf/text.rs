@@ -164,13 +164,52 @@ pub struct Glyph {
     /// `None` when the font gives none (Type 3 glyphs); an estimate from
     /// the size is used then.
     pub advance: Option<f32>,
+    /// The baseline's direction, a unit vector in page pixels (y down):
+    /// `[1, 0]` for upright text, `[0, -1]` for text turned a quarter
+    /// counter-clockwise (read bottom to top), `[-1, 0]` upside down.
+    pub dir: [f32; 2],
 }
+
+/// Upright text's baseline direction ([`Glyph::dir`]).
+pub const UPRIGHT: [f32; 2] = [1.0, 0.0];
 
 impl Glyph {
     /// Where the glyph ends on its baseline, page pixels: its advance, or
     /// 0.6 em when the font gives none (wide enough for most Latin letters).
+    /// Along the x axis: for a glyph of a rotated run, in the run's frame
+    /// ([`Glyph::in_frame`]).
     fn end(&self) -> f32 {
         self.x + self.advance.unwrap_or(0.6 * self.size)
+    }
+
+    /// Roughly the middle of the glyph's body, page pixels: a quarter em
+    /// along the baseline, 0.35 em above it.
+    fn centre(&self) -> (f32, f32) {
+        let [c, s] = self.dir;
+        let (along, up) = (0.25 * self.size, 0.35 * self.size);
+        (self.x + along * c + up * s, self.y + along * s - up * c)
+    }
+
+    /// The baseline's angle in whole degrees (y down: -90 reads bottom to
+    /// top), 0 within two degrees of upright.
+    fn angle(&self) -> i32 {
+        let a = self.dir[1].atan2(self.dir[0]).to_degrees().round() as i32;
+        if a.abs() <= 2 { 0 } else { a }
+    }
+
+    /// This glyph in the frame of a baseline at `angle` degrees: x along
+    /// the baseline, y across it (down the page for upright text), so the
+    /// upright rules of [`layer_lines`] apply to a rotated run.
+    fn in_frame(&self, angle: i32) -> Glyph {
+        let (s, c) = (angle as f32).to_radians().sin_cos();
+        Glyph {
+            text: self.text.clone(),
+            x: self.x * c + self.y * s,
+            y: -self.x * s + self.y * c,
+            size: self.size,
+            advance: self.advance,
+            dir: UPRIGHT,
+        }
     }
 
     /// The gap after `prev` that reads as a word space: 0.12 em when the
@@ -212,6 +251,14 @@ impl<'a> Device<'a> for Collect {
                 let e = t * Point::new(w as f64, 0.0);
                 ((e.x - o.x).powi(2) + (e.y - o.y).powi(2)).sqrt() as f32
             });
+            let along = t * Point::new(1000.0, 0.0);
+            let (dx, dy) = ((along.x - o.x) as f32, (along.y - o.y) as f32);
+            let norm = dx.hypot(dy);
+            let dir = if norm > 0.0 {
+                [dx / norm, dy / norm]
+            } else {
+                UPRIGHT
+            };
             let text = match (&**g as &HGlyph<'_>).as_unicode() {
                 Some(BfString::Char(c)) => c.to_string(),
                 Some(BfString::String(s)) => s,
@@ -226,6 +273,7 @@ impl<'a> Device<'a> for Collect {
                 y: o.y as f32,
                 size,
                 advance,
+                dir,
             });
         }
     }
@@ -354,8 +402,10 @@ fn judge(dev: &Collect, page: Rect) -> Verdict {
     let on_images = visible
         .iter()
         .filter(|g| {
-            let p = Point::new((g.x + 0.25 * g.size) as f64, (g.y - 0.35 * g.size) as f64);
-            dev.images.iter().any(|r| r.contains(p))
+            let (x, y) = g.centre();
+            dev.images
+                .iter()
+                .any(|r| r.contains(Point::new(x as f64, y as f64)))
         })
         .count();
     if cover > 0.6 * page_area && on_images * 20 < visible.len() {
@@ -384,17 +434,69 @@ fn judge(dev: &Collect, page: Rect) -> Verdict {
 ///   past an estimated end when the font gives no width), and a gap wider
 ///   than one em starts a new segment (a table cell, another column) on
 ///   the same row.
+/// - **Rotated text** (an axis label, a margin note, a page turned in its
+///   PDF) is read along its own baseline: glyphs are grouped by the
+///   baseline's angle (whole degrees; within two of upright counts as
+///   upright), each group is read by the rules above in its own frame, and
+///   its lines' boxes are turned back into page pixels. Upright rows come
+///   first, then each rotated group's, so a label comes out as a line, not
+///   a letter per row.
 pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
-    let inside: Vec<&Glyph> = glyphs
-        .iter()
-        .filter(|g| {
-            let cy = g.y - 0.35 * g.size;
-            let cx = g.x + 0.25 * g.size;
-            cx >= bbox[0] && cx < bbox[2] && cy >= bbox[1] && cy < bbox[3]
-        })
-        .collect();
+    // By baseline direction: upright text first, then each rotated one.
+    let mut groups: Vec<(i32, Vec<&Glyph>)> = Vec::new();
+    for g in glyphs {
+        let (cx, cy) = g.centre();
+        if !(cx >= bbox[0] && cx < bbox[2] && cy >= bbox[1] && cy < bbox[3]) {
+            continue;
+        }
+        let a = g.angle();
+        match groups.iter_mut().find(|(k, _)| *k == a) {
+            Some((_, gs)) => gs.push(g),
+            None => groups.push((a, vec![g])),
+        }
+    }
+    groups.sort_by_key(|(a, _)| (*a != 0, *a));
+    let mut out = Vec::new();
+    let mut rows = 0;
+    for (angle, gs) in groups {
+        if angle == 0 {
+            out.extend(upright_lines(&gs, &mut rows));
+            continue;
+        }
+        // A rotated run is read in its own frame and its box turned back.
+        let framed: Vec<Glyph> = gs.iter().map(|g| g.in_frame(angle)).collect();
+        let refs: Vec<&Glyph> = framed.iter().collect();
+        let (s, c) = (angle as f32).to_radians().sin_cos();
+        for mut l in upright_lines(&refs, &mut rows) {
+            let [x0, y0, x1, y1] = l.frame;
+            let corners =
+                [(x0, y0), (x1, y0), (x0, y1), (x1, y1)].map(|(u, v)| (u * c - v * s, u * s + v * c));
+            let xs = corners.map(|p| p.0);
+            let ys = corners.map(|p| p.1);
+            let min = |a: [f32; 4]| a.into_iter().fold(f32::MAX, f32::min).max(0.0) as u32;
+            let max = |a: [f32; 4]| a.into_iter().fold(f32::MIN, f32::max).max(0.0) as u32;
+            l.line.bbox = [min(xs), min(ys), max(xs), max(ys)];
+            out.push(l);
+        }
+    }
+    out.into_iter()
+        .map(|l| l.line)
+        .filter(|l| !l.text.is_empty())
+        .collect()
+}
+
+/// A line with its box in the frame it was read in (page pixels for
+/// upright text).
+struct Framed {
+    line: LineText,
+    frame: [f32; 4],
+}
+
+/// The rules of [`layer_lines`] on glyphs of one upright frame; rows are
+/// numbered from `rows` on, which is left past the last.
+fn upright_lines(inside: &[&Glyph], rows_so_far: &mut usize) -> Vec<Framed> {
     let mut rows: Vec<Vec<Vec<&Glyph>>> = Vec::new();
-    for run in runs(&inside) {
+    for run in runs(inside) {
         let first = run[0];
         match rows
             .iter_mut()
@@ -409,8 +511,11 @@ pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
         }
     }
     rows.sort_by(|a, b| a[0][0].y.total_cmp(&b[0][0].y));
+    let first_row = *rows_so_far;
+    *rows_so_far += rows.len();
     let mut out = Vec::new();
-    for (row, runs) in rows.into_iter().enumerate() {
+    for (i, runs) in rows.into_iter().enumerate() {
+        let row = first_row + i;
         let mut l: Vec<&Glyph> = runs.into_iter().flatten().collect();
         l.sort_by(|a, b| a.x.total_cmp(&b.x));
         l.dedup_by(|g, prev| {
@@ -432,7 +537,6 @@ pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
             out.push(segment(&seg, row));
         }
     }
-    out.retain(|l| !l.text.is_empty());
     out
 }
 
@@ -475,7 +579,7 @@ fn repeats(kept: &[&Glyph], run: &[&Glyph]) -> bool {
     overlap > 0.5 * (a1 - a0).min(b1 - b0) && text(kept) == text(run)
 }
 
-fn segment(l: &[&Glyph], row: usize) -> LineText {
+fn segment(l: &[&Glyph], row: usize) -> Framed {
     let mut text = String::new();
     let mut prev: Option<&Glyph> = None;
     for &g in l {
@@ -494,17 +598,15 @@ fn segment(l: &[&Glyph], row: usize) -> LineText {
     let x1 = l.iter().map(|g| g.end()).fold(f32::MIN, f32::max);
     let top = l.iter().map(|g| g.y - 0.8 * g.size).fold(f32::MAX, f32::min);
     let bottom = l.iter().map(|g| g.y + 0.2 * g.size).fold(f32::MIN, f32::max);
-    LineText {
-        text: collapse_spaces(&text),
-        confidence: 1.0,
-        low_confidence: false,
-        row,
-        bbox: [
-            x0.max(0.0) as u32,
-            top.max(0.0) as u32,
-            x1.max(0.0) as u32,
-            bottom.max(0.0) as u32,
-        ],
+    Framed {
+        line: LineText {
+            text: collapse_spaces(&text),
+            confidence: 1.0,
+            low_confidence: false,
+            row,
+            bbox: [x0, top, x1, bottom].map(|v| v.max(0.0) as u32),
+        },
+        frame: [x0, top, x1, bottom],
     }
 }
 
@@ -544,6 +646,7 @@ mod tests {
             y,
             size: 20.0,
             advance: None,
+            dir: UPRIGHT,
         };
         let glyphs = vec![
             g("b", 110.0, 100.0),
@@ -575,6 +678,87 @@ mod tests {
     }
 
     #[test]
+    fn a_rotated_run_is_one_line_along_its_own_baseline_with_its_box_in_page_pixels() {
+        // "Axis" read bottom to top at x = 40 (baseline turned -90° in
+        // page pixels, y down), beside an upright word.
+        let turned = |t: &str, i: usize| Glyph {
+            text: t.into(),
+            x: 40.0,
+            y: 400.0 - 12.0 * i as f32,
+            size: 20.0,
+            advance: Some(12.0),
+            dir: [0.0, -1.0],
+        };
+        let upright = |t: &str, i: usize| Glyph {
+            text: t.into(),
+            x: 100.0 + 12.0 * i as f32,
+            y: 200.0,
+            size: 20.0,
+            advance: Some(12.0),
+            dir: UPRIGHT,
+        };
+        let mut glyphs: Vec<Glyph> = "Axis"
+            .chars()
+            .enumerate()
+            .map(|(i, c)| turned(&c.to_string(), i))
+            .collect();
+        glyphs.extend(
+            "Body"
+                .chars()
+                .enumerate()
+                .map(|(i, c)| upright(&c.to_string(), i)),
+        );
+        let lines = layer_lines(&glyphs, [0.0, 0.0, 1000.0, 1000.0]);
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["Body", "Axis"], "upright rows first, then the turned run");
+        assert_eq!((lines[0].row, lines[1].row), (0, 1));
+        // The label's box: narrow across its baseline (about 1 em, left of
+        // x = 40 where the glyph tops point), tall along it (4 advances up
+        // from y = 400).
+        let [x0, y0, x1, y1] = lines[1].bbox;
+        assert!(
+            (20..=40).contains(&x0) && (40..=46).contains(&x1),
+            "{:?}",
+            lines[1].bbox
+        );
+        assert!(
+            (350..=354).contains(&y0) && (400..=402).contains(&y1),
+            "{:?}",
+            lines[1].bbox
+        );
+    }
+
+    #[test]
+    fn labels_at_any_angle_in_a_pdf_come_out_whole_and_the_layer_stays_trusted() {
+        let body: Vec<String> = [
+            "Quarterly results by region and product line",
+            "Revenue grew in every region but one this quarter",
+            "The table below lists the figures in thousands",
+            "Margins held steady while costs fell slightly",
+        ]
+        .map(String::from)
+        .to_vec();
+        let labels = [
+            ("Revenue in thousands", 90.0, (40.0, 200.0)),
+            ("Draft copy", 270.0, (580.0, 600.0)),
+            ("Approved for release", 30.0, (200.0, 150.0)),
+            ("Upside down note", 180.0, (500.0, 60.0)),
+        ];
+        let pdf = rayorch_testdata::pdfgen::rotated_labels_pdf(&body, &labels, 14.0);
+        let layer = extract(&pdf, &[2.0]).remove(0);
+        assert_eq!(layer.verdict, Verdict::Trusted);
+        let lines: Vec<String> = layer_lines(&layer.glyphs, [0.0, 0.0, 2.0 * 612.0, 2.0 * 792.0])
+            .into_iter()
+            .map(|l| l.text)
+            .collect();
+        assert_eq!(lines[..body.len()], body[..], "{lines:?}");
+        for (label, ..) in labels {
+            assert!(lines.iter().any(|l| l == label), "{label:?} whole in {lines:?}");
+        }
+        assert_eq!(lines.len(), body.len() + labels.len(), "{lines:?}");
+    }
+
+    #[test]
     fn word_gaps_come_from_glyph_advances_when_a_pdf_draws_no_spaces() {
         let pages = vec![
             vec![
@@ -602,6 +786,7 @@ mod tests {
             y: 100.0,
             size,
             advance: Some(0.6 * size),
+            dir: UPRIGHT,
         };
         let word = |s: &str, x0: f32, size: f32| -> Vec<Glyph> {
             s.chars()
@@ -648,6 +833,7 @@ mod tests {
             y: 100.0,
             size: 20.0,
             advance: Some(20.0),
+            dir: UPRIGHT,
         };
         let glyphs: Vec<Glyph> = ["流", "体", "力", "学", "A", "B"]
             .iter()
@@ -670,6 +856,7 @@ mod tests {
                     y,
                     size: 10.0,
                     advance: Some(6.0),
+                    dir: UPRIGHT,
                 })
                 .collect()
         };
