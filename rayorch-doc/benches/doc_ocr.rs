@@ -35,13 +35,13 @@
 //! count carries every round and `/proc/loadavg` before and after.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use rayorch::sink::Callback;
 use rayorch::{Call, Outcome, RootOutcome, Runner, Stage, StageContext};
 use rayorch_doc::Document;
 use rayorch_doc::ocr::{Knobs, OcrConfig, OcrJob};
+use rayorch_models::ocr::{RecognizeCounts, RecognizeFigures};
 use rayorch_models::pdf::text::{TextSource, Verdict};
 use rayorch_models::{
     Assets, EmbedConfig, LineRecognizer, PageText, PdfFile, PdfOpen, PdfPageRender, SentenceEmbed,
@@ -122,8 +122,8 @@ struct Run {
     texts: Vec<Vec<String>>,
     /// The pipeline's summary (`None` for the loop).
     summary: Option<rayorch::RunSummary>,
-    /// Recognition model calls.
-    calls: u64,
+    /// Recognition model calls and columns (padding included).
+    rec: RecognizeFigures,
     /// What the process used during the run.
     used: Usage,
 }
@@ -141,13 +141,13 @@ fn sequential(files: &[PdfFile], cfg: &OcrConfig, a: &Assets) -> Run {
     // its replicas' initialisation.
     let t = Instant::now();
     let cx = StageContext::new("loop", 0);
-    let calls = Arc::new(AtomicU64::new(0));
+    let counts = Arc::new(RecognizeCounts::default());
     let mut open = PdfOpen;
     let mut render = PdfPageRender::new(cfg.render.clone());
     let mut detect = TextDetect::new(TextDetector::from_assets(a, cfg.detect()).expect("det loads"));
     let mut recognize =
         TextRecognize::new(LineRecognizer::from_assets(a, cfg.recognize()).expect("rec loads"))
-            .counting(calls.clone());
+            .counting(counts.clone());
     let mut embed =
         SentenceEmbed::new(SentenceEmbedder::from_assets(a, &EmbedConfig::default()).expect("embed loads"));
     let (mut pages, mut texts) = (0, Vec::new());
@@ -187,7 +187,7 @@ fn sequential(files: &[PdfFile], cfg: &OcrConfig, a: &Assets) -> Run {
         secs,
         texts,
         summary: None,
-        calls: calls.load(Ordering::Relaxed),
+        rec: counts.figures(),
         used: usage().since(&before),
     }
 }
@@ -195,11 +195,16 @@ fn sequential(files: &[PdfFile], cfg: &OcrConfig, a: &Assets) -> Run {
 /// The pipeline's recognition Call, counting its model calls into `calls`:
 /// batches keyed by padded width (the job's own Call) or, `by_width` false,
 /// blind to width (several model calls per batch).
-fn recognize(cfg: &OcrConfig, a: &Assets, by_width: bool, calls: &Arc<AtomicU64>) -> Call<TextRecognize> {
-    let (a, rec_cfg, calls) = (a.clone(), cfg.recognize(), calls.clone());
+fn recognize(
+    cfg: &OcrConfig,
+    a: &Assets,
+    by_width: bool,
+    counts: &Arc<RecognizeCounts>,
+) -> Call<TextRecognize> {
+    let (a, rec_cfg, counts) = (a.clone(), cfg.recognize(), counts.clone());
     let bucket = rec_cfg.clone();
     let call = Call::new("recognize", move || {
-        Ok(TextRecognize::new(LineRecognizer::from_assets(&a, rec_cfg.clone())?).counting(calls.clone()))
+        Ok(TextRecognize::new(LineRecognizer::from_assets(&a, rec_cfg.clone())?).counting(counts.clone()))
     })
     .replicas(cfg.knobs.recognize_replicas)
     .batch_size(cfg.recognize_batch);
@@ -256,9 +261,9 @@ fn cpus_allowed() -> Option<String> {
 
 fn pipeline(files: &[PdfFile], cfg: &OcrConfig, a: &Assets, by_width: bool) -> Run {
     let before = usage();
-    let calls = Arc::new(AtomicU64::new(0));
+    let counts = Arc::new(RecognizeCounts::default());
     let mut job = OcrJob::new(cfg, a);
-    job.recognize = recognize(cfg, a, by_width, &calls);
+    job.recognize = recognize(cfg, a, by_width, &counts);
     let (plan, out) = job.plan().expect("the job's plan is valid");
     let mut texts = vec![Vec::new(); files.len()];
     let t = Instant::now();
@@ -278,7 +283,7 @@ fn pipeline(files: &[PdfFile], cfg: &OcrConfig, a: &Assets, by_width: bool) -> R
         secs,
         texts,
         summary: Some(summary),
-        calls: calls.load(Ordering::Relaxed),
+        rec: counts.figures(),
         used: usage().since(&before),
     }
 }
@@ -344,7 +349,7 @@ fn calls_per_batch(r: &Run) -> f64 {
         .as_ref()
         .and_then(|s| s.call("recognize"))
         .map_or(0, |c| c.rpcs);
-    r.calls as f64 / batches.max(1) as f64
+    r.rec.model_calls as f64 / batches.max(1) as f64
 }
 
 fn main() {
@@ -386,6 +391,7 @@ fn main() {
         let (mut job_ratio, mut keyed_ratio, mut cpu_ratio) = (Vec::new(), Vec::new(), Vec::new());
         let (mut pages, mut fill, mut mixed, mut batches) = (0, 0.0, 0, 0);
         let (mut keyed_calls, mut job_calls) = (0.0, 0.0);
+        let (mut keyed_padded, mut job_padded) = (0.0, 0.0);
         for _ in 0..rounds.max(1) {
             let looped = sequential(&files, &cfg, &assets);
             // The job as it runs on a CPU by default: recognition batches
@@ -407,6 +413,7 @@ fn main() {
                 .expect("recognize ran");
             (pages, fill, mixed, batches) = (looped.pages, rec.fill, rec.mixed_parent_batches, rec.rpcs);
             (keyed_calls, job_calls) = (calls_per_batch(&keyed), calls_per_batch(&job));
+            (keyed_padded, job_padded) = (keyed.rec.padded_share, job.rec.padded_share);
             job_ratio.push(looped.secs / job.secs);
             keyed_ratio.push(job.secs / keyed.secs);
             cpu_ratio.push(job.used.cpu_s / looped.used.cpu_s);
@@ -437,6 +444,7 @@ fn main() {
             "job_over_loop_cpu_per_round": cpu_ratio, "median_job_over_loop_cpu": median(cpu_ratio.clone()),
             "rec_fill": fill, "rec_batches": batches, "rec_mixed_page_batches": mixed,
             "rec_model_calls_per_batch_keyed": keyed_calls, "rec_model_calls_per_batch_job": job_calls,
+            "rec_padded_share_keyed": keyed_padded, "rec_padded_share_job": job_padded,
             "loadavg_start": load_start, "loadavg_end": load_end,
         });
         println!("{line}");

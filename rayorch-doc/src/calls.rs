@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rayorch::{AsyncRecordStage, Call, Outcome, RecordCall, RecordResult, StageContext};
+use rayorch_models::ocr::RecognizeCounts;
 use rayorch_models::{Assets, LineRecognizer, PdfFile, PdfSource, RecognizeConfig, TextLine, TextRecognize};
 
 /// The fetch Call's stage: a document named by a URL is read from object
@@ -74,21 +75,21 @@ pub fn fetch(concurrency: usize, timeout: Duration) -> RecordCall<FetchPdf> {
 /// Line recognition: each replica loads PP-OCRv6 tiny rec from `assets`;
 /// batches of `batch` crops from any pages and documents. `by_width`: of
 /// one padded width each (the shape key), so a batch is one model call;
-/// else any widths, one model call per width present.
+/// else any widths, one model call per width present. Every replica adds
+/// its model calls and columns (padding included) to `counts`.
 pub fn recognize(
     assets: &Assets,
     cfg: RecognizeConfig,
     replicas: usize,
     batch: usize,
     by_width: bool,
+    counts: &Arc<RecognizeCounts>,
 ) -> Call<TextRecognize> {
     let assets = assets.clone();
     let bucket = cfg.clone();
+    let counts = counts.clone();
     let call = Call::new("recognize", move || {
-        Ok(TextRecognize::new(LineRecognizer::from_assets(
-            &assets,
-            cfg.clone(),
-        )?))
+        Ok(TextRecognize::new(LineRecognizer::from_assets(&assets, cfg.clone())?).counting(counts.clone()))
     })
     .replicas(replicas)
     .batch_size(batch);

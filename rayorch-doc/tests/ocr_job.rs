@@ -259,6 +259,7 @@ fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models(
     // The layer page gave no lines and the blank page none either: the
     // recognition model never ran.
     assert_eq!(call_stat(&ran, "recognize", "grains_dispatched"), 0);
+    assert_eq!(ran.summary["job"]["recognition"]["model_calls"], 0);
 
     let ran = run_job_at("150", &inputs, &dir.join("forced"), &["--force-ocr"]);
     assert_eq!(column(&ran, "page_sources"), ["ocr", "ocr"]);
@@ -274,6 +275,20 @@ fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models(
     );
     let ocr = &column(&ran, "page_texts")[0];
     assert!(ocr.contains("parent document"), "{ocr}");
+    // The summary says how much of the recognition model's input was
+    // padding: the crops' columns against the padded widths they ran at.
+    let rec = &ran.summary["job"]["recognition"];
+    let (cols, input) = (
+        rec["columns"].as_u64().unwrap(),
+        rec["input_columns"].as_u64().unwrap(),
+    );
+    assert!(rec["model_calls"].as_u64().unwrap() >= 1, "{rec}");
+    assert!(0 < cols && cols <= input, "{rec}");
+    let share = rec["padded_share"].as_f64().unwrap();
+    assert!(
+        (share - (input - cols) as f64 / input as f64).abs() < 1e-9,
+        "{rec}"
+    );
 }
 
 #[test]

@@ -233,6 +233,7 @@ impl LayoutJob {
                 args.replicas,
                 args.recognize_batch,
                 args.recognize_by_width,
+                &Default::default(),
             )),
             table: t.modelling(
                 Call::new("table", move || {

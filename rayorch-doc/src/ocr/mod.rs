@@ -38,12 +38,14 @@ mod dist;
 pub mod outputs;
 mod run;
 
+use std::sync::Arc;
+
 use rayorch::prelude::*;
 use rayorch::{Output, PlanErrors};
 use rayorch_models::{
     Assets, DetectConfig, Device, EmbedConfig, LineText, OnnxConfig, PageText, PdfFile, PdfOpen, PdfPageRead,
     ReadPage, RecognizeConfig, RenderConfig, SentenceEmbed, SentenceEmbedder, TextDetect, TextDetector,
-    TextRecognize, ocr::PageDetect,
+    TextRecognize, ocr::PageDetect, ocr::RecognizeCounts,
 };
 
 #[cfg(feature = "dist")]
@@ -76,6 +78,9 @@ pub struct OcrJob {
     pub layer: FnCall<ReadPage, ReadPage>,
     /// Recognise one line (batches mix lines of many pages and documents).
     pub recognize: Call<TextRecognize>,
+    /// What `recognize`'s replicas in this process did: model calls and
+    /// the padded share of the model's input (the run's summary).
+    pub recognized: Arc<RecognizeCounts>,
     /// A page's text, from its layer or its OCR lines, in reading order.
     pub page_text: FnCall<(ReadPage, Vec<LineText>), PageText>,
     /// The text alone (what is embedded).
@@ -261,6 +266,7 @@ impl OcrJob {
         let (a1, a3) = (assets.clone(), assets.clone());
         let (det_cfg, rec_cfg) = (cfg.detect(), cfg.recognize());
         let t = &cfg.timeouts;
+        let recognized = Arc::new(RecognizeCounts::default());
         OcrJob {
             fetch: crate::calls::fetch(cfg.fetch_concurrency, cfg.fetch_timeout),
             open: t.parsing(Call::new("open", || Ok(PdfOpen)).batch_size(1)),
@@ -288,7 +294,9 @@ impl OcrJob {
                 k.recognize_replicas,
                 cfg.recognize_batch,
                 cfg.recognize_by_width,
+                &recognized,
             )),
+            recognized,
             page_text: Call::map("page_text", |(page, lines): (ReadPage, Vec<LineText>)| {
                 page.text(&lines)
             }),

@@ -183,7 +183,8 @@ pub(super) fn run_here(
     let assets = rayorch_models::assets::ensure()?;
     let dim = embedding_dim(&assets.embed_dir)?;
     let cfg = args.config(machine_cores());
-    let (plan, out) = OcrJob::new(&cfg, &assets).plan()?;
+    let job = OcrJob::new(&cfg, &assets);
+    let (plan, out) = job.plan()?;
 
     let progress = Progress::new(!args.no_progress)
         .root::<Pdf>("documents", files.len() as u64)
@@ -288,6 +289,9 @@ pub(super) fn run_here(
         "window_pages": args.window_pages,
         "backpressure": args.backpressure,
         "scores": outputs.scores,
+        // This process's recognition replicas (a distributed run's
+        // workers count their own).
+        "recognition": job.recognized.figures(),
     });
     if let Some(d) = &distributed {
         json["job"]["distributed"] = serde_json::json!(d.job);
@@ -327,6 +331,14 @@ pub(super) fn run_here(
         outputs.first_text_s.unwrap_or(f64::NAN)
     );
     print!("{}", summary.calls_table());
+    let rec = job.recognized.figures();
+    if rec.model_calls > 0 {
+        println!(
+            "recognition: {} model calls, {:.1}% of their input columns padding",
+            rec.model_calls,
+            100.0 * rec.padded_share
+        );
+    }
     if let Some(d) = &distributed {
         print!("{}", d.workers);
     }

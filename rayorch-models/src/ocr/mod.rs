@@ -24,4 +24,7 @@ pub use db::{DbParams, TextBox, db_boxes, skew_deg};
 pub use detect::PageDetect;
 pub use detect::{DetectConfig, PageLines, TextDetect, TextDetector};
 pub use orient::{LineOrientation, is_tall, page_turn, turn};
-pub use recognize::{CharDict, LineRecognizer, RecognizeConfig, TextRecognize, ctc_greedy, padded_width};
+pub use recognize::{
+    CharDict, LineRecognizer, RecognizeConfig, RecognizeCounts, RecognizeFigures, TextRecognize, ctc_greedy,
+    padded_width,
+};

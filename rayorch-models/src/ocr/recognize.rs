@@ -17,6 +17,8 @@
 //! left out of the page text).
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use image::RgbImage;
 use ndarray::ArrayViewD;
@@ -244,6 +246,9 @@ pub struct LineRecognizer {
     /// Model calls made so far (one per padded width per batch, more where
     /// a width holds over `max_call_columns`).
     model_calls: u64,
+    /// Columns the crops filled, and columns of the model's input (crops
+    /// × padded width), so far: the difference is padding.
+    columns: (u64, u64),
     /// The input tensor's buffer, kept between calls so a batch writes
     /// into memory already mapped instead of faulting in a fresh one.
     input: Vec<f32>,
@@ -257,6 +262,7 @@ impl LineRecognizer {
             session: OnnxSession::load(model, ort_lib, &cfg.onnx)?,
             cfg,
             model_calls: 0,
+            columns: (0, 0),
             input: Vec::new(),
         })
     }
@@ -277,6 +283,12 @@ impl LineRecognizer {
     /// [`RecognizeConfig::max_call_columns`] columns.
     pub fn model_calls(&self) -> u64 {
         self.model_calls
+    }
+
+    /// Columns so far: `(filled by the crops, of the model's input)`; the
+    /// input's other columns are padding (see [`RecognizeCounts`]).
+    pub fn columns(&self) -> (u64, u64) {
+        self.columns
     }
 
     fn scaled_width(&self, img: &RgbImage) -> u32 {
@@ -319,6 +331,8 @@ impl LineRecognizer {
         for (w, bucket) in self.calls(&widths) {
             let (hu, wu) = (h as usize, w as usize);
             self.model_calls += 1;
+            self.columns.0 += bucket.iter().map(|&j| u64::from(widths[j].min(w))).sum::<u64>();
+            self.columns.1 += bucket.len() as u64 * u64::from(w);
             let dict = &self.dict;
             // Zero (the buffer's fill) is the normalised mid-grey Paddle pads with.
             let fill = |buf: &mut [f32]| {
@@ -400,26 +414,71 @@ pub fn padded_width(w: u32, min_w: u32, max_w: u32, ratio: f32) -> u32 {
     step.min(cap)
 }
 
+/// What a recognition Call's batches cost, summed over its replicas (one
+/// `Arc` shared by them, read after the run): model calls, and how much of
+/// the model's input was padding.
+#[derive(Debug, Default)]
+pub struct RecognizeCounts {
+    /// Model calls: one per padded width per batch, more where a width
+    /// holds over [`RecognizeConfig::max_call_columns`].
+    pub calls: AtomicU64,
+    /// Columns the crops filled (each crop's width at the model's height).
+    pub columns: AtomicU64,
+    /// Columns of the model's input (crops × their padded width).
+    pub input_columns: AtomicU64,
+}
+
+/// [`RecognizeCounts`] read once, for a run's summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct RecognizeFigures {
+    /// Model calls.
+    pub model_calls: u64,
+    /// Columns the crops filled.
+    pub columns: u64,
+    /// Columns of the model's input.
+    pub input_columns: u64,
+    /// Padded columns as a share of the model's input (0 when none ran).
+    pub padded_share: f64,
+}
+
+impl RecognizeCounts {
+    /// The counts now.
+    pub fn figures(&self) -> RecognizeFigures {
+        let (columns, input_columns) = (
+            self.columns.load(Ordering::Relaxed),
+            self.input_columns.load(Ordering::Relaxed),
+        );
+        RecognizeFigures {
+            model_calls: self.calls.load(Ordering::Relaxed),
+            columns,
+            input_columns,
+            padded_share: match input_columns {
+                0 => 0.0,
+                n => (n - columns.min(n)) as f64 / n as f64,
+            },
+        }
+    }
+}
+
 /// The recognition stage: a line crop in, its text out. Crops of one batch
 /// may come from any pages and documents.
 #[derive(Debug)]
 pub struct TextRecognize {
     rec: LineRecognizer,
-    /// Where each batch's model calls are added, when counted.
-    calls: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Where each batch's model calls and columns are added, when counted.
+    counts: Option<Arc<RecognizeCounts>>,
 }
 
 impl TextRecognize {
     /// Wrap a loaded recogniser.
     pub fn new(rec: LineRecognizer) -> TextRecognize {
-        TextRecognize { rec, calls: None }
+        TextRecognize { rec, counts: None }
     }
 
-    /// Also add the model calls of every batch to `calls` (shared by the
-    /// replicas: how many model calls a run made, one per padded width
-    /// per batch).
-    pub fn counting(mut self, calls: std::sync::Arc<std::sync::atomic::AtomicU64>) -> TextRecognize {
-        self.calls = Some(calls);
+    /// Also add every batch's model calls and columns to `counts` (shared
+    /// by the replicas).
+    pub fn counting(mut self, counts: Arc<RecognizeCounts>) -> TextRecognize {
+        self.counts = Some(counts);
         self
     }
 }
@@ -430,13 +489,14 @@ impl Stage for TextRecognize {
 
     fn run(&mut self, batch: Vec<TextLine>, _cx: &StageContext) -> StageResult<LineText> {
         let _span = tracing::debug_span!("text_recognize", lines = batch.len()).entered();
-        let before = self.rec.model_calls();
+        let (calls, (cols, input)) = (self.rec.model_calls(), self.rec.columns());
         let read = self.rec.read_lines(&batch)?;
-        if let Some(c) = &self.calls {
-            c.fetch_add(
-                self.rec.model_calls() - before,
-                std::sync::atomic::Ordering::Relaxed,
-            );
+        if let Some(c) = &self.counts {
+            let (cols_now, input_now) = self.rec.columns();
+            c.calls
+                .fetch_add(self.rec.model_calls() - calls, Ordering::Relaxed);
+            c.columns.fetch_add(cols_now - cols, Ordering::Relaxed);
+            c.input_columns.fetch_add(input_now - input, Ordering::Relaxed);
         }
         Ok(read.into_iter().map(Outcome::Ok).collect())
     }

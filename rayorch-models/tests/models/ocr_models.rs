@@ -89,6 +89,18 @@ fn recognition_reads_known_lines() {
     widths.dedup();
     assert!(widths.len() > 1, "the lines span width buckets: {widths:?}");
     assert_eq!(rec.model_calls(), widths.len() as u64);
+    // Columns: each crop's width at the model's height, against the
+    // padded width it ran at (the rest of the model's input is padding).
+    let filled: u64 = crops
+        .iter()
+        .map(|c| u64::from(cfg.scaled_width(c.width(), c.height())))
+        .sum();
+    let input: u64 = crops
+        .iter()
+        .map(|c| u64::from(cfg.padded_width(c.width(), c.height())))
+        .sum();
+    assert_eq!(rec.columns(), (filled, input));
+    assert!(filled < input, "the ladder pads some crops");
     // One crop alone reads the same as inside a batch; a batch of one
     // bucket is one call.
     let alone = rec.recognize(&[&crops[2]]).unwrap();
