@@ -9,7 +9,7 @@
 //! | [`names`] | the names of a run's roots while they are live (named by the source, taken by the sink) |
 //! | [`resume`] | start, `--resume` or `--force` a journaled run into an output folder |
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
-//! | [`limits`] | a timeout on every Call that parses user bytes or runs a model, as flags (`--parse-timeout-s`, `--model-timeout-s`) |
+//! | [`limits`] | a timeout on every Call that parses user bytes or runs a model, as flags a job has only for the kinds of Call it runs (`--parse-timeout-s`, `--document-timeout-s`, `--model-timeout-s`) |
 //! | [`check`] | after the run: every root once, the same in each output |
 //! | [`outcome`] | one meaning in every job of a failure line's `outcome` and of the exit status |
 //! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |

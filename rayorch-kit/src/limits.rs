@@ -14,24 +14,50 @@ use std::time::Duration;
 use rayorch::Call;
 use rayorch::spi::StageKind;
 
-/// `--parse-timeout-s`, `--document-timeout-s` and `--model-timeout-s`: flatten into a job's
-/// command line (`#[command(flatten)]`).
-#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
-pub struct Timeouts {
+/// `--parse-timeout-s`: flatten into the command line of a job with
+/// Calls that parse user bytes one input at a time.
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseLimit {
     /// Longest one input may take in a Call that parses user bytes (open a
     /// document, read or render a page, decode a clip), in seconds; a batch
     /// gets this times its size. An input that takes longer fails alone
     /// (kind `timeout`) and the run goes on. 0: no limit.
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub parse_timeout_s: u64,
+}
+
+/// `--document-timeout-s`: flatten into the command line of a job with
+/// Calls that take a whole input at once.
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeLimit {
     /// Longest a Call that takes a whole input at once (render every page
     /// of a document, decode a whole video) may take on one, in seconds;
     /// 0: no limit.
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     pub document_timeout_s: u64,
+}
+
+/// `--model-timeout-s`: flatten into the command line of a job with
+/// model Calls.
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelLimit {
     /// Longest one batch of a model Call (detect, recognise, embed, layout,
     /// classify) may take, in seconds; 0: no limit.
     #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    pub model_timeout_s: u64,
+}
+
+/// The limits a job's Calls get. A job's command line has the flag of
+/// each kind of Call it has ([`ParseLimit`], [`WholeLimit`],
+/// [`ModelLimit`]), never one that would change nothing; a kind it lacks
+/// keeps its default here, which none of its Calls reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    /// See [`ParseLimit`].
+    pub parse_timeout_s: u64,
+    /// See [`WholeLimit`].
+    pub document_timeout_s: u64,
+    /// See [`ModelLimit`].
     pub model_timeout_s: u64,
 }
 
@@ -46,6 +72,16 @@ impl Default for Timeouts {
 }
 
 impl Timeouts {
+    /// The limits from a job's flags (`None`: the job has no such Calls).
+    pub fn from_flags(parse: Option<ParseLimit>, whole: Option<WholeLimit>, model: ModelLimit) -> Timeouts {
+        let d = Timeouts::default();
+        Timeouts {
+            parse_timeout_s: parse.map_or(d.parse_timeout_s, |p| p.parse_timeout_s),
+            document_timeout_s: whole.map_or(d.document_timeout_s, |w| w.document_timeout_s),
+            model_timeout_s: model.model_timeout_s,
+        }
+    }
+
     /// The limit of one attempt of a parsing Call of batch size `batch`.
     pub fn parse(&self, batch: usize) -> Option<Duration> {
         limit(self.parse_timeout_s, batch)

@@ -82,11 +82,13 @@ pub struct Args {
     /// Replicas of the layout Call (each its own ONNX Runtime session).
     #[arg(long, default_value_t = 1)]
     pub layout_replicas: usize,
-    /// Time limits: `--document-timeout-s` (render, a whole document at
-    /// once), `--model-timeout-s` (the model Calls; `--parse-timeout-s` is
-    /// not used by this job).
+    /// Time limit of render (a whole document at once; no Call of this job
+    /// parses one page alone).
     #[command(flatten)]
-    pub timeouts: rayorch_kit::limits::Timeouts,
+    pub whole_limit: rayorch_kit::limits::WholeLimit,
+    /// Time limit of the model Calls.
+    #[command(flatten)]
+    pub model_limit: rayorch_kit::limits::ModelLimit,
 }
 
 impl Args {
@@ -104,7 +106,11 @@ impl Args {
             table_batch: self.table_batch,
             replicas: self.replicas,
             layout_replicas: self.layout_replicas,
-            timeouts: self.timeouts.clone(),
+            timeouts: rayorch_kit::limits::Timeouts::from_flags(
+                None,
+                Some(self.whole_limit),
+                self.model_limit,
+            ),
         }
     }
 }

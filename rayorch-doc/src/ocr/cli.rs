@@ -123,11 +123,13 @@ pub struct Args {
     /// (then it is retried, twice).
     #[arg(long, default_value_t = 120)]
     pub fetch_timeout_s: u64,
-    /// Time limits: `--parse-timeout-s` (open, read), `--model-timeout-s`
-    /// (detect, recognise, embed; `--document-timeout-s` is not used by
-    /// this job: it reads page by page).
+    /// Time limit of open and read (no Call of this job takes a whole
+    /// document at once: it reads page by page).
     #[command(flatten)]
-    pub timeouts: rayorch_kit::limits::Timeouts,
+    pub parse_limit: rayorch_kit::limits::ParseLimit,
+    /// Time limit of detect, recognise and embed.
+    #[command(flatten)]
+    pub model_limit: rayorch_kit::limits::ModelLimit,
     /// Run ONNX models on CUDA device 0 (needs `--features rayorch-models/cuda`
     /// and an onnxruntime-gpu library in ORT_DYLIB_PATH).
     #[arg(long)]
@@ -185,7 +187,11 @@ impl Args {
             embed_delay: std::time::Duration::from_millis(self.embed_delay_ms),
             fetch_concurrency: self.fetch_concurrency.max(1),
             fetch_timeout: std::time::Duration::from_secs(self.fetch_timeout_s.max(1)),
-            timeouts: self.timeouts.clone(),
+            timeouts: rayorch_kit::limits::Timeouts::from_flags(
+                Some(self.parse_limit),
+                None,
+                self.model_limit,
+            ),
         }
     }
 

@@ -391,4 +391,30 @@ mod tests {
         assert_eq!((of("open"), of("read")), (Some(s(5)), Some(s(15))));
         assert_eq!(of("detect"), None);
     }
+
+    /// A job has the limit flags of the kinds of Call it runs, and no
+    /// other: a flag that would change nothing is a usage error.
+    #[test]
+    fn a_limit_flag_no_call_of_the_job_reads_is_refused() {
+        use clap::Parser;
+        let unknown = |r: Result<(), clap::Error>| r.map_err(|e| e.kind());
+        let ocr = |a: &str| unknown(cli::Args::try_parse_from(["doc_ocr", a, "5"]).map(drop));
+        let layout =
+            |a: &str| unknown(crate::layout::cli::Args::try_parse_from(["doc_layout", a, "5"]).map(drop));
+        let refused = Err(clap::error::ErrorKind::UnknownArgument);
+        assert_eq!(ocr("--document-timeout-s"), refused, "doc_ocr reads page by page");
+        assert_eq!(
+            (ocr("--parse-timeout-s"), ocr("--model-timeout-s")),
+            (Ok(()), Ok(()))
+        );
+        assert_eq!(
+            layout("--parse-timeout-s"),
+            refused,
+            "doc_layout renders whole documents"
+        );
+        assert_eq!(
+            (layout("--document-timeout-s"), layout("--model-timeout-s")),
+            (Ok(()), Ok(()))
+        );
+    }
 }

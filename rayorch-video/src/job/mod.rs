@@ -109,11 +109,15 @@ pub struct Args {
     /// (needs a build with `--features otlp`; see `rayorch_kit::otlp`).
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
-    /// Time limits: `--document-timeout-s` (decode and speech, a whole
-    /// video at once), `--parse-timeout-s` (audio, per clip),
-    /// `--model-timeout-s` (score, transcribe).
+    /// Time limit of audio (per clip).
     #[command(flatten)]
-    pub timeouts: rayorch_kit::limits::Timeouts,
+    pub parse_limit: rayorch_kit::limits::ParseLimit,
+    /// Time limit of decode and speech (a whole video at once).
+    #[command(flatten)]
+    pub whole_limit: rayorch_kit::limits::WholeLimit,
+    /// Time limit of score and transcribe.
+    #[command(flatten)]
+    pub model_limit: rayorch_kit::limits::ModelLimit,
 }
 
 const EXTENSIONS: [&str; 6] = ["mp4", "mkv", "webm", "mov", "avi", "m4a"];
@@ -202,7 +206,11 @@ pub fn run(
         score_batch: args.batch,
         audio_replicas: 1,
         spool: spool.clone(),
-        timeouts: args.timeouts.clone(),
+        timeouts: rayorch_kit::limits::Timeouts::from_flags(
+            Some(args.parse_limit),
+            Some(args.whole_limit),
+            args.model_limit,
+        ),
         ..IndexConfig::default()
     };
     let mix = Arc::new(BatchMix::default());
