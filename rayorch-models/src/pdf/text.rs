@@ -190,11 +190,14 @@ impl Glyph {
         (self.x + along * c + up * s, self.y + along * s - up * c)
     }
 
-    /// The baseline's angle in whole degrees (y down: -90 reads bottom to
-    /// top), 0 within two degrees of upright.
+    /// The baseline's angle in whole degrees, in (-180, 180] (y down: -90
+    /// reads bottom to top), 0 within two degrees of upright.
     fn angle(&self) -> i32 {
-        let a = self.dir[1].atan2(self.dir[0]).to_degrees().round() as i32;
-        if a.abs() <= 2 { 0 } else { a }
+        match self.dir[1].atan2(self.dir[0]).to_degrees().round() as i32 {
+            a if a.abs() <= 2 => 0,
+            -180 => 180,
+            a => a,
+        }
     }
 
     /// This glyph in the frame of a baseline at `angle` degrees: x along
@@ -726,6 +729,26 @@ mod tests {
             "{:?}",
             lines[1].bbox
         );
+    }
+
+    #[test]
+    fn a_baseline_angle_is_whole_degrees_with_one_value_for_upside_down() {
+        let at = |dir: [f32; 2]| {
+            Glyph {
+                text: "a".into(),
+                x: 0.0,
+                y: 0.0,
+                size: 10.0,
+                advance: None,
+                dir,
+            }
+            .angle()
+        };
+        assert_eq!(at(UPRIGHT), 0);
+        assert_eq!(at([0.9996, 0.0297]), 0, "1.7 degrees reads as upright");
+        assert_eq!(at([0.0, -1.0]), -90);
+        // Upside down, whichever sign the zero has: one group, not two.
+        assert_eq!((at([-1.0, 0.0]), at([-1.0, -0.0])), (180, 180));
     }
 
     #[test]
