@@ -496,7 +496,7 @@ struct Framed {
 }
 
 /// The rules of [`layer_lines`] on glyphs of one upright frame; rows are
-/// numbered from `rows` on, which is left past the last.
+/// numbered from `*rows_so_far` on, which is left past the last one.
 fn upright_lines(inside: &[&Glyph], rows_so_far: &mut usize) -> Vec<Framed> {
     let mut rows: Vec<Vec<Vec<&Glyph>>> = Vec::new();
     for run in runs(inside) {
