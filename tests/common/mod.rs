@@ -404,6 +404,39 @@ pub(crate) mod dist {
         c
     }
 
+    /// `roots` through an owner (as `owner` sets it up) and one worker task
+    /// serving every Call, over a fresh loopback nats-server with job
+    /// `job`: the owner's result and the outcomes in the order it handed
+    /// them out. The run must end within 120 s; the worker must end
+    /// cleanly after a run that succeeded.
+    pub(crate) fn run_with_one_worker<T: rayorch::Data>(
+        plan: &Plan,
+        codecs: Codecs,
+        job: &str,
+        roots: Vec<(u64, T)>,
+        owner: impl FnOnce(rayorch::dist::Owner) -> rayorch::dist::Owner,
+    ) -> (Result<rayorch::RunSummary, DistError>, Vec<rayorch::RootOutcome>) {
+        let server = rayorch::dist::server::NatsServer::start().unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let cfg = config(&server.url(), job);
+            let worker = worker_task(plan, &codecs, cfg.clone(), String::new());
+            let mut owner = owner(rayorch::dist::Owner::new(plan, codecs, cfg));
+            let mut outcomes = Vec::new();
+            let run = owner.run(futures::stream::iter(roots), |o| outcomes.push(o.clone()));
+            let result = tokio::time::timeout(Duration::from_secs(120), run)
+                .await
+                .expect("the owner's run ends");
+            match &result {
+                Ok(_) => {
+                    worker.await.unwrap().unwrap();
+                }
+                Err(_) => worker.abort(),
+            }
+            (result, outcomes)
+        })
+    }
+
     /// A worker task in this process serving `calls` of `plan` until its
     /// owner ends the run.
     pub(crate) fn worker_task(

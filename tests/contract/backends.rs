@@ -7,9 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use rayorch::dist::server::NatsServer;
 use rayorch::dist::{Codecs, Owner};
 use rayorch::sim::{self, SimConfig};
 use rayorch::sink::Callback;
@@ -167,26 +165,13 @@ fn duplicate_keys_end_the_same_under_runner_sim_and_the_distributed_owner() {
         assert_eq!(counts_of(&simulated), want_counts, "sim {cfg:?}");
     }
 
-    let server = NatsServer::start().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (summary, outcomes) = rt.block_on(async {
-        let cfg = common::dist::config(&server.url(), "dupkeys");
-        let codecs = Codecs::new()
-            .json::<String>()
-            .json::<Vec<String>>()
-            .json::<usize>();
-        let worker = common::dist::worker_task(&plan, &codecs, cfg.clone(), String::new());
-        let mut owner = Owner::new(&plan, codecs, cfg).unique_keys(true);
-        let mut outcomes = Vec::new();
-        let source = futures::stream::iter(roots());
-        let run = owner.run(source, |o| outcomes.push(o.clone()));
-        let summary = tokio::time::timeout(Duration::from_secs(120), run)
-            .await
-            .expect("the owner's run ends")
-            .unwrap();
-        worker.await.unwrap().unwrap();
-        (summary, outcomes)
-    });
+    let codecs = Codecs::new()
+        .json::<String>()
+        .json::<Vec<String>>()
+        .json::<usize>();
+    let (summary, outcomes) =
+        common::dist::run_with_one_worker(&plan, codecs, "dupkeys", roots(), |o| o.unique_keys(true));
+    let summary = summary.unwrap();
     let distributed = per_key(&outcomes, out);
     check(&distributed, "Owner");
     assert_eq!(counts(&summary), want_counts, "Owner: {summary:?}");

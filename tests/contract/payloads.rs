@@ -211,9 +211,7 @@ fn each_of_several_consumers_gets_a_copy() {
 /// decided, or the worker that claims it finds the page deleted.
 #[test]
 fn a_forwarded_page_the_last_attempt_takes_stays_readable_until_its_batch_is_decided() {
-    use rayorch::dist::server::NatsServer;
-    use rayorch::dist::{Codecs, Owner};
-    use std::time::Duration;
+    use rayorch::dist::Codecs;
 
     // Pages of 100 bytes: over the test config's 64-byte inline limit.
     let pad = "x".repeat(100);
@@ -231,25 +229,13 @@ fn a_forwarded_page_the_last_attempt_takes_stays_readable_until_its_batch_is_dec
     })
     .expect("valid plan");
     let docs: Vec<(u64, String)> = (0..12u64).map(|k| (k, (k % 5 + 3).to_string())).collect();
-    let server = NatsServer::start().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (summary, outcomes) = rt.block_on(async {
-        let cfg = common::dist::config(&server.url(), "lastattempt");
-        let codecs = Codecs::new()
-            .json::<String>()
-            .json::<Vec<String>>()
-            .json::<usize>();
-        let worker = common::dist::worker_task(&plan, &codecs, cfg.clone(), String::new());
-        let mut owner = Owner::new(&plan, codecs, cfg);
-        let mut outcomes = Vec::new();
-        let run = owner.run(futures::stream::iter(docs.clone()), |o| outcomes.push(o.clone()));
-        let summary = tokio::time::timeout(Duration::from_secs(120), run)
-            .await
-            .expect("the owner's run ends")
-            .expect("no attempt fails: every page is read");
-        worker.await.unwrap().unwrap();
-        (summary, outcomes)
-    });
+    let codecs = Codecs::new()
+        .json::<String>()
+        .json::<Vec<String>>()
+        .json::<usize>();
+    let (summary, outcomes) =
+        common::dist::run_with_one_worker(&plan, codecs, "lastattempt", docs.clone(), |o| o);
+    let summary = summary.expect("no attempt fails: every page is read");
     assert_eq!(outcomes.len(), docs.len(), "{summary:?}");
     for o in &outcomes {
         let n = (o.key % 5 + 3) as usize;

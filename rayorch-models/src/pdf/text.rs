@@ -200,11 +200,11 @@ impl Glyph {
         }
     }
 
-    /// This glyph in the frame of a baseline at `angle` degrees: x along
-    /// the baseline, y across it (down the page for upright text), so the
-    /// upright rules of [`layer_lines`] apply to a rotated run.
-    fn in_frame(&self, angle: i32) -> Glyph {
-        let (s, c) = (angle as f32).to_radians().sin_cos();
+    /// This glyph in the frame of a baseline at the angle whose sine and
+    /// cosine are `(s, c)`: x along the baseline, y across it (down the
+    /// page for upright text), so the upright rules of [`layer_lines`]
+    /// apply to a rotated run.
+    fn in_frame(&self, (s, c): (f32, f32)) -> Glyph {
         Glyph {
             text: self.text.clone(),
             x: self.x * c + self.y * s,
@@ -467,9 +467,9 @@ pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
             continue;
         }
         // A rotated run is read in its own frame and its box turned back.
-        let framed: Vec<Glyph> = gs.iter().map(|g| g.in_frame(angle)).collect();
-        let refs: Vec<&Glyph> = framed.iter().collect();
         let (s, c) = (angle as f32).to_radians().sin_cos();
+        let framed: Vec<Glyph> = gs.iter().map(|g| g.in_frame((s, c))).collect();
+        let refs: Vec<&Glyph> = framed.iter().collect();
         for mut l in upright_lines(&refs, &mut rows) {
             let [x0, y0, x1, y1] = l.frame;
             let corners =
