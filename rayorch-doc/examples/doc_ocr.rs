@@ -3,12 +3,18 @@
 //! distributed run).
 //!
 //! `cargo run --example doc_ocr` runs the bundled samples (model files are
-//! fetched on first use); `-- --help` lists inputs and knobs, and the exit
+//! fetched on first use) and, after the run, prints each sample's score
+//! against its known text (`rayorch_testdata::score`: the demo's check,
+//! never part of the job's outputs; `--expected DIR` scores another
+//! samples folder); `-- --help` lists inputs and knobs, and the exit
 //! status.
 
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use clap::Parser;
+use rayorch_doc::ocr::{self, cli::Args};
+use rayorch_testdata::score::TextScores;
 
 /// `--features mimalloc`: the job on mimalloc (BENCHMARKS.md, "The job's
 /// allocator").
@@ -17,7 +23,28 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    match rayorch_doc::ocr::run(rayorch_doc::ocr::cli::Args::parse()) {
+    let args = Args::parse();
+    // The samples' manifest, when there is one to score against (the job
+    // itself reads it too, for which samples must fail).
+    let manifest = args
+        .expected_dir()
+        .and_then(|d| rayorch_testdata::pdfgen::read_manifest(&d).ok());
+    let scores = Arc::new(Mutex::new(TextScores::new(manifest.unwrap_or_default())));
+    let hook = scores.clone();
+    let code = ocr::run_inspected(
+        args,
+        Some(Box::new(move |name, doc| {
+            let texts = doc.map(|d| &d.page_texts[..]);
+            hook.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .ended(name, texts);
+        })),
+    );
+    let table = scores.lock().unwrap_or_else(PoisonError::into_inner).table();
+    if !table.is_empty() {
+        print!("\nEach sample against its known text:\n{table}");
+    }
+    match code {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e}");

@@ -97,3 +97,12 @@ pub const PDF_ROOTS: RootKind<PdfFile> = RootKind {
     from_path: |p| PdfFile::from_path(p),
     from_url: PdfFile::from_url,
 };
+
+/// The folder whose `manifest.json` says which inputs must fail
+/// (`rayorch_kit::expect`): `expected` (`--expected`), or the bundled
+/// samples' when no inputs are given (the job then runs them).
+pub fn expected_dir(expected: &Option<PathBuf>, inputs: &[String]) -> Option<PathBuf> {
+    expected
+        .clone()
+        .or_else(|| inputs.is_empty().then(crate::ocr::cli::samples_dir))
+}

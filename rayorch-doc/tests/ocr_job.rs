@@ -377,6 +377,43 @@ fn the_layout_job_reports_a_bad_document_as_the_ocr_job_does() {
     assert_eq!(failures[0].code.as_deref(), Some("input.not_pdf"));
     assert_eq!(jsonl(&out.join("documents.jsonl")).len(), 1);
     assert_eq!(exit, 3, "a failed document makes the exit status 3");
+
+    // Known to be broken (`--expected`, a manifest of the kit's format):
+    // the same failure is expected, and the run succeeds.
+    let known = dir.join("known");
+    std::fs::create_dir_all(&known).unwrap();
+    std::fs::write(
+        known.join("manifest.json"),
+        r#"[{"file": "b-notes.pdf", "kind": "not_pdf"}, {"file": "a-letter.pdf", "kind": "text", "pages": [[]]}]"#,
+    )
+    .unwrap();
+    let k = known.display().to_string();
+    let run = |job: &str| {
+        let o = dir.join(format!("out-{job}")).display().to_string();
+        let argv = [
+            job,
+            "--dpi",
+            "36",
+            "--threads",
+            "1",
+            "--expected",
+            &k,
+            "--out",
+            &o,
+            &a,
+        ];
+        match job {
+            "doc_layout" => rayorch_doc::layout::run_from(argv),
+            _ => rayorch_doc::ocr::run_from(argv),
+        }
+        .unwrap()
+    };
+    assert_eq!(run("doc_layout"), 0, "every document ended as the manifest says");
+    assert_eq!(
+        run("doc_ocr"),
+        0,
+        "the same manifest means the same in the OCR job"
+    );
 }
 
 /// A default build carries no NATS client and no trace exporter: the

@@ -5,18 +5,22 @@
 //! embed → reduce → assemble, pages rendered one per Grain under a window in
 //! pages and backpressure.
 //!
-//! Checks: exit status 0 (every sample ends as its manifest says); every bad
+//! Checks: exit status 0 (every sample ends as its manifest says, and the
+//! README demo's scoring through the job's inspection hook agrees); every bad
 //! input gets its failure line with a clear cause while every healthy (and
 //! the empty) document is written; OCR quality per document (CER ≤ 5%);
 //! recognition batches mix pages; the Parquet segments read back with the
 //! expected schema and the same documents as the JSON lines.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
+use clap::Parser;
 use rayorch::sink::FailureLine;
 use rayorch_doc::Document;
 use rayorch_doc::document::{document_schema, read_documents};
 use rayorch_testdata::pdfgen::{SampleKind, read_manifest};
+use rayorch_testdata::score::TextScores;
 
 #[test]
 fn the_job_writes_healthy_documents_and_a_failure_line_per_bad_input() {
@@ -24,7 +28,10 @@ fn the_job_writes_healthy_documents_and_a_failure_line_per_bad_input() {
     let manifest = read_manifest(&samples).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let code = rayorch_doc::ocr::run_from([
+    // Scored as the README's demo scores them: through the job's hook.
+    let scores = Arc::new(Mutex::new(TextScores::new(manifest.clone())));
+    let hook = scores.clone();
+    let args = rayorch_doc::ocr::cli::Args::parse_from([
         "doc_ocr",
         "--no-progress",
         "--out",
@@ -38,20 +45,24 @@ fn the_job_writes_healthy_documents_and_a_failure_line_per_bad_input() {
         // The samples are born digital: by default every page would come
         // from its text layer. This test is about OCR on real models.
         "--force-ocr",
-    ])
-    .unwrap();
+    ]);
+    let inspect = Box::new(move |name: &str, doc: Option<&Document>| {
+        let texts = doc.map(|d| &d.page_texts[..]);
+        hook.lock().unwrap().ended(name, texts);
+    });
+    let code = rayorch_doc::ocr::run_inspected(args, Some(inspect)).unwrap();
     assert_eq!(code, 0, "every sample ends as its manifest says");
+    let scores = scores.lock().unwrap().scores().to_vec();
+    assert_eq!(scores.len(), manifest.len(), "the hook saw every document");
+    assert!(scores.iter().all(|s| s.as_expected), "{scores:?}");
 
-    let docs: HashMap<u64, (Document, f64)> = std::fs::read_to_string(out.join("documents.jsonl"))
+    let docs: HashMap<u64, Document> = std::fs::read_to_string(out.join("documents.jsonl"))
         .unwrap()
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let cer = v["cer"].as_f64().unwrap_or(0.0);
-            (
-                v["key"].as_u64().unwrap(),
-                (serde_json::from_value(v).unwrap(), cer),
-            )
+            assert!(v.get("cer").is_none(), "no scoring in the job's own outputs");
+            (v["key"].as_u64().unwrap(), serde_json::from_value(v).unwrap())
         })
         .collect();
     let fails: HashMap<u64, FailureLine> = std::fs::read_to_string(out.join("failures.jsonl"))
@@ -67,29 +78,26 @@ fn the_job_writes_healthy_documents_and_a_failure_line_per_bad_input() {
         let file = samples.join(&s.file).display().to_string();
         match s.kind {
             SampleKind::Text => {
-                let (d, cer) = docs
+                let d = docs
                     .get(&k)
                     .unwrap_or_else(|| panic!("{file} written; failures: {:?}", fails.get(&k)));
                 assert_eq!(d.pages, s.pages.len(), "{file}");
                 assert_eq!(d.page_embeddings.len(), d.pages);
                 assert!(d.page_embeddings.iter().all(|e| e.len() == 384));
-                // The job's own score, checked against the metric here.
-                let ours = rayorch_testdata::cer::cer(&s.page_texts().join("\n"), &d.page_texts.join("\n"));
-                assert!(
-                    (ours - cer).abs() < 1e-9,
-                    "{file}: the job scored {cer}, the metric says {ours}"
-                );
+                let cer = rayorch_testdata::cer::cer(&s.page_texts().join("\n"), &d.page_texts.join("\n"));
+                let hooked = scores.iter().find(|h| h.name == file).and_then(|h| h.cer);
+                assert_eq!(hooked, Some(cer), "{file}: the hook scored what the metric says");
                 report.push(format!(
                     "{:<14} {:>2} pages  CER {:.2}%",
                     s.file,
                     d.pages,
                     cer * 100.0
                 ));
-                assert!(*cer <= 0.05, "{file}: CER {cer:.4}\n got: {:?}", d.page_texts);
+                assert!(cer <= 0.05, "{file}: CER {cer:.4}\n got: {:?}", d.page_texts);
                 assert!(d.markdown.starts_with(&format!("# {file}\n")));
             }
             SampleKind::Empty => {
-                let (d, _) = docs.get(&k).expect("the empty PDF is a document with zero pages");
+                let d = docs.get(&k).expect("the empty PDF is a document with zero pages");
                 assert_eq!((d.pages, d.page_texts.len()), (0, 0));
             }
             kind => {
@@ -128,6 +136,6 @@ fn the_job_writes_healthy_documents_and_a_failure_line_per_bad_input() {
     assert_eq!(schema, document_schema(384));
     assert_eq!(rows.len(), docs.len());
     for (k, d) in rows {
-        assert_eq!(&d, &docs[&k].0, "parquet row {k}");
+        assert_eq!(&d, &docs[&k], "parquet row {k}");
     }
 }

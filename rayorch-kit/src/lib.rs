@@ -11,6 +11,7 @@
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
 //! | [`limits`] | a timeout on every Call that parses user bytes or runs a model, as flags a job has only for the kinds of Call it runs (`--parse-timeout-s`, `--document-timeout-s`, `--model-timeout-s`) |
 //! | [`check`] | after the run: every root once, the same in each output |
+//! | [`expect`] | which inputs a run expects to fail (`--expected DIR`), and a caller's hook on each ended root (a test's scoring) |
 //! | [`outcome`] | one meaning in every job of a failure line's `outcome` and of the exit status |
 //! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
 //! | [`otlp`] | the run's batch and root spans posted to an OpenTelemetry collector over OTLP/HTTP (the exporter: feature `otlp`) |
@@ -22,6 +23,7 @@
 //! the video job (`rayorch-video`) are built on this kit.
 
 pub mod check;
+pub mod expect;
 pub mod limits;
 pub mod names;
 pub mod otlp;

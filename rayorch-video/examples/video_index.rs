@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use rayorch_kit::expect::Expected;
 use rayorch_testdata::media::Expect;
 use rayorch_video::job::{self, Args};
 
@@ -39,8 +40,8 @@ fn inputs(args: &Args) -> Result<Inputs, rayorch::BoxError> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let ran = inputs(&args)
-        .and_then(|(files, urls, bad)| job::run(&args, &files, &urls, move |name| bad.contains(name)));
+    let ran =
+        inputs(&args).and_then(|(files, urls, bad)| job::run(&args, &files, &urls, Expected::failing(bad)));
     match ran {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

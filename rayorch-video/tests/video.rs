@@ -393,7 +393,8 @@ fn the_job_reports_a_bad_file_as_failed_and_exits_3_unless_it_was_expected() {
         let args = rayorch_video::job::Args::parse_from(argv);
         let (files, urls) = rayorch_video::job::split(&args.inputs).unwrap();
         let bad_name = bad.display().to_string();
-        let code = rayorch_video::job::run(&args, &files, &urls, move |n| expected && n == bad_name).unwrap();
+        let known = rayorch_kit::expect::Expected::failing(expected.then_some(&bad_name));
+        let code = rayorch_video::job::run(&args, &files, &urls, known).unwrap();
         assert_eq!(code, exit, "expected failure: {expected}");
         let failures = rayorch_kit::check::jsonl_lines(&out.join("failures.jsonl")).unwrap();
         assert_eq!(failures.len(), 1, "{failures:?}");

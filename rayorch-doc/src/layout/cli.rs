@@ -8,8 +8,8 @@ use super::LayoutSettings;
 
 /// What `--help` says about the exit status (`rayorch_kit::outcome`).
 pub const EXIT_CODES: &str = "Exit status:
-  0    every document was written (with the default inputs: only the bundled
-       samples broken on purpose failed)
+  0    every document was written (with --expected or the bundled samples:
+       every document ended as the manifest says, bad samples failing included)
   1    the run could not start or broke off (the message says why)
   2    the command line is wrong
   3    at least one document failed: see failures.jsonl (the others are written)";
@@ -24,8 +24,8 @@ pub struct Args {
     /// patterns; or, in a build with `--features store`, objects in object
     /// storage (`s3://BUCKET/PREFIX/`, `s3://BUCKET/a/**/*.pdf`, `gs://`,
     /// `az://`, `https://…`; credentials from the environment, as
-    /// `doc_ocr`). Default: the generated layout corpus (written to
-    /// `<out>/corpus.pdf`, scored against its truth) and the bundled samples.
+    /// `doc_ocr`). Default: the bundled samples (the example adds the
+    /// generated layout corpus, scored against its truth).
     pub inputs: Vec<String>,
     /// Output folder (created if missing; its output files are replaced);
     /// or, in a build with `--features store`, an object-store URL
@@ -82,6 +82,12 @@ pub struct Args {
     /// Replicas of the layout Call (each its own ONNX Runtime session).
     #[arg(long, default_value_t = 1)]
     pub layout_replicas: usize,
+    /// Which inputs must fail (and how many pages the others have): the
+    /// `manifest.json` in this folder (`rayorch_kit::expect`); a document
+    /// that ends otherwise makes the exit status 3. Default: the bundled
+    /// samples' manifest when no inputs are given.
+    #[arg(long)]
+    pub expected: Option<PathBuf>,
     /// Time limit of render (a whole document at once; no Call of this job
     /// parses one page alone).
     #[command(flatten)]

@@ -15,10 +15,12 @@
 //! lines of many documents; each document is written when its last region
 //! is done.
 //!
-//! [`run`] with no inputs runs the generated layout corpus (two columns, a
-//! table, a figure with caption, headers/footers), its scanned twin
-//! (image-only pages: degraded, turned 90/180/270°, skewed 2° and 5°), both
-//! scored against their truth, and the bundled samples. Outputs in `--out`
+//! [`run`] with no inputs runs the bundled samples; the example
+//! (`cargo run --example doc_layout`) adds the generated layout corpus (two
+//! columns, a table, a figure with caption, headers/footers) and its
+//! scanned twin (image-only pages: degraded, turned 90/180/270°, skewed 2°
+//! and 5°), both scored against their truth through [`run_inspected`]'s
+//! hook (`rayorch_testdata::score`). Outputs in `--out`
 //! (default `target/doc_layout`): `markdown/<name>.md`, `documents.jsonl`,
 //! `regions.jsonl`, `regions.parquet`, `failures.jsonl`, `summary.json`.
 //! [`LayoutJob::new`] makes the Calls and [`LayoutJob::plan`] the plan the
@@ -43,7 +45,7 @@ use rayorch_models::{
     TableStructure, TextDetector, TextRecognize,
 };
 
-pub use run::{run, run_from};
+pub use run::{run, run_from, run_inspected};
 
 /// A layout region on its way to being read.
 pub type PageRegion = rayorch_models::Region;

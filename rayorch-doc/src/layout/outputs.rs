@@ -19,12 +19,11 @@ use std::sync::Arc;
 
 use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
+use rayorch_kit::expect::{Expected, Inspect};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::ParquetFile;
 use rayorch_models::layout::markdown::LayoutDocument;
 use rayorch_models::layout::{Orientation, TextSource};
-use rayorch_testdata::layoutgen::{GtPage, PageScore, score_page};
-use rayorch_testdata::pdfgen::SampleKind;
 use serde::Serialize;
 
 use super::records::RegionRows;
@@ -37,35 +36,6 @@ struct DocLine<'a> {
     text_sources: Vec<TextSource>,
     orientations: Vec<Orientation>,
     markdown: &'a str,
-}
-
-/// A corpus page's score, for the summary and the console.
-#[derive(Serialize)]
-pub struct Scored {
-    /// Zero-based page number.
-    pub page: usize,
-    /// Its scores.
-    #[serde(flatten)]
-    pub score: PageScore,
-}
-
-impl std::fmt::Display for Scored {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = &self.score;
-        write!(
-            f,
-            "corpus page {} ({:<11}) CER {:>5.2}%  order errors {:>5.1}% over {} regions",
-            self.page + 1,
-            s.kind,
-            s.cer * 100.0,
-            s.order_errors * 100.0,
-            s.matched_regions
-        )?;
-        if let (Some((r, c)), Some(a)) = (s.table_shape, s.cell_accuracy) {
-            write!(f, "  table {r}x{c}, cells {:.0}%", a * 100.0)?;
-        }
-        Ok(())
-    }
 }
 
 /// Where the outputs go: files in a folder, or commits at a URL.
@@ -105,31 +75,27 @@ pub struct Outputs {
     out: Output<LayoutDocument>,
     names: Arc<RootNames>,
     files: Files,
-    truth: Vec<(String, Vec<GtPage>)>,
-    dpi: f32,
-    /// The bundled samples' manifest, read at the first failure.
-    manifest: Option<Vec<rayorch_testdata::pdfgen::Sample>>,
-    /// A document failed that is not a bundled sample broken on purpose.
-    unexpected_failure: bool,
+    expected: Expected,
+    inspect: Option<Inspect<LayoutDocument>>,
+    /// Documents that ended otherwise than `--expected` says (no entry:
+    /// any document not written).
+    pub unexpected: usize,
     /// Documents written.
     pub written: usize,
     /// Documents that failed.
     pub failed: usize,
     /// Pages written.
     pub pages: usize,
-    /// Corpus pages scored against their truth.
-    pub scores: Vec<Scored>,
 }
 
 impl Outputs {
-    /// Create the outputs in `dir`; `truth` holds the corpus documents' truth
-    /// pages (rendered at `dpi`) to score against.
+    /// Create the outputs in `dir`; `expected` says which documents must
+    /// fail.
     pub fn create(
         dir: &Path,
         out: Output<LayoutDocument>,
         names: Arc<RootNames>,
-        truth: Vec<(String, Vec<GtPage>)>,
-        dpi: f32,
+        expected: Expected,
     ) -> Result<Outputs, BoxError> {
         std::fs::create_dir_all(dir.join("markdown"))?;
         let file = |n: &str| File::create(dir.join(n)).map(BufWriter::new);
@@ -144,7 +110,7 @@ impl Outputs {
                 256,
             )?),
         };
-        Ok(Outputs::over(files, out, names, truth, dpi))
+        Ok(Outputs::over(files, out, names, expected))
     }
 
     /// The outputs committed to `bucket` (`--out` an object-store URL).
@@ -153,11 +119,10 @@ impl Outputs {
         bucket: rayorch_kit::store::outputs::BucketOutputs,
         out: Output<LayoutDocument>,
         names: Arc<RootNames>,
-        truth: Vec<(String, Vec<GtPage>)>,
-        dpi: f32,
+        expected: Expected,
     ) -> Outputs {
         let commits = rayorch_kit::store::outputs::RowCommits::new(bucket, RegionRows, KINDS);
-        Outputs::over(Files::Bucket(Box::new(commits)), out, names, truth, dpi)
+        Outputs::over(Files::Bucket(Box::new(commits)), out, names, expected)
     }
 
     /// The commits, when the outputs are at a URL.
@@ -169,44 +134,34 @@ impl Outputs {
         }
     }
 
-    fn over(
-        files: Files,
-        out: Output<LayoutDocument>,
-        names: Arc<RootNames>,
-        truth: Vec<(String, Vec<GtPage>)>,
-        dpi: f32,
-    ) -> Outputs {
+    fn over(files: Files, out: Output<LayoutDocument>, names: Arc<RootNames>, expected: Expected) -> Outputs {
         Outputs {
             out,
             names,
             files,
-            truth,
-            dpi,
-            manifest: None,
-            unexpected_failure: false,
+            expected,
+            inspect: None,
+            unexpected: 0,
             written: 0,
             failed: 0,
             pages: 0,
-            scores: Vec::new(),
         }
     }
 
-    /// Did only the bundled samples that are broken on purpose fail?
-    pub fn only_expected_failures(&self) -> bool {
-        !self.unexpected_failure
+    /// Show each ended document to `inspect` as it is written (a test's
+    /// or the demo's scoring).
+    pub fn inspected(mut self, inspect: Option<Inspect<LayoutDocument>>) -> Outputs {
+        self.inspect = inspect;
+        self
     }
 
-    /// Note a failed document: expected only for a bundled sample that is
-    /// broken on purpose (decided now, so nothing is kept per failure).
-    fn note_failure(&mut self, name: &str) {
-        let manifest = self.manifest.get_or_insert_with(|| {
-            rayorch_testdata::pdfgen::read_manifest(&rayorch_models::assets::workspace_root().join("samples"))
-                .unwrap_or_default()
-        });
-        let expected = manifest
-            .iter()
-            .any(|s| name.ends_with(&s.file) && !matches!(s.kind, SampleKind::Text | SampleKind::Empty));
-        self.unexpected_failure |= !expected;
+    /// Count `doc` when it ended otherwise than expected, and show it to
+    /// the caller's inspection.
+    fn judge(&mut self, name: &str, doc: Option<&LayoutDocument>) {
+        self.unexpected += usize::from(!self.expected.as_expected(name, doc.map(|d| d.pages.len())));
+        if let Some(inspect) = &mut self.inspect {
+            inspect(name, doc);
+        }
     }
 
     fn write_doc(&mut self, key: u64, doc: &LayoutDocument) -> Result<(), BoxError> {
@@ -258,14 +213,6 @@ impl Outputs {
                 b.root_done(key)?;
             }
         }
-        if let Some((_, truth)) = self.truth.iter().find(|(name, _)| *name == doc.name) {
-            for (t, p) in truth.iter().zip(&doc.pages) {
-                self.scores.push(Scored {
-                    page: p.page,
-                    score: score_page(t, p, self.dpi),
-                });
-            }
-        }
         Ok(())
     }
 }
@@ -279,6 +226,7 @@ impl Sink for Outputs {
                 self.written += 1;
                 self.pages += doc.pages.len();
                 eprintln!("wrote  {name} ({} pages)", doc.pages.len());
+                self.judge(&name, Some(&doc));
             }
             other => {
                 // The job has one output: the root's kind is the document's.
@@ -300,7 +248,7 @@ impl Sink for Outputs {
                 }
                 self.failed += 1;
                 eprintln!("FAILED {name}: {cause}");
-                self.note_failure(&name);
+                self.judge(&name, None);
             }
         }
         Ok(())

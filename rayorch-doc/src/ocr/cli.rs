@@ -134,9 +134,10 @@ pub struct Args {
     /// and an onnxruntime-gpu library in ORT_DYLIB_PATH).
     #[arg(long)]
     pub cuda: bool,
-    /// Score each document's text against `manifest.json` in this samples
-    /// folder (character error rate). Default: the bundled samples folder when
-    /// no inputs are given.
+    /// Which inputs must fail (and how many pages the others have): the
+    /// `manifest.json` in this folder (`rayorch_kit::expect`); a document
+    /// that ends otherwise makes the exit status 3. Default: the bundled
+    /// samples' manifest when no inputs are given.
     #[arg(long)]
     pub expected: Option<PathBuf>,
     /// No progress bars (one line per document instead).
@@ -207,6 +208,14 @@ impl Args {
             recognize_replicas: pick(self.recognize_replicas, d.recognize_replicas),
             embed_replicas: pick(self.embed_replicas, d.embed_replicas),
         }
+    }
+}
+
+impl Args {
+    /// The folder whose `manifest.json` says which inputs must fail:
+    /// `--expected`, or the bundled samples' when no inputs are given.
+    pub fn expected_dir(&self) -> Option<PathBuf> {
+        crate::inputs::expected_dir(&self.expected, &self.inputs)
     }
 }
 

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 
 use rayorch::spi::JournalOptions;
 use rayorch_dist::{Codecs, DistConfig, OwnerStats};
+use rayorch_kit::expect::Inspect;
 use rayorch_kit::role::{self, Role};
 use rayorch_kit::stop;
 use rayorch_models::wire::{InputRoots, Wire};
@@ -42,7 +43,7 @@ const OWNER_CALLS: &str = "fetch:1,open:1,name:1,layer:1,page_text:1,text:1,asse
 
 /// Play `role`: the whole job in this process, the broker, a worker, or
 /// the owner (which writes the outputs as a local run does).
-pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
+pub(super) fn run_role(args: &Args, role: Role, inspect: Option<Inspect<Document>>) -> Result<u8, Error> {
     // TLS and credentials are checked before anything is opened or written.
     if matches!(role, Role::Owner { .. } | Role::Worker { .. }) {
         args.dist.security()?;
@@ -82,7 +83,7 @@ pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
             "object-store inputs run in one process for now: a distributed run reads local files at the owner's absolute paths (a shared file system); run without --nats, or copy the objects to a shared folder"
                 .into(),
         ),
-        Role::Owner { url } => run_here(args, |here, outputs| {
+        Role::Owner { url } => run_here(args, inspect, |here, outputs| {
             let mut owner = role::owner(
                 here.plan,
                 codecs(),
@@ -112,7 +113,7 @@ pub(super) fn run_role(args: &Args, role: Role) -> Result<u8, Error> {
                 }),
             })
         }),
-        Role::Local => run_local(args),
+        Role::Local => run_local(args, inspect),
     }
 }
 

@@ -50,7 +50,7 @@ use rayorch_models::{
 
 #[cfg(feature = "dist")]
 pub use dist::codecs;
-pub use run::{run, run_from};
+pub use run::{run, run_from, run_inspected};
 
 use crate::document::Document;
 

@@ -14,21 +14,19 @@
 //! cuts them back to those positions, so every document is in them exactly
 //! once however the previous run ended.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use rayorch::sink::{LinesFile, Sink};
 use rayorch::{BoxError, Item, Output, RootOutcome};
+use rayorch_kit::expect::{Expected, Inspect};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::outcome;
 use rayorch_kit::parquet::ParquetSegments;
 use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::Ticks;
 use rayorch_models::pdf::text::TextSource;
-use rayorch_testdata::cer::cer;
-use rayorch_testdata::pdfgen::{Sample, SampleKind};
 use serde::Serialize;
 
 use crate::document::{Document, DocumentRows};
@@ -38,25 +36,6 @@ struct DocLine<'a> {
     key: u64,
     #[serde(flatten)]
     doc: &'a Document,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cer: Option<f64>,
-}
-
-/// How one document compared with its known text.
-#[derive(Serialize, Clone, Debug)]
-pub struct Score {
-    /// The document.
-    pub name: String,
-    /// What the manifest says it is.
-    pub expected: SampleKind,
-    /// `written` or the failure kind.
-    pub outcome: String,
-    /// Pages written.
-    pub pages: usize,
-    /// Character error rate against the manifest's text (text samples).
-    pub cer: Option<f64>,
-    /// Did it end as its kind says it should (text/empty written, bad files failed)?
-    pub as_expected: bool,
 }
 
 /// Where the outputs go: files in a folder (following the run's journal),
@@ -110,7 +89,8 @@ pub struct Outputs {
     files: Files,
     progress: Arc<Progress>,
     start: Instant,
-    expected: HashMap<String, Sample>,
+    expected: Expected,
+    inspect: Option<Inspect<Document>>,
     /// When documents were written, seconds since the sink was made (a
     /// bounded, even sample past a thousand: see [`Ticks`]).
     pub written_at: Ticks,
@@ -120,21 +100,13 @@ pub struct Outputs {
     pub written: usize,
     /// Documents that failed.
     pub failed: usize,
-    /// Documents that ended otherwise than the manifest says (no manifest
-    /// entry: any document not written).
+    /// Documents that ended otherwise than `--expected` says (no entry:
+    /// any document not written).
     pub unexpected: usize,
     /// Pages written.
     pub pages: usize,
     /// Pages written whose text is their text layer (the others were OCR'd).
     pub layer_pages: usize,
-    /// Each document scored against the manifest (when there is one).
-    pub scores: Vec<Score>,
-}
-
-fn file_name(path: &str) -> String {
-    Path::new(path)
-        .file_name()
-        .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 impl Outputs {
@@ -146,7 +118,7 @@ impl Outputs {
         names: Arc<RootNames>,
         dim: usize,
         progress: Arc<Progress>,
-        expected: Vec<Sample>,
+        expected: Expected,
         resume: bool,
     ) -> std::io::Result<Outputs> {
         std::fs::create_dir_all(dir)?;
@@ -177,7 +149,7 @@ impl Outputs {
         names: Arc<RootNames>,
         dim: usize,
         progress: Arc<Progress>,
-        expected: Vec<Sample>,
+        expected: Expected,
     ) -> Outputs {
         let files = Files::Bucket(Box::new(super::bucket::bucket(bucket, dim)));
         Outputs::over(files, out, names, progress, expected)
@@ -197,7 +169,7 @@ impl Outputs {
         out: Output<Document>,
         names: Arc<RootNames>,
         progress: Arc<Progress>,
-        expected: Vec<Sample>,
+        expected: Expected,
     ) -> Outputs {
         Outputs {
             out,
@@ -205,7 +177,8 @@ impl Outputs {
             files,
             progress,
             start: Instant::now(),
-            expected: expected.into_iter().map(|s| (s.file.clone(), s)).collect(),
+            expected,
+            inspect: None,
             written_at: Ticks::default(),
             first_text_s: None,
             written: 0,
@@ -213,69 +186,28 @@ impl Outputs {
             unexpected: 0,
             pages: 0,
             layer_pages: 0,
-            scores: Vec::new(),
         }
     }
 
-    /// Score `doc` against the manifest and count it when it ended
-    /// otherwise than expected (without a manifest entry, a document is
-    /// expected to be written).
-    fn score(&mut self, name: &str, outcome: &str, doc: Option<&Document>) -> Option<f64> {
-        let Some(sample) = self.expected.get(&file_name(name)) else {
-            self.unexpected += usize::from(doc.is_none());
-            return None;
-        };
-        let cer = match (doc, sample.kind) {
-            (Some(d), SampleKind::Text) => {
-                Some(cer(&sample.page_texts().join("\n"), &d.page_texts.join("\n")))
-            }
-            _ => None,
-        };
-        let as_expected = match sample.kind {
-            SampleKind::Text => doc.is_some_and(|d| d.pages == sample.pages.len()),
-            SampleKind::Empty => doc.is_some_and(|d| d.pages == 0),
-            _ => doc.is_none(),
-        };
-        self.unexpected += usize::from(!as_expected);
-        self.scores.push(Score {
-            name: name.to_string(),
-            expected: sample.kind,
-            outcome: outcome.to_string(),
-            pages: doc.map_or(0, |d| d.pages),
-            cer,
-            as_expected,
-        });
-        cer
+    /// Show each ended document to `inspect` after writing it (a test's
+    /// or the demo's scoring).
+    pub fn inspected(mut self, inspect: Option<Inspect<Document>>) -> Outputs {
+        self.inspect = inspect;
+        self
     }
-}
 
-impl Outputs {
-    /// Each document's score against the manifest, when there is one.
-    pub fn print_scores(&self) {
-        if self.scores.is_empty() {
-            return;
-        }
-        println!(
-            "\n{:<40} {:<10} {:<11} {:>5} {:>8}",
-            "document", "kind", "outcome", "pages", "CER"
-        );
-        for s in &self.scores {
-            let cer = s.cer.map_or("-".to_string(), |c| format!("{:.2}%", c * 100.0));
-            let mark = if s.as_expected { "" } else { "  (unexpected)" };
-            println!(
-                "{:<40} {:<10} {:<11} {:>5} {:>8}{mark}",
-                s.name,
-                format!("{:?}", s.expected).to_lowercase(),
-                s.outcome,
-                s.pages,
-                cer
-            );
+    /// Count `doc` when it ended otherwise than expected, and show it to
+    /// the caller's inspection.
+    fn judge(&mut self, name: &str, doc: Option<&Document>) {
+        self.unexpected += usize::from(!self.expected.as_expected(name, doc.map(|d| d.pages)));
+        if let Some(inspect) = &mut self.inspect {
+            inspect(name, doc);
         }
     }
 
     /// The process exit status after the run (see `cli::EXIT_CODES`): 130
     /// when interrupted, 3 when any document ended otherwise than expected
-    /// (failed; with a manifest: not as the manifest says), else 0.
+    /// (failed; with `--expected`: not as its manifest says), else 0.
     pub fn exit_code(&self, interrupted: bool) -> u8 {
         outcome::exit_status(interrupted, self.unexpected)
     }
@@ -287,11 +219,9 @@ impl Sink for Outputs {
         let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
         match o.get(self.out) {
             Item::Present(doc) => {
-                let cer = self.score(&name, "written", Some(&doc));
                 let line = serde_json::to_vec(&DocLine {
                     key: o.key,
                     doc: &doc,
-                    cer,
                 })?;
                 self.written += 1;
                 self.pages += doc.pages;
@@ -305,11 +235,11 @@ impl Sink for Outputs {
                 if doc.pages > 0 {
                     self.first_text_s.get_or_insert(t);
                 }
-                let cer_text = cer.map_or(String::new(), |c| format!(", CER {:.2}%", c * 100.0));
                 self.progress.println(format!(
-                    "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer{cer_text})",
+                    "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer)",
                     doc.pages
                 ));
+                self.judge(&name, Some(&doc));
                 match &mut self.files {
                     Files::Local { jsonl, parquet, .. } => {
                         jsonl.line(&line)?;
@@ -324,7 +254,6 @@ impl Sink for Outputs {
                 let Some(line) = outcome::failure_line(o, Some(name.clone())) else {
                     return Err(format!("{name}: a present root without its document").into());
                 };
-                self.score(&name, &line.outcome, None);
                 let bytes = serde_json::to_vec(&line)?;
                 match &mut self.files {
                     Files::Local { failures, .. } => failures.line(&bytes)?,
@@ -334,6 +263,7 @@ impl Sink for Outputs {
                 self.failed += 1;
                 self.progress
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
+                self.judge(&name, None);
             }
         }
         Ok(())

@@ -35,18 +35,18 @@ use std::sync::Arc;
 
 use clap::Parser;
 use rayorch::Runner;
+use rayorch_kit::expect::{Expected, Inspect};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::progress::Progress;
 use rayorch_kit::resume::{self, Start};
 use rayorch_kit::stop;
 use rayorch_kit::timeline::{self, SpanLog};
 use rayorch_kit::watch;
-use rayorch_testdata::pdfgen::read_manifest;
 
 use super::cli::{self, Args};
 use super::outputs::Outputs;
 use super::{Line, OcrJob, Page, Pdf, embedding_dim, machine_cores};
-use crate::document::read_documents;
+use crate::document::{Document, read_documents};
 use crate::inputs::{self, Roots};
 
 type Error = rayorch::BoxError;
@@ -59,9 +59,17 @@ pub fn run_from<T: Into<std::ffi::OsString> + Clone>(argv: impl IntoIterator<Ite
 
 /// Run the job; `Ok` carries the exit status (see `cli::EXIT_CODES`).
 pub fn run(args: Args) -> Result<u8, Error> {
+    run_inspected(args, None)
+}
+
+/// Run the job, showing each document this process writes (or each
+/// failure) to `inspect` as it is written: how a test or the demo scores
+/// the outputs against truth (`rayorch_testdata::score`). A worker or
+/// broker writes nothing and never calls it.
+pub fn run_inspected(args: Args, inspect: Option<Inspect<Document>>) -> Result<u8, Error> {
     let role = args.dist.role_in_this_build(REBUILD)?;
     #[cfg(feature = "dist")]
-    let code = super::dist::run_role(&args, role);
+    let code = super::dist::run_role(&args, role, inspect);
     #[cfg(not(feature = "dist"))]
     let code = {
         debug_assert_eq!(
@@ -69,14 +77,14 @@ pub fn run(args: Args) -> Result<u8, Error> {
             rayorch_kit::role::Role::Local,
             "the other roles need `dist`"
         );
-        run_local(&args)
+        run_local(&args, inspect)
     };
     code
 }
 
 /// The whole job in this process.
-pub(super) fn run_local(args: &Args) -> Result<u8, Error> {
-    run_here(args, |here, outputs| {
+pub(super) fn run_local(args: &Args, inspect: Option<Inspect<Document>>) -> Result<u8, Error> {
+    run_here(args, inspect, |here, outputs| {
         let runner = Runner::new(here.plan)
             .window(here.args.window)
             .window_children(here.args.window_pages)
@@ -160,6 +168,7 @@ pub(super) struct Distributed {
 /// `step`: the whole job, or the owner of a distributed one.
 pub(super) fn run_here(
     args: &Args,
+    inspect: Option<Inspect<Document>>,
     step: impl FnOnce(Here<'_>, &mut Outputs) -> Result<Ran, Error>,
 ) -> Result<u8, Error> {
     // First: a bad --otlp fails before any output is touched.
@@ -172,13 +181,9 @@ pub(super) fn run_here(
         args.inputs.clone()
     };
     let (files, urls) = inputs::split(&inputs, REBUILD_STORE, args.limit)?;
-    let expected_dir = args
-        .expected
-        .clone()
-        .or_else(|| default_inputs.then(cli::samples_dir));
-    let expected = match &expected_dir {
-        Some(d) => read_manifest(d).map_err(|e| format!("{}/manifest.json: {e}", d.display()))?,
-        None => Vec::new(),
+    let expected = match &args.expected_dir() {
+        Some(d) => Expected::read(d)?,
+        None => Expected::none(),
     };
     let assets = rayorch_models::assets::ensure()?;
     let dim = embedding_dim(&assets.embed_dir)?;
@@ -218,7 +223,8 @@ pub(super) fn run_here(
                 progress.clone(),
                 expected,
                 args.resume,
-            )?;
+            )?
+            .inspected(inspect);
             (outputs, roots, 0)
         }
         #[cfg(feature = "store")]
@@ -227,7 +233,8 @@ pub(super) fn run_here(
             let committed_before = done.len() as u64;
             let roots =
                 Roots::new(files, urls, args.limit, names.clone(), done, inputs::PDF_ROOTS).skipping_done();
-            let outputs = Outputs::to_bucket(bucket, out, names.clone(), dim, progress.clone(), expected);
+            let outputs = Outputs::to_bucket(bucket, out, names.clone(), dim, progress.clone(), expected)
+                .inspected(inspect);
             (outputs, roots, committed_before)
         }
         #[cfg(not(feature = "store"))]
@@ -288,7 +295,6 @@ pub(super) fn run_here(
         "window": args.window,
         "window_pages": args.window_pages,
         "backpressure": args.backpressure,
-        "scores": outputs.scores,
         // This process's recognition replicas (a distributed run's
         // workers count their own).
         "recognition": job.recognized.figures(),
@@ -342,7 +348,6 @@ pub(super) fn run_here(
     if let Some(d) = &distributed {
         print!("{}", d.workers);
     }
-    outputs.print_scores();
     println!("outputs in {}", args.out.display());
     println!("{check}");
     if interrupted || summary.cancelled {

@@ -170,13 +170,13 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 
 /// Index `files` and the objects of `urls` (see [`split`]) as `args` say.
 /// `Ok` carries the exit status (`rayorch_kit::outcome`): 3 when a video
-/// failed that `expected_to_fail` (given its name: a path or URL) does not
-/// accept, else 0.
+/// ended otherwise than `expected` says (`rayorch_kit::expect`: by
+/// default, any failure), else 0.
 pub fn run(
     args: &Args,
     files: &[PathBuf],
     urls: &[String],
-    expected_to_fail: impl Fn(&str) -> bool + Send + 'static,
+    expected: rayorch_kit::expect::Expected,
 ) -> Result<u8, rayorch::BoxError> {
     if files.is_empty() && urls.is_empty() {
         return Err("no video files found".into());
@@ -240,7 +240,7 @@ pub fn run(
                 kind,
             );
             let sink = outputs::Outputs::create(&args.out, out, names, spool.clone(), bars.clone())?
-                .expecting(expected_to_fail);
+                .expecting(expected.clone());
             (roots, sink)
         }
         #[cfg(feature = "store")]
@@ -256,7 +256,7 @@ pub fn run(
             let roots =
                 Roots::new(files.to_vec(), urls.to_vec(), None, names.clone(), done, kind).skipping_done();
             let sink = outputs::Outputs::to_bucket(bucket, out, names, spool.clone(), bars.clone())
-                .expecting(expected_to_fail);
+                .expecting(expected.clone());
             (roots, sink)
         }
         #[cfg(not(feature = "store"))]

@@ -76,10 +76,10 @@ pub struct Outputs {
     pub written: usize,
     /// Videos that failed.
     pub failed: usize,
-    /// Videos that failed although [`Outputs::expecting`]'s test did not
-    /// name them (all failed ones without it).
+    /// Videos that ended otherwise than [`Outputs::expecting`] says (all
+    /// failed ones without it).
     pub unexpected: usize,
-    expected_to_fail: Box<dyn Fn(&str) -> bool + Send>,
+    expected: rayorch_kit::expect::Expected,
 }
 
 impl Outputs {
@@ -143,14 +143,14 @@ impl Outputs {
             written: 0,
             failed: 0,
             unexpected: 0,
-            expected_to_fail: Box::new(|_| false),
+            expected: rayorch_kit::expect::Expected::none(),
         }
     }
 
-    /// Count a failed video whose name `expected_to_fail` accepts as
-    /// expected (a sample broken on purpose): it is not [`Outputs::unexpected`].
-    pub fn expecting(mut self, expected_to_fail: impl Fn(&str) -> bool + Send + 'static) -> Outputs {
-        self.expected_to_fail = Box::new(expected_to_fail);
+    /// Count only videos that end otherwise than `expected` says (a sample
+    /// broken on purpose failing is expected) as [`Outputs::unexpected`].
+    pub fn expecting(mut self, expected: rayorch_kit::expect::Expected) -> Outputs {
+        self.expected = expected;
         self
     }
 }
@@ -175,6 +175,8 @@ impl Sink for Outputs {
                     video: &v,
                 })?;
                 self.written += 1;
+                // A video's parts, as an expectation may count them: its clips.
+                self.unexpected += usize::from(!self.expected.as_expected(&name, Some(v.clips.len())));
                 self.written_at.push(t);
                 self.bars.println(format!(
                     "{t:>7.2}s  wrote  {name} ({:.1} s, {} clips, {} shots, {} frames, max nsfw {:.3})",
@@ -215,7 +217,7 @@ impl Sink for Outputs {
                     Files::Bucket(b) => b.failure(o.key, &bytes)?,
                 }
                 self.failed += 1;
-                self.unexpected += usize::from(!(self.expected_to_fail)(&name));
+                self.unexpected += usize::from(!self.expected.as_expected(&name, None));
                 self.bars
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
             }
