@@ -7,7 +7,8 @@
 //! written with `rayorch_kit::parquet`): `key u64, name utf8, pages u32,
 //! markdown utf8, page_texts list<utf8>, page_embeddings
 //! list<fixed_size_list<f32, dim>>, page_sources list<utf8>, page_reasons
-//! list<utf8>`; [`read_documents`] reads a file or a segments folder back.
+//! list<utf8>, page_reason_kinds list<utf8>`; [`read_documents`] reads a
+//! file or a segments folder back.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,6 +43,12 @@ pub struct Document {
     /// layer failed ("no text layer (fewer than 10 glyphs)", ...).
     #[serde(default)]
     pub page_reasons: Vec<String>,
+    /// The reason's kind per page, one stable word to count pages by
+    /// (`trusted`, `forced`, `no_layer`, `unmapped`, `garbage`,
+    /// `spaced_out`, `scrambled`, `text_in_images`, `unreadable`:
+    /// `rayorch_models::pdf::text::Verdict::kind`).
+    #[serde(default)]
+    pub page_reason_kinds: Vec<String>,
 }
 
 impl Document {
@@ -56,10 +63,12 @@ impl Document {
     /// assert_eq!(d.markdown, "# a.pdf\n\n## Page 1\n\nHello\n");
     /// assert_eq!(d.page_sources, [TextSource::Layer]);
     /// assert_eq!(d.page_reasons, ["the text layer passed every check"]);
+    /// assert_eq!(d.page_reason_kinds, ["trusted"]);
     /// ```
     pub fn assemble(name: &str, pages: Vec<PageText>, page_embeddings: Vec<Vec<f32>>) -> Document {
         let page_sources = pages.iter().map(|p| p.source).collect();
         let page_reasons = pages.iter().map(|p| p.verdict.to_string()).collect();
+        let page_reason_kinds = pages.iter().map(|p| p.verdict.kind().to_string()).collect();
         let page_texts: Vec<String> = pages.into_iter().map(|p| p.text).collect();
         let mut markdown = format!("# {name}\n");
         for (i, t) in page_texts.iter().enumerate() {
@@ -77,6 +86,7 @@ impl Document {
             page_embeddings,
             page_sources,
             page_reasons,
+            page_reason_kinds,
         }
     }
 }
@@ -100,7 +110,7 @@ fn source_named(s: &str) -> Option<TextSource> {
 /// The Parquet schema for embeddings of width `dim`:
 /// `key u64, name utf8, pages u32, markdown utf8, page_texts list<utf8>,
 /// page_embeddings list<fixed_size_list<f32, dim>>, page_sources
-/// list<utf8>, page_reasons list<utf8>`.
+/// list<utf8>, page_reasons list<utf8>, page_reason_kinds list<utf8>`.
 pub fn document_schema(dim: usize) -> SchemaRef {
     let item = col::item;
     Arc::new(Schema::new(vec![
@@ -116,6 +126,7 @@ pub fn document_schema(dim: usize) -> SchemaRef {
         ),
         Field::new("page_sources", DataType::List(item(DataType::Utf8)), false),
         Field::new("page_reasons", DataType::List(item(DataType::Utf8)), false),
+        Field::new("page_reason_kinds", DataType::List(item(DataType::Utf8)), false),
     ]))
 }
 
@@ -155,6 +166,7 @@ impl Rows for DocumentRows {
             embeddings,
             col::strings(rows, |(_, d)| d.page_sources.iter().map(|&s| source_name(s))),
             col::strings(rows, |(_, d)| &d.page_reasons),
+            col::strings(rows, |(_, d)| &d.page_reason_kinds),
         ])
     }
 }
@@ -188,6 +200,14 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
         let reasons = col(7)
             .downcast_ref::<ListArray>()
             .ok_or_else(|| bad("page_reasons"))?;
+        let kinds = match batch.num_columns() > 8 {
+            true => Some(
+                col(8)
+                    .downcast_ref::<ListArray>()
+                    .ok_or_else(|| bad("page_reason_kinds"))?,
+            ),
+            false => None,
+        };
         let strings = |list: &ListArray, r: usize, what: &str| -> Result<Vec<String>, OutputError> {
             let v = list.value(r);
             let v = v
@@ -226,6 +246,10 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
                     page_embeddings,
                     page_sources,
                     page_reasons: strings(reasons, r, "page_reasons")?,
+                    page_reason_kinds: match kinds {
+                        Some(k) => strings(k, r, "page_reason_kinds")?,
+                        None => Vec::new(),
+                    },
                 },
             ));
         }
@@ -254,6 +278,7 @@ mod wire {
                 out.push(u8::from(s == TextSource::Layer));
             }
             self.page_reasons.put(out);
+            self.page_reason_kinds.put(out);
         }
         fn get(r: &mut Reader<'_>) -> Result<Document, String> {
             Ok(Document {
@@ -270,6 +295,7 @@ mod wire {
                     })
                     .collect::<Result<_, _>>()?,
                 page_reasons: Vec::get(r)?,
+                page_reason_kinds: Vec::get(r)?,
             })
         }
     }

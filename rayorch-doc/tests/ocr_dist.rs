@@ -136,6 +136,7 @@ fn doc_ocr_over_nats_writes_what_one_process_writes() {
             "page_texts",
             "page_sources",
             "page_reasons",
+            "page_reason_kinds",
         ] {
             assert_eq!(x[field], y[field], "document {k}: {field}");
         }

@@ -248,6 +248,7 @@ fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models(
     let reasons = column(&ran, "page_reasons");
     assert_eq!(reasons[0], "the text layer passed every check");
     assert!(reasons[1].starts_with("no text layer"), "{reasons:?}");
+    assert_eq!(column(&ran, "page_reason_kinds"), ["trusted", "no_layer"]);
     assert_eq!(column(&ran, "page_texts")[0], lines.join("\n"));
     assert_eq!(
         (
@@ -255,6 +256,10 @@ fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models(
             &ran.summary["job"]["pages_ocr"]
         ),
         (&1.into(), &1.into())
+    );
+    assert_eq!(
+        ran.summary["job"]["pages_by_reason"],
+        serde_json::json!({"trusted": 1, "no_layer": 1})
     );
     // The layer page gave no lines and the blank page none either: the
     // recognition model never ran.
@@ -267,6 +272,10 @@ fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models(
         column(&ran, "page_reasons").iter().all(|r| r.contains("forced")),
         "{:?}",
         column(&ran, "page_reasons")
+    );
+    assert_eq!(
+        ran.summary["job"]["pages_by_reason"],
+        serde_json::json!({"forced": 2})
     );
     assert_eq!(
         call_stat(&ran, "recognize", "grains_dispatched"),

@@ -114,6 +114,38 @@ impl Writer {
         self.object(&body)
     }
 
+    /// Append the catalog (object 1) and the page tree (object 2) of the
+    /// pages numbered `pages`.
+    pub(crate) fn catalog_and_tree(&mut self, pages: &[usize]) {
+        let kids: Vec<String> = pages.iter().map(|n| format!("{n} 0 R")).collect();
+        self.object(b"<< /Type /Catalog /Pages 2 0 R >>");
+        self.object(
+            format!(
+                "<< /Type /Pages /Kids [{}] /Count {} >>",
+                kids.join(" "),
+                pages.len()
+            )
+            .as_bytes(),
+        );
+    }
+
+    /// Append a grey picture (an image XObject) of `width` × `height`
+    /// pixels from its rows `grey`; returns its object number.
+    pub(crate) fn grey_picture(&mut self, width: u32, height: u32, grey: &[u8]) -> usize {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        // Writing into a Vec cannot fail.
+        let _ = std::io::Write::write_all(&mut z, grey);
+        let data = z.finish().unwrap_or_default();
+        let mut body = format!(
+            "<< /Type /XObject /Subtype /Image /Width {width} /Height {height} /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode /Length {} >>\nstream\n",
+            data.len()
+        )
+        .into_bytes();
+        body.extend_from_slice(&data);
+        body.extend_from_slice(b"\nendstream");
+        self.object(&body)
+    }
+
     pub(crate) fn finish(mut self, root: usize, extra_trailer: &str) -> Vec<u8> {
         let xref = self.buf.len();
         let mut t = format!("xref\n0 {}\n0000000000 65535 f \n", self.offsets.len() + 1);
@@ -265,6 +297,44 @@ fn build(pages: &[Vec<String>], size: f32, opts: Opts<'_>) -> Vec<u8> {
     w.finish(1, &trailer)
 }
 
+/// Resolution of [`scanned_pdf`]'s pictures.
+pub const SCAN_DPI: f32 = 150.0;
+
+/// A scan of `pages`: each page drawn as [`text_pdf`] draws it, rendered
+/// at [`SCAN_DPI`] in grey and written as a picture-only page (no text
+/// layer: a reader must OCR it).
+///
+/// ```
+/// use rayorch_models::pdf::{PdfFile, open_document};
+/// let pdf = rayorch_testdata::pdfgen::scanned_pdf(&[vec!["Hello".to_string()]], 18.0);
+/// assert_eq!(open_document(&PdfFile::from_bytes("s", pdf)).unwrap().len(), 1);
+/// ```
+pub fn scanned_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
+    let cfg = rayorch_models::pdf::RenderConfig {
+        dpi: SCAN_DPI,
+        ..rayorch_models::pdf::RenderConfig::default()
+    };
+    let digital = rayorch_models::pdf::PdfFile::from_bytes("scan", text_pdf(pages, size));
+    // The pages were written just above: a failure here is a bug in this file.
+    let images = rayorch_models::pdf::render_document(&digital, &cfg).expect("generated pages render");
+    let mut w = Writer::new();
+    // 1 catalog, 2 page tree, then (picture, content, page) per page.
+    w.catalog_and_tree(&(0..pages.len()).map(|i| 5 + 3 * i).collect::<Vec<_>>());
+    for page in images {
+        let grey = image::imageops::grayscale(&*page.image);
+        let picture = w.grey_picture(grey.width(), grey.height(), grey.as_raw());
+        let content = w.stream(format!("q {} 0 0 {} 0 0 cm /Im0 Do Q", LETTER.0, LETTER.1).as_bytes());
+        w.object(
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources << /XObject << /Im0 {picture} 0 R >> >> /Contents {content} 0 R >>",
+                LETTER.0, LETTER.1
+            )
+            .as_bytes(),
+        );
+    }
+    w.finish(1, "")
+}
+
 /// A one-page PDF: `body` lines upright from the top (as [`text_pdf`]),
 /// and each of `labels` drawn once at its own angle (degrees
 /// counter-clockwise, as a PDF's text matrix turns it) starting at its
@@ -368,12 +438,17 @@ pub struct Sample {
     pub font_size: f32,
     /// The text of each page, line by line.
     pub pages: Vec<Vec<String>>,
+    /// A text sample drawn as a scan: pictures only, no text layer
+    /// ([`scanned_pdf`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scanned: bool,
 }
 
 impl Sample {
     /// The file's bytes, as the generator writes them.
     pub fn bytes(&self) -> Vec<u8> {
         match self.kind {
+            SampleKind::Text if self.scanned => scanned_pdf(&self.pages, self.font_size),
             SampleKind::Text | SampleKind::Empty => text_pdf(&self.pages, self.font_size),
             SampleKind::Encrypted => encrypted_pdf(&self.pages, self.font_size),
             SampleKind::Corrupt => {
@@ -456,6 +531,7 @@ pub fn samples() -> Vec<Sample> {
         kind: SampleKind::Text,
         font_size: 18.0,
         pages: document(title, pages, lines, 18.0, seed),
+        scanned: false,
     };
     // Numbered so that folder order mixes short, long and bad documents.
     vec![
@@ -465,6 +541,7 @@ pub fn samples() -> Vec<Sample> {
             kind: SampleKind::Corrupt,
             font_size: 18.0,
             pages: document("Lost file", 2, 10, 18.0, 5),
+            scanned: false,
         },
         text("03-memo.pdf", "Office memo", 2, 12, 2),
         text("04-handbook.pdf", "Employee handbook", 16, 18, 4),
@@ -473,6 +550,7 @@ pub fn samples() -> Vec<Sample> {
             kind: SampleKind::Empty,
             font_size: 18.0,
             pages: vec![],
+            scanned: false,
         },
         text("06-report.pdf", "Quarterly report", 3, 14, 3),
         Sample {
@@ -480,6 +558,7 @@ pub fn samples() -> Vec<Sample> {
             kind: SampleKind::Encrypted,
             font_size: 18.0,
             pages: document("Secret", 1, 8, 18.0, 6),
+            scanned: false,
         },
         Sample {
             file: "08-not-a-pdf.pdf".into(),
@@ -488,6 +567,12 @@ pub fn samples() -> Vec<Sample> {
             pages: vec![vec![
                 "These are plain text notes that someone saved with a .pdf name.".into(),
             ]],
+            scanned: false,
+        },
+        // A scanned page: no text layer, so the job OCRs it.
+        Sample {
+            scanned: true,
+            ..text("09-scanned-notice.pdf", "A scanned notice", 1, 10, 7)
         },
     ]
 }

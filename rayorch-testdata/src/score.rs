@@ -16,6 +16,7 @@
 //!     kind: SampleKind::Text,
 //!     font_size: 12.0,
 //!     pages: vec![vec!["Hello world".into()]],
+//!     scanned: false,
 //! };
 //! let mut s = TextScores::new(vec![letter]);
 //! s.ended("/in/a.pdf", Some(&["Hello world".to_string()]));

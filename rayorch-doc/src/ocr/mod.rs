@@ -13,7 +13,8 @@
 //! the checks of `rayorch_models::pdf::text::Verdict` takes its text from
 //! the layer and is never rendered, detected or recognised (it expands to
 //! no lines); any other page is rendered and OCR'd. Every page's record
-//! says which, and why (`Document::page_sources`, `page_reasons`);
+//! says which, and why (`Document::page_sources`, `page_reasons`,
+//! `page_reason_kinds`; the summary counts pages by reason kind);
 //! `--force-ocr` OCRs every page. Rendered pages in flight are bounded
 //! by batch sizes, replicas and backpressure, not by document length, and a
 //! window in child pages and lines (a line counts until its page is

@@ -14,6 +14,7 @@
 //! cuts them back to those positions, so every document is in them exactly
 //! once however the previous run ended.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -107,6 +108,9 @@ pub struct Outputs {
     pub pages: usize,
     /// Pages written whose text is their text layer (the others were OCR'd).
     pub layer_pages: usize,
+    /// Pages written by the kind of reason their text came from where it
+    /// did (`Document::page_reason_kinds`: `trusted`, `no_layer`, …).
+    pub pages_by_reason: BTreeMap<String, usize>,
 }
 
 impl Outputs {
@@ -186,6 +190,7 @@ impl Outputs {
             unexpected: 0,
             pages: 0,
             layer_pages: 0,
+            pages_by_reason: BTreeMap::new(),
         }
     }
 
@@ -231,6 +236,9 @@ impl Sink for Outputs {
                     .filter(|&&s| s == TextSource::Layer)
                     .count();
                 self.layer_pages += layer;
+                for kind in &doc.page_reason_kinds {
+                    *self.pages_by_reason.entry(kind.clone()).or_default() += 1;
+                }
                 self.written_at.push(t);
                 if doc.pages > 0 {
                     self.first_text_s.get_or_insert(t);

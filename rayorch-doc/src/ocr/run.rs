@@ -274,6 +274,7 @@ pub(super) fn run_here(
         "pages_written": outputs.pages,
         "pages_from_layer": outputs.layer_pages,
         "pages_ocr": outputs.pages - outputs.layer_pages,
+        "pages_by_reason": outputs.pages_by_reason,
         "pages_per_s": pages_per_s,
         "first_outcome_s": summary.first_root_s,
         "first_present_s": summary.first_present_s,
@@ -336,6 +337,19 @@ pub(super) fn run_here(
         summary.first_root_s.unwrap_or(f64::NAN),
         outputs.first_text_s.unwrap_or(f64::NAN)
     );
+    if outputs.pages > 0 {
+        let why: Vec<String> = outputs
+            .pages_by_reason
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!(
+            "pages: {} from the text layer, {} OCR'd; by reason: {}",
+            outputs.layer_pages,
+            outputs.pages - outputs.layer_pages,
+            why.join(", ")
+        );
+    }
     print!("{}", summary.calls_table());
     let rec = job.recognized.figures();
     if rec.model_calls > 0 {

@@ -88,6 +88,30 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict's kind, one stable word (what records and summaries
+    /// count pages by; the `Display` text adds the figures): `trusted`,
+    /// `forced`, `no_layer`, `unmapped`, `garbage`, `spaced_out`,
+    /// `scrambled`, `text_in_images` or `unreadable`.
+    ///
+    /// ```
+    /// use rayorch_models::pdf::text::Verdict;
+    /// assert_eq!(Verdict::Unmapped { percent: 40 }.kind(), "unmapped");
+    /// assert_eq!(Verdict::Trusted.kind(), "trusted");
+    /// ```
+    pub fn kind(self) -> &'static str {
+        match self {
+            Verdict::Trusted => "trusted",
+            Verdict::Forced => "forced",
+            Verdict::NoLayer => "no_layer",
+            Verdict::Unmapped { .. } => "unmapped",
+            Verdict::Garbage { .. } => "garbage",
+            Verdict::SpacedOut { .. } => "spaced_out",
+            Verdict::Scrambled { .. } => "scrambled",
+            Verdict::TextInImages { .. } => "text_in_images",
+            Verdict::Unreadable => "unreadable",
+        }
+    }
+
     /// Where the page's text comes from.
     pub fn source(self) -> TextSource {
         match self {

@@ -318,8 +318,8 @@ struct Built {
     table: Option<Vec<Vec<String>>>,
     size: (f32, f32),
     scan: Option<Scan>,
-    /// Grey pixels `(width, height, zlib-compressed rows)`.
-    picture: Option<(u32, u32, Vec<u8>)>,
+    /// Grey pixels.
+    picture: Option<image::GrayImage>,
 }
 
 fn built(kind: &str, (p, table): (PageBuilder, Option<Vec<Vec<String>>>)) -> Built {
@@ -347,30 +347,14 @@ fn write_pdf(pages: Vec<Built>) -> (Vec<GtPage>, Vec<u8>) {
             next - 1
         })
         .collect();
-    let kids: Vec<String> = numbers.iter().map(|n| format!("{n} 0 R")).collect();
-    w.object(b"<< /Type /Catalog /Pages 2 0 R >>");
-    w.object(
-        format!(
-            "<< /Type /Pages /Kids [{}] /Count {} >>",
-            kids.join(" "),
-            pages.len()
-        )
-        .as_bytes(),
-    );
+    w.catalog_and_tree(&numbers);
     w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>");
     w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>");
     let mut truth = Vec::with_capacity(pages.len());
     for p in pages {
         let (resources, ops) = match &p.picture {
-            Some((pw, ph, data)) => {
-                let mut body = format!(
-                    "<< /Type /XObject /Subtype /Image /Width {pw} /Height {ph} /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode /Length {} >>\nstream\n",
-                    data.len()
-                )
-                .into_bytes();
-                body.extend_from_slice(data);
-                body.extend_from_slice(b"\nendstream");
-                let im = w.object(&body);
+            Some(grey) => {
+                let im = w.grey_picture(grey.width(), grey.height(), grey.as_raw());
                 (
                     format!("<< /XObject << /Im0 {im} 0 R >> >>"),
                     format!("q {} 0 0 {} 0 0 cm /Im0 Do Q\n", p.size.0, p.size.1),
@@ -474,11 +458,6 @@ fn scanned(page: Built, scan: Scan) -> Built {
         270 => image::imageops::rotate270(&grey),
         _ => grey,
     };
-    let (gw, gh) = grey.dimensions();
-    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-    // Writing into a Vec cannot fail.
-    let _ = std::io::Write::write_all(&mut z, grey.as_raw());
-    let data = z.finish().unwrap_or_default();
     let size = if scan.turn % 180 == 90 {
         (page.size.1, page.size.0)
     } else {
@@ -491,7 +470,7 @@ fn scanned(page: Built, scan: Scan) -> Built {
         table: page.table,
         size,
         scan: Some(scan),
-        picture: Some((gw, gh, data)),
+        picture: Some(grey),
     }
 }
 
