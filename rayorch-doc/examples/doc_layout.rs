@@ -49,7 +49,7 @@ fn run(mut args: Args) -> Result<u8, rayorch::BoxError> {
         }
         let samples = rayorch_doc::ocr::cli::samples_dir();
         args.inputs.push(samples.display().to_string());
-        args.expected.get_or_insert(samples);
+        args.run.expected.get_or_insert(samples);
     }
     let scores = Arc::new(Mutex::new(LayoutScores::new(truth, args.dpi)));
     let hook = scores.clone();

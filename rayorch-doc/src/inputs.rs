@@ -106,3 +106,23 @@ pub fn expected_dir(expected: &Option<PathBuf>, inputs: &[String]) -> Option<Pat
         .clone()
         .or_else(|| inputs.is_empty().then(crate::ocr::cli::samples_dir))
 }
+
+/// Open a document job's run over `files` and the objects of `urls` into
+/// `out` (or its URL form `url`), as `flags` say
+/// (`rayorch_kit::job::open_run`).
+pub fn open_run(
+    out: &Path,
+    url: Option<&str>,
+    flags: &rayorch_kit::job::RunFlags,
+    commit: &rayorch_kit::store::CommitFlags,
+    (files, urls): (Vec<PathBuf>, Vec<String>),
+    names: std::sync::Arc<rayorch_kit::names::RootNames>,
+) -> Result<rayorch_kit::job::Opened<PdfFile>, Error> {
+    let inputs = rayorch_kit::job::JobInputs {
+        files,
+        urls,
+        what: "PDF files",
+        kind: PDF_ROOTS,
+    };
+    rayorch_kit::job::open_run(out, url, flags, commit, inputs, names)
+}

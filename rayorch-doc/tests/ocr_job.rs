@@ -11,9 +11,16 @@
 //! - the timeline has one rectangle per batch, on its replica's row;
 //! - each page's record says where its text came from and why: a page
 //!   whose text layer passes every check is never detected or recognised,
-//!   a blank one is OCR'd, and `--force-ocr` OCRs both.
+//!   a blank one is OCR'd, and `--force-ocr` OCRs both;
+//! - both document jobs, `kill -9`ed after their first journal commit (a
+//!   child process: the ignored `common::child_runs_the_job`), resume with
+//!   every document once, as an uninterrupted run wrote it.
+
+mod common;
 
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rayorch::sink::FailureLine;
@@ -521,6 +528,91 @@ fn a_default_build_refuses_what_it_was_built_without_and_touches_nothing() {
     let err = rayorch_doc::layout::run_from(["doc_layout", "--resume", "--out", &f])
         .unwrap_err()
         .to_string();
-    assert!(err.contains("keeps no journal"), "{err}");
+    assert!(err.contains("holds no journaled run to continue"), "{err}");
     assert!(!fresh.exists());
+}
+
+/// The documents of a run's `documents.jsonl` by key, each checked to be
+/// there once: `field` of each (the text a run makes of it).
+fn once_by_key(out: &Path, field: &str) -> std::collections::BTreeMap<u64, serde_json::Value> {
+    let lines = jsonl(&out.join("documents.jsonl"));
+    let by_key: std::collections::BTreeMap<u64, serde_json::Value> = lines
+        .iter()
+        .map(|v| (v["key"].as_u64().unwrap(), v[field].clone()))
+        .collect();
+    assert_eq!(by_key.len(), lines.len(), "a document twice in {}", out.display());
+    by_key
+}
+
+#[test]
+fn both_document_jobs_killed_mid_run_resume_with_each_document_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let docs = dir.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    for i in 0..8 {
+        std::fs::write(docs.join(format!("doc{i}.pdf")), report(1 + i % 3)).unwrap();
+    }
+    let d = docs.display().to_string();
+    for (job, field) in [("doc_ocr", "page_texts"), ("doc_layout", "markdown")] {
+        let argv = |out: &Path, extra: &[&str]| -> Vec<String> {
+            let o = out.display().to_string();
+            let mut v: Vec<String> = [job, "--no-progress", "--dpi", "36", "--threads", "1"]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            v.extend(["--window", "1", "--out", &o, &d].map(String::from));
+            v.extend(extra.iter().map(|a| a.to_string()));
+            v
+        };
+        let spawn = |argv: &[String]| {
+            Command::new(std::env::current_exe().unwrap())
+                .args([common::CHILD, "--exact", "--ignored", "--nocapture"])
+                .env("RAYORCH_TEST_ARGV", serde_json::to_string(argv).unwrap())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let reference = dir.join(format!("{job}-reference"));
+        let child = spawn(&argv(&reference, &[])).wait_with_output().unwrap();
+        let (code, console) = common::child_result(&child);
+        assert_eq!(code, Ok(0), "{job}: {console}");
+        let want = once_by_key(&reference, field);
+        assert_eq!(want.len(), 8, "{job}");
+
+        // Killed once its first document reached the outputs (at a journal
+        // commit, or with a full write buffer before one).
+        let killed = dir.join(format!("{job}-killed"));
+        let mut child = spawn(&argv(&killed, &[]));
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let jsonl_len = || std::fs::metadata(killed.join("documents.jsonl")).map_or(0, |m| m.len());
+        while jsonl_len() == 0 && child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "{job}: nothing written after 300 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let before = jsonl(&killed.join("documents.jsonl")).len();
+        eprintln!("{job}: killed with {before} of 8 documents in documents.jsonl");
+
+        let run = |a: Vec<String>| match job {
+            "doc_ocr" => rayorch_doc::ocr::run_from(a),
+            _ => rayorch_doc::layout::run_from(a),
+        };
+        if before < 8 {
+            // An unfinished journal: a plain run is refused with what to do.
+            let err = run(argv(&killed, &[])).unwrap_err().to_string();
+            assert!(
+                err.contains("--resume") && err.contains("--force"),
+                "{job}: {err}"
+            );
+        }
+        assert_eq!(run(argv(&killed, &["--resume"])).unwrap(), 0, "{job}");
+        assert_eq!(
+            once_by_key(&killed, field),
+            want,
+            "{job}: as an uninterrupted run"
+        );
+    }
 }

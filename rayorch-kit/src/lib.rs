@@ -11,6 +11,7 @@
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
 //! | [`limits`] | a timeout on every Call that parses user bytes or runs a model, as flags a job has only for the kinds of Call it runs (`--parse-timeout-s`, `--document-timeout-s`, `--model-timeout-s`) |
 //! | [`check`] | after the run: every root once, the same in each output |
+//! | [`job`] | the flags of every job: `--resume`, `--force`, `--limit`, `--no-progress`, `--metrics`, `--otlp`, `--expected` |
 //! | [`expect`] | which inputs a run expects to fail (`--expected DIR`), and a caller's hook on each ended root (a test's scoring) |
 //! | [`outcome`] | one meaning in every job of a failure line's `outcome` and of the exit status |
 //! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
@@ -24,6 +25,7 @@
 
 pub mod check;
 pub mod expect;
+pub mod job;
 pub mod limits;
 pub mod names;
 pub mod otlp;

@@ -12,7 +12,8 @@ pub const EXIT_CODES: &str = "Exit status:
        every document ended as the manifest says, bad samples failing included)
   1    the run could not start or broke off (the message says why)
   2    the command line is wrong
-  3    at least one document failed: see failures.jsonl (the others are written)";
+  3    at least one document failed: see failures.jsonl (the others are written)
+  130  interrupted by Ctrl-C (what finished is written; --resume continues)";
 
 /// Documents to Markdown: render, find layout regions, read each region with
 /// its own model (OCR lines, table structure, or the PDF's own text layer),
@@ -27,17 +28,18 @@ pub struct Args {
     /// `doc_ocr`). Default: the bundled samples (the example adds the
     /// generated layout corpus, scored against its truth).
     pub inputs: Vec<String>,
-    /// Output folder (created if missing; its output files are replaced);
+    /// Output folder (created if missing; a run into a folder that holds a
+    /// journaled run needs `--resume` or `--force`);
     /// or, in a build with `--features store`, an object-store URL
     /// (`s3://BUCKET/PREFIX/`, `file:///FOLDER/`, …) where the outputs are
     /// committed exactly once (as `doc_ocr`'s; the Markdown is in
     /// `documents.jsonl`, no file per document).
     #[arg(short, long, default_value = "target/doc_layout")]
     pub out: PathBuf,
-    /// Outputs at a URL: continue the run whose commits are there (the
-    /// documents they name are skipped).
-    #[arg(long)]
-    pub resume: bool,
+    /// `--resume`, `--force`, `--limit`, `--no-progress`, `--metrics`,
+    /// `--otlp`, `--expected` (every job's: `rayorch_kit::job`).
+    #[command(flatten)]
+    pub run: rayorch_kit::job::RunFlags,
     /// Outputs at a URL: `--commit-mib`, `--commit-every-s`,
     /// `--at-least-once`.
     #[command(flatten)]
@@ -82,12 +84,6 @@ pub struct Args {
     /// Replicas of the layout Call (each its own ONNX Runtime session).
     #[arg(long, default_value_t = 1)]
     pub layout_replicas: usize,
-    /// Which inputs must fail (and how many pages the others have): the
-    /// `manifest.json` in this folder (`rayorch_kit::expect`); a document
-    /// that ends otherwise makes the exit status 3. Default: the bundled
-    /// samples' manifest when no inputs are given.
-    #[arg(long)]
-    pub expected: Option<PathBuf>,
     /// Time limit of render (a whole document at once; no Call of this job
     /// parses one page alone).
     #[command(flatten)]

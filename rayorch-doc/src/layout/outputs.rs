@@ -3,8 +3,17 @@
 //! - `markdown/<file stem>.md`: the document as Markdown;
 //! - `documents.jsonl`: one line per document (name, per-page text source
 //!   and orientation, Markdown);
-//! - `regions.jsonl` and `regions.parquet`: one row per region;
+//! - `regions.jsonl` and `regions.parquet/` (one `part-NNNNN.parquet`
+//!   segment per journal commit that wrote rows): one row per region;
 //! - `failures.jsonl`: one line per document that did not complete.
+//!
+//! The JSONL files and the segments follow the run's journal
+//! (`journal.redb` beside them), as `doc_ocr`'s do: each journal commit
+//! syncs them and stores their positions, and a resumed run cuts them back
+//! to those positions, so every document is in them exactly once however
+//! the previous run ended. A document's Markdown file is written whole
+//! each time the document is (a resumed run rewrites the files of the
+//! documents it runs again).
 //!
 //! With `--out` an object-store URL (feature `store`) the JSONL and Parquet
 //! outputs are immutable segments committed exactly once (`documents.jsonl`,
@@ -12,16 +21,14 @@
 //! commit record naming its documents: `rayorch_kit::store::outputs`); the
 //! Markdown is in `documents.jsonl` only (no object per document).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayorch::sink::Sink;
+use rayorch::sink::{LinesFile, Sink};
 use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::expect::{Expected, Inspect};
 use rayorch_kit::names::RootNames;
-use rayorch_kit::parquet::ParquetFile;
+use rayorch_kit::parquet::ParquetSegments;
 use rayorch_models::layout::markdown::LayoutDocument;
 use rayorch_models::layout::{Orientation, TextSource};
 use serde::Serialize;
@@ -49,13 +56,47 @@ struct DocLine<'a> {
 enum Files {
     Local {
         dir: PathBuf,
-        docs: BufWriter<File>,
-        regions: BufWriter<File>,
-        failures: BufWriter<File>,
-        parquet: Option<ParquetFile<RegionRows>>,
+        docs: LinesFile,
+        regions: LinesFile,
+        failures: LinesFile,
+        parquet: ParquetSegments<RegionRows>,
     },
     #[cfg(feature = "store")]
     Bucket(Box<rayorch_kit::store::outputs::RowCommits<RegionRows>>),
+}
+
+/// The local files, in the order their positions are journaled.
+type LocalFiles<'a> = (
+    &'a mut LinesFile,
+    &'a mut LinesFile,
+    &'a mut LinesFile,
+    &'a mut ParquetSegments<RegionRows>,
+);
+
+impl Files {
+    /// The local files (`None`: the outputs are a bucket's).
+    fn local(&mut self) -> Option<LocalFiles<'_>> {
+        match self {
+            Files::Local {
+                docs,
+                regions,
+                failures,
+                parquet,
+                ..
+            } => Some((docs, regions, failures, parquet)),
+            #[cfg(feature = "store")]
+            Files::Bucket(_) => None,
+        }
+    }
+
+    /// A bucket's end: the rest committed, every upload waited for.
+    fn finish_bucket(&mut self) -> Result<(), BoxError> {
+        match self {
+            #[cfg(feature = "store")]
+            Files::Bucket(b) => Ok(b.finish()?),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The job's segment kinds at a URL.
@@ -90,25 +131,26 @@ pub struct Outputs {
 
 impl Outputs {
     /// Create the outputs in `dir`; `expected` says which documents must
-    /// fail.
+    /// fail. `resume`: keep the files (the runner cuts them back to the
+    /// journal's last commit before the first document).
     pub fn create(
         dir: &Path,
         out: Output<LayoutDocument>,
         names: Arc<RootNames>,
         expected: Expected,
+        resume: bool,
     ) -> Result<Outputs, BoxError> {
         std::fs::create_dir_all(dir.join("markdown"))?;
-        let file = |n: &str| File::create(dir.join(n)).map(BufWriter::new);
+        let file = |n: &str| match resume {
+            true => LinesFile::open(dir.join(n)),
+            false => LinesFile::create(dir.join(n)),
+        };
         let files = Files::Local {
             dir: dir.to_path_buf(),
             docs: file("documents.jsonl")?,
             regions: file("regions.jsonl")?,
             failures: file("failures.jsonl")?,
-            parquet: Some(ParquetFile::create(
-                &dir.join("regions.parquet"),
-                RegionRows,
-                256,
-            )?),
+            parquet: ParquetSegments::open(&dir.join("regions.parquet"), RegionRows, 256, !resume)?,
         };
         Ok(Outputs::over(files, out, names, expected))
     }
@@ -185,21 +227,11 @@ impl Outputs {
                     .file_stem()
                     .map_or_else(|| format!("doc-{key}"), |s| s.to_string_lossy().into_owned());
                 std::fs::write(dir.join("markdown").join(format!("{stem}.md")), &doc.markdown)?;
-                docs.write_all(&line)?;
-                docs.write_all(b"\n")?;
-                docs.flush()?;
-                for p in &doc.pages {
-                    for r in &p.regions {
-                        serde_json::to_writer(&mut *regions, r)?;
-                        regions.write_all(b"\n")?;
-                    }
-                    if let Some(pq) = parquet.as_mut() {
-                        for r in &p.regions {
-                            pq.write(r.clone())?;
-                        }
-                    }
+                docs.line(&line)?;
+                for r in doc.pages.iter().flat_map(|p| &p.regions) {
+                    regions.line(&serde_json::to_vec(r)?)?;
+                    parquet.write(r.clone())?;
                 }
-                regions.flush()?;
             }
             #[cfg(feature = "store")]
             Files::Bucket(b) => {
@@ -238,11 +270,7 @@ impl Sink for Outputs {
                 let cause = line.cause.clone();
                 let bytes = serde_json::to_vec(&line)?;
                 match &mut self.files {
-                    Files::Local { failures, .. } => {
-                        failures.write_all(&bytes)?;
-                        failures.write_all(b"\n")?;
-                        failures.flush()?;
-                    }
+                    Files::Local { failures, .. } => failures.line(&bytes)?,
                     #[cfg(feature = "store")]
                     Files::Bucket(b) => b.failure(o.key, &bytes)?,
                 }
@@ -255,25 +283,45 @@ impl Sink for Outputs {
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
-        match &mut self.files {
-            Files::Local {
-                docs,
-                regions,
-                failures,
-                parquet,
-                ..
-            } => {
-                docs.flush()?;
-                regions.flush()?;
-                failures.flush()?;
-                if let Some(p) = parquet.take() {
-                    p.close()?;
-                }
+        match self.files.local() {
+            Some((docs, regions, failures, parquet)) => {
+                Sink::close(docs)?;
+                Sink::close(regions)?;
+                Sink::close(failures)?;
+                Ok(ParquetSegments::close(parquet)?)
             }
-            // The rest committed, every upload waited for.
-            #[cfg(feature = "store")]
-            Files::Bucket(b) => b.finish()?,
+            None => self.files.finish_bucket(),
         }
+    }
+
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        // A bucket's outputs follow no local journal (their commit records
+        // are the journal): only local files report positions.
+        if let Some((docs, regions, failures, parquet)) = self.files.local() {
+            positions.push(docs.sync(durable)?);
+            positions.push(regions.sync(durable)?);
+            positions.push(failures.sync(durable)?);
+            positions.push(ParquetSegments::sync(parquet, durable)?);
+        }
+        Ok(())
+    }
+
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        let Some((docs, regions, failures, parquet)) = self.files.local() else {
+            return Ok(());
+        };
+        let p: &[u64] = positions;
+        let [d, r, f, q, ..] = p else {
+            return Err(
+                "the journal holds fewer output positions than doc_layout writes (4): start over with --force"
+                    .into(),
+            );
+        };
+        docs.truncate_to(*d)?;
+        regions.truncate_to(*r)?;
+        failures.truncate_to(*f)?;
+        ParquetSegments::truncate_to(parquet, *q)?;
+        *positions = &p[4..];
         Ok(())
     }
 }

@@ -4,13 +4,14 @@ use clap::Parser;
 use rayorch::Runner;
 use rayorch_kit::expect::{Expected, Inspect};
 use rayorch_kit::names::RootNames;
-use rayorch_kit::outcome;
+use rayorch_kit::progress::Progress;
+use rayorch_kit::{outcome, resume, stop, watch};
 use rayorch_models::layout::markdown::LayoutDocument;
 
-use super::LayoutJob;
 use super::cli::Args;
 use super::outputs::Outputs;
-use crate::inputs::{self, Roots};
+use super::{LayoutJob, Line, Page, Pdf, Region};
+use crate::inputs;
 
 /// The job's build command with the `store` feature (what a default build
 /// names when refusing a URL input).
@@ -31,59 +32,54 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
 /// Run the job, showing each document to `inspect` as it is written (or
 /// each failure): how a test or the demo scores the outputs against truth
 /// (`rayorch_testdata::score`).
+///
+/// The run is journaled as `doc_ocr`'s is (`journal.redb` in `--out`):
+/// Ctrl-C once drains (no new documents; those in flight finish), twice
+/// abandons, and after either, a crash or `kill -9`, `--resume` continues
+/// with every document written exactly once; a run into a folder holding
+/// an unfinished journal needs `--resume` or `--force`.
 pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Result<u8, rayorch::BoxError> {
-    // Inputs and `--out` first: a bad one is refused before the output
-    // folder is made.
-    let out_url = rayorch_kit::store::output_url_or_no_resume(
-        &args.out,
-        args.resume,
-        cfg!(feature = "store"),
-        REBUILD_STORE,
-    )?;
+    // Flags, inputs and `--out` first: a bad one is refused before the
+    // output folder is made.
+    let traces = rayorch_kit::otlp::job_traces(args.run.otlp.as_deref(), "doc_layout")?;
+    let out_url = rayorch_kit::store::output_url(&args.out, cfg!(feature = "store"), REBUILD_STORE)?;
     let inputs = match args.inputs.is_empty() {
         true => vec![crate::ocr::cli::samples_dir().display().to_string()],
         false => args.inputs.clone(),
     };
-    let (files, urls) = inputs::split(&inputs, REBUILD_STORE, None)?;
-    let expected = match inputs::expected_dir(&args.expected, &args.inputs) {
+    let (files, urls) = inputs::split(&inputs, REBUILD_STORE, args.run.limit)?;
+    let expected = match inputs::expected_dir(&args.run.expected, &args.inputs) {
         Some(d) => Expected::read(&d)?,
         None => Expected::none(),
     };
     let assets = rayorch_models::assets::ensure()?;
     let layout_assets = rayorch_models::assets::ensure_layout()?;
     let (plan, out) = LayoutJob::new(&args.settings(), &assets, &layout_assets).plan()?;
+    let progress = Progress::new(!args.run.no_progress)
+        .root::<Pdf>("documents", files.len() as u64)
+        .domain::<Page>("pages")
+        .domain::<Region>("regions")
+        .domain::<Line>("lines")
+        .shared();
     let names = RootNames::new();
-    let (roots, mut outputs) = match &out_url {
-        None => {
-            let roots = Roots::new(
-                files,
-                urls,
-                None,
-                names.clone(),
-                Default::default(),
-                inputs::PDF_ROOTS,
-            );
-            let outputs = Outputs::create(&args.out, out, names, expected).map_err(|e| e.to_string())?;
-            (roots, outputs.inspected(inspect))
-        }
+    let opened = inputs::open_run(
+        &args.out,
+        out_url.as_deref(),
+        &args.run,
+        &args.commit,
+        (files, urls),
+        names.clone(),
+    )?;
+    let (roots, journal, source) = (opened.roots, opened.journal, opened.source);
+    let mut outputs = match opened.bucket {
+        None => Outputs::create(&args.out, out, names.clone(), expected, args.run.resume)?,
         #[cfg(feature = "store")]
-        Some(url) => {
-            let (bucket, done) = rayorch_kit::store::outputs::open_over(
-                url,
-                args.resume,
-                &args.commit,
-                "PDF files",
-                &files,
-                &urls,
-            )?;
-            let roots = Roots::new(files, urls, None, names.clone(), done, inputs::PDF_ROOTS).skipping_done();
-            let outputs = Outputs::to_bucket(bucket, out, names, expected);
-            (roots, outputs.inspected(inspect))
-        }
+        Some(bucket) => Outputs::to_bucket(bucket, out, names.clone(), expected),
         #[cfg(not(feature = "store"))]
-        Some(_) => unreachable!("output_url refuses URLs without `store`"),
-    };
-    eprintln!(
+        Some(never) => match never {},
+    }
+    .inspected(inspect);
+    progress.println(format!(
         "doc_layout: {}, window {}, text layer {}, outputs in {}",
         roots.describe("documents"),
         args.window,
@@ -93,9 +89,22 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
             "used where usable"
         },
         args.out.display()
-    );
-    let runner = Runner::new(&plan).window(args.window);
+    ));
+    let (watch, _server) = watch::serve(args.run.metrics, &progress)?;
+    let runner = Runner::new(&plan)
+        .window(args.window)
+        .observe((progress.observer(), watch));
+    let runner = match &journal {
+        Some(j) => runner.journal(j).journal_source(source),
+        None => runner,
+    };
+    let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
     let summary = runner.run_stream(roots.stream(), &mut outputs)?;
+    progress.finish();
+    if let Some(t) = traces {
+        println!("{}", t.finish());
+    }
+    let interrupted = interrupts.pressed();
     let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);
     let busy: f64 = summary.calls.iter().map(|m| m.busy_s).sum::<f64>().max(1e-9);
     let mut json = serde_json::to_value(&summary)?;
@@ -104,10 +113,13 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
         "listing_error": roots.listing_error(),
         "documents_written": outputs.written,
         "documents_failed": outputs.failed,
+        "documents_unexpected": outputs.unexpected,
         "pages_written": outputs.pages,
         "pages_per_s": pages_per_s,
+        "interrupted": interrupted,
+        "resumed_documents": summary.journal_skipped + opened.committed_before,
+        "not_started": names.remaining(),
         "force_ocr": args.force_ocr,
-        "documents_unexpected": outputs.unexpected,
         "busy_share": summary.calls.iter().map(|m| (m.name.to_string(), m.busy_s / busy)).collect::<std::collections::BTreeMap<_, _>>(),
     });
     let committed: Option<String> = match &out_url {
@@ -134,9 +146,15 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
     if let Some(c) = committed {
         println!("{c}");
     }
+    if interrupted || summary.cancelled {
+        println!(
+            "interrupted: continue this run with\n  {}",
+            resume::resume_command("cargo run --release --example doc_layout --")
+        );
+    }
     if let Some(e) = roots.listing_error() {
         println!("the listing stopped early: {e}");
         return Ok(outcome::exit::BROKE_OFF);
     }
-    Ok(outcome::exit_status(false, outputs.unexpected))
+    Ok(outcome::exit_status(interrupted, outputs.unexpected))
 }

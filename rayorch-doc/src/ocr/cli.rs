@@ -42,9 +42,6 @@ pub struct Args {
     /// `--at-least-once`.
     #[command(flatten)]
     pub commit: rayorch_kit::store::CommitFlags,
-    /// Process at most this many documents.
-    #[arg(long)]
-    pub limit: Option<usize>,
     /// Admission window: at most this many documents in flight.
     #[arg(long, default_value_t = 8)]
     pub window: usize,
@@ -134,33 +131,10 @@ pub struct Args {
     /// and an onnxruntime-gpu library in ORT_DYLIB_PATH).
     #[arg(long)]
     pub cuda: bool,
-    /// Which inputs must fail (and how many pages the others have): the
-    /// `manifest.json` in this folder (`rayorch_kit::expect`); a document
-    /// that ends otherwise makes the exit status 3. Default: the bundled
-    /// samples' manifest when no inputs are given.
-    #[arg(long)]
-    pub expected: Option<PathBuf>,
-    /// No progress bars (one line per document instead).
-    #[arg(long)]
-    pub no_progress: bool,
-    /// Serve Prometheus metrics (`/metrics`) and the live page (`/`) on this
-    /// address while the job runs, e.g. `127.0.0.1:9184` (see
-    /// `rayorch_kit::watch` for the metrics).
-    #[arg(long, value_name = "ADDR")]
-    pub metrics: Option<std::net::SocketAddr>,
-    /// Post the run's traces (a span per batch and per document) to this
-    /// OpenTelemetry collector over OTLP/HTTP, e.g. `http://localhost:4318`
-    /// (needs a build with `--features otlp`; see `rayorch_kit::otlp`).
-    #[arg(long, value_name = "URL")]
-    pub otlp: Option<String>,
-    /// Continue the interrupted run journaled in `--out` (same inputs):
-    /// finished documents are kept, the others run.
-    #[arg(long, conflicts_with = "force")]
-    pub resume: bool,
-    /// Start over in an `--out` that holds a journaled run (its outputs and
-    /// journal are replaced).
-    #[arg(long)]
-    pub force: bool,
+    /// `--resume`, `--force`, `--limit`, `--no-progress`, `--metrics`,
+    /// `--otlp`, `--expected` (every job's: `rayorch_kit::job`).
+    #[command(flatten)]
+    pub run: rayorch_kit::job::RunFlags,
     /// Distributed runs: `--serve-nats`, `--nats`, `--role`, `--calls`,
     /// `--owner-calls`, `--job`.
     #[command(flatten)]
@@ -215,7 +189,7 @@ impl Args {
     /// The folder whose `manifest.json` says which inputs must fail:
     /// `--expected`, or the bundled samples' when no inputs are given.
     pub fn expected_dir(&self) -> Option<PathBuf> {
-        crate::inputs::expected_dir(&self.expected, &self.inputs)
+        crate::inputs::expected_dir(&self.run.expected, &self.inputs)
     }
 }
 

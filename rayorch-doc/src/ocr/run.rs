@@ -38,7 +38,7 @@ use rayorch::Runner;
 use rayorch_kit::expect::{Expected, Inspect};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::progress::Progress;
-use rayorch_kit::resume::{self, Start};
+use rayorch_kit::resume;
 use rayorch_kit::stop;
 use rayorch_kit::timeline::{self, SpanLog};
 use rayorch_kit::watch;
@@ -172,7 +172,7 @@ pub(super) fn run_here(
     step: impl FnOnce(Here<'_>, &mut Outputs) -> Result<Ran, Error>,
 ) -> Result<u8, Error> {
     // First: a bad --otlp fails before any output is touched.
-    let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "doc_ocr")?;
+    let traces = rayorch_kit::otlp::job_traces(args.run.otlp.as_deref(), "doc_ocr")?;
     let bucket_url = output_url(args)?;
     let default_inputs = args.inputs.is_empty();
     let inputs = if default_inputs {
@@ -180,7 +180,7 @@ pub(super) fn run_here(
     } else {
         args.inputs.clone()
     };
-    let (files, urls) = inputs::split(&inputs, REBUILD_STORE, args.limit)?;
+    let (files, urls) = inputs::split(&inputs, REBUILD_STORE, args.run.limit)?;
     let expected = match &args.expected_dir() {
         Some(d) => Expected::read(d)?,
         None => Expected::none(),
@@ -191,65 +191,52 @@ pub(super) fn run_here(
     let job = OcrJob::new(&cfg, &assets);
     let (plan, out) = job.plan()?;
 
-    let progress = Progress::new(!args.no_progress)
+    let progress = Progress::new(!args.run.no_progress)
         .root::<Pdf>("documents", files.len() as u64)
         .domain::<Page>("pages")
         .domain::<Line>("lines")
         .shared();
-    let local_names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-    let journal = args.out.join("journal.redb");
-    let source = if urls.is_empty() {
-        resume::source_digest("PDF files", &local_names)
-    } else {
-        resume::source_digest(
-            "PDF files and object-store inputs",
-            &[&local_names[..], &urls[..]].concat(),
-        )
-    };
-    let start = Start::from_flags(args.resume, args.force);
     let names = RootNames::new();
-    // `committed_before`, for outputs at a URL: the documents earlier runs
-    // committed there (skipped by the source, not by a journal).
-    let (mut outputs, roots, committed_before) = match &bucket_url {
-        None => {
-            let streamed = urls.is_empty().then_some(files.len());
-            let done = resume::prepare(&args.out, &journal, start, streamed, &source)?;
-            let roots = Roots::new(files, urls, args.limit, names.clone(), done, inputs::PDF_ROOTS);
-            let outputs = Outputs::create(
-                &args.out,
-                out,
-                names.clone(),
-                dim,
-                progress.clone(),
-                expected,
-                args.resume,
-            )?
-            .inspected(inspect);
-            (outputs, roots, 0)
-        }
+    let opened = inputs::open_run(
+        &args.out,
+        bucket_url.as_deref(),
+        &args.run,
+        &args.commit,
+        (files, urls),
+        names.clone(),
+    )?;
+    let (roots, journal, source, committed_before) = (
+        opened.roots,
+        opened.journal,
+        opened.source,
+        opened.committed_before,
+    );
+    let mut outputs = match opened.bucket {
+        None => Outputs::create(
+            &args.out,
+            out,
+            names.clone(),
+            dim,
+            progress.clone(),
+            expected,
+            args.run.resume,
+        )?,
         #[cfg(feature = "store")]
-        Some(url) => {
-            let (bucket, done) = rayorch_kit::store::outputs::open_for(url, start, &args.commit, &source)?;
-            let committed_before = done.len() as u64;
-            let roots =
-                Roots::new(files, urls, args.limit, names.clone(), done, inputs::PDF_ROOTS).skipping_done();
-            let outputs = Outputs::to_bucket(bucket, out, names.clone(), dim, progress.clone(), expected)
-                .inspected(inspect);
-            (outputs, roots, committed_before)
-        }
+        Some(bucket) => Outputs::to_bucket(bucket, out, names.clone(), dim, progress.clone(), expected),
         #[cfg(not(feature = "store"))]
-        Some(_) => unreachable!("output_url refuses URLs without `store`"),
-    };
+        Some(never) => match never {},
+    }
+    .inspected(inspect);
 
     let spans = SpanLog::default();
-    let (watch, _server) = watch::serve(args.metrics, &progress)?;
+    let (watch, _server) = watch::serve(args.run.metrics, &progress)?;
     let observer = (progress.observer(), (spans.clone(), watch));
     let here = Here {
         args,
         cfg: &cfg,
         roots: &roots,
         plan: &plan,
-        journal: bucket_url.is_none().then_some(journal.as_path()),
+        journal: journal.as_deref(),
         source,
         observer,
         progress: &progress,

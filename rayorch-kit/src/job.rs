@@ -1,0 +1,175 @@
+//! What every job's command line has, whatever its pipeline: how a run
+//! starts (`--resume`, `--force`), how much it takes (`--limit`), what it
+//! shows (`--no-progress`, `--metrics`, `--otlp`) and which inputs it
+//! expects to fail (`--expected`). A job flattens [`RunFlags`] into its
+//! own arguments (`#[command(flatten)] pub run: RunFlags`), so the same flag
+//! means the same in `doc_ocr`, `doc_layout` and `video_index`.
+//!
+//! ```
+//! use clap::Parser;
+//! #[derive(Parser)]
+//! struct Args {
+//!     inputs: Vec<String>,
+//!     #[command(flatten)]
+//!     run: rayorch_kit::job::RunFlags,
+//! }
+//! let a = Args::parse_from(["job", "a.pdf", "--resume", "--limit", "3"]);
+//! assert!(a.run.resume && !a.run.force);
+//! assert_eq!(a.run.limit, Some(3));
+//! assert!(Args::try_parse_from(["job", "--resume", "--force"]).is_err());
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::resume::Start;
+
+/// The flags of every job (see the module note).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RunFlags {
+    /// Continue the interrupted run journaled in `--out` (same inputs), or
+    /// committed at `--out`'s URL: finished inputs are kept, each exactly
+    /// once, and the others run.
+    #[arg(long, conflicts_with = "force")]
+    pub resume: bool,
+    /// Start over in an `--out` that holds a journaled run (its outputs and
+    /// journal are replaced).
+    #[arg(long)]
+    pub force: bool,
+    /// Process at most this many inputs.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// No progress bars (one line per input instead).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Serve Prometheus metrics (`/metrics`) and the live page (`/`) on this
+    /// address while the job runs, e.g. `127.0.0.1:9184` (see
+    /// `rayorch_kit::watch` for the metrics).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+    /// Post the run's traces (a span per batch and per input) to this
+    /// OpenTelemetry collector over OTLP/HTTP, e.g. `http://localhost:4318`
+    /// (needs a build with `--features otlp`; see `rayorch_kit::otlp`).
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+    /// Which inputs must fail (and how many parts the others have): the
+    /// `manifest.json` in this folder (`rayorch_kit::expect`); an input
+    /// that ends otherwise makes the exit status 3. Default: the bundled
+    /// samples' manifest when a job runs them (no inputs given).
+    #[arg(long, value_name = "DIR")]
+    pub expected: Option<PathBuf>,
+}
+
+impl RunFlags {
+    /// How the run starts in its output folder.
+    pub fn start(&self) -> Start {
+        Start::from_flags(self.resume, self.force)
+    }
+}
+
+/// The outputs at a URL a run writes to (`store`'s
+/// `BucketOutputs`; a build without `store` never has one).
+#[cfg(feature = "store")]
+pub type Bucket = crate::store::outputs::BucketOutputs;
+
+/// The outputs at a URL a run writes to (a build without `store` never
+/// has one: URLs are refused before a run opens).
+#[cfg(not(feature = "store"))]
+#[derive(Debug)]
+pub enum Bucket {}
+
+/// A job's inputs, discovered (`rayorch_kit::store::split`): local files
+/// keyed by their place in `files`, then the objects of `urls`.
+pub struct JobInputs<T> {
+    /// Local files.
+    pub files: Vec<PathBuf>,
+    /// Object-store inputs (URLs and patterns).
+    pub urls: Vec<String>,
+    /// What they are, plural ("PDF files"): the journal's source names it.
+    pub what: &'static str,
+    /// How a root is made from a path or URL.
+    pub kind: crate::store::RootKind<T>,
+}
+
+/// A run opened in its outputs: its roots (what earlier runs finished is
+/// skipped), and where it journals.
+pub struct Opened<T> {
+    /// The run's roots.
+    pub roots: crate::store::Roots<T>,
+    /// The local journal (`None`: the outputs are at a URL, whose commit
+    /// records are the journal).
+    pub journal: Option<PathBuf>,
+    /// The inputs' digest the journal (or the commits) are tied to.
+    pub source: String,
+    /// Roots earlier runs committed at the URL (skipped by the source).
+    pub committed_before: u64,
+    /// The outputs at the URL, for the job's sink (`None`: a local folder).
+    pub bucket: Option<Bucket>,
+}
+
+/// Open a run over `inputs` into `out` (a folder; or `url`, its
+/// object-store form: see `rayorch_kit::store::output_url`), starting as
+/// `flags` say: a fresh run, `--resume` (finished roots skipped), or
+/// `--force`. A folder holding a journaled run over other inputs, or an
+/// unfinished one without `--resume`/`--force`, is refused with what to do
+/// (`rayorch_kit::resume::prepare`); nothing is written before.
+pub fn open_run<T: Send + 'static>(
+    out: &std::path::Path,
+    url: Option<&str>,
+    flags: &RunFlags,
+    commit: &crate::store::CommitFlags,
+    inputs: JobInputs<T>,
+    names: std::sync::Arc<crate::names::RootNames>,
+) -> Result<Opened<T>, rayorch::BoxError> {
+    let JobInputs {
+        files,
+        urls,
+        what,
+        kind,
+    } = inputs;
+    let local: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let source = match urls.is_empty() {
+        true => crate::resume::source_digest(what, &local),
+        false => crate::resume::source_digest(
+            &format!("{what} and object-store inputs"),
+            &[&local[..], &urls[..]].concat(),
+        ),
+    };
+    let limit = flags.limit;
+    match url {
+        None => {
+            let journal = out.join("journal.redb");
+            // A listing streams: its journal is never known to be finished.
+            let streamed = urls
+                .is_empty()
+                .then_some(files.len().min(limit.unwrap_or(usize::MAX)));
+            let done = crate::resume::prepare(out, &journal, flags.start(), streamed, &source)?;
+            Ok(Opened {
+                roots: crate::store::Roots::new(files, urls, limit, names, done, kind),
+                journal: Some(journal),
+                source,
+                committed_before: 0,
+                bucket: None,
+            })
+        }
+        #[cfg(feature = "store")]
+        Some(url) => {
+            let (bucket, done) = crate::store::outputs::open_for(url, flags.start(), commit, &source)?;
+            Ok(Opened {
+                committed_before: done.len() as u64,
+                roots: crate::store::Roots::new(files, urls, limit, names, done, kind).skipping_done(),
+                journal: None,
+                source,
+                bucket: Some(bucket),
+            })
+        }
+        #[cfg(not(feature = "store"))]
+        Some(url) => {
+            let _ = commit;
+            Err(format!(
+                "--out {url}: this binary was built without object-storage outputs (the `store` feature)"
+            )
+            .into())
+        }
+    }
+}
