@@ -442,6 +442,200 @@ pub mod col {
     }
 }
 
+/// A job's local outputs that follow its journal: its records as JSON
+/// lines, its failure lines, its rows as Parquet segments, and any further
+/// JSON-lines files (`extra`). Each journal commit syncs them in that order
+/// and stores their positions; a resumed run cuts each back to its
+/// position, so every root is in them exactly once however the previous
+/// run ended. `root` does nothing: the job's sink writes through the
+/// fields.
+pub struct JournaledFiles<R: Rows + Clone> {
+    /// The records, one JSON line per root written.
+    pub records: rayorch::sink::LinesFile,
+    /// One failure line per root that did not complete.
+    pub failures: rayorch::sink::LinesFile,
+    /// The records' rows.
+    pub parquet: ParquetSegments<R>,
+    /// Further JSON-lines files, in the order they were named.
+    pub extra: Vec<rayorch::sink::LinesFile>,
+}
+
+impl<R: Rows + Clone> JournaledFiles<R> {
+    /// Open the files `[records, failures, parquet]` and `extra` in `dir`
+    /// (created when missing). A fresh run empties them; `resume` keeps
+    /// them for the runner to cut back to the journal's last commit.
+    ///
+    /// ```
+    /// # use rayorch_kit::parquet::{JournaledFiles, Rows, col};
+    /// # use std::sync::Arc;
+    /// # use arrow_schema::{DataType, Field, Schema, SchemaRef};
+    /// # #[derive(Clone)] struct Keys;
+    /// # impl Rows for Keys {
+    /// #     type Row = u64;
+    /// #     fn schema(&self) -> SchemaRef { Arc::new(Schema::new(vec![Field::new("key", DataType::UInt64, false)])) }
+    /// #     fn columns(&self, rows: &[u64]) -> Result<Vec<arrow_array::ArrayRef>, String> { Ok(vec![col::u64(rows, |k| *k)]) }
+    /// # }
+    /// use rayorch::sink::Sink;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let names = ["docs.jsonl", "failures.jsonl", "docs.parquet"];
+    /// let mut f = JournaledFiles::open(dir.path(), names, &["notes.jsonl"], Keys, 8, false).unwrap();
+    /// f.records.line(b"{\"key\":1}").unwrap();
+    /// let mut at = Vec::new();
+    /// f.sync(true, &mut at).unwrap();
+    /// f.records.line(b"{\"key\":2}").unwrap();
+    /// f.extra[0].line(b"{}").unwrap();
+    /// f.close().unwrap();
+    /// // A resume cuts every file back to the commit.
+    /// let mut f = JournaledFiles::open(dir.path(), names, &["notes.jsonl"], Keys, 8, true).unwrap();
+    /// f.truncate_to(&mut &at[..]).unwrap();
+    /// assert_eq!(std::fs::read_to_string(dir.path().join("docs.jsonl")).unwrap(), "{\"key\":1}\n");
+    /// assert_eq!(std::fs::read_to_string(dir.path().join("notes.jsonl")).unwrap(), "");
+    /// ```
+    pub fn open(
+        dir: &Path,
+        [records, failures, parquet]: [&str; 3],
+        extra: &[&str],
+        rows: R,
+        rows_per_group: usize,
+        resume: bool,
+    ) -> Result<JournaledFiles<R>, BoxError> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let lines = |name: &str| {
+            let path = dir.join(name);
+            match resume {
+                true => rayorch::sink::LinesFile::open(&path),
+                false => rayorch::sink::LinesFile::create(&path),
+            }
+            .map_err(|e| format!("{}: {e}", path.display()))
+        };
+        Ok(JournaledFiles {
+            records: lines(records)?,
+            failures: lines(failures)?,
+            parquet: ParquetSegments::open(&dir.join(parquet), rows, rows_per_group, !resume)?,
+            extra: extra.iter().map(|n| lines(n)).collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+impl<R: Rows + Clone> Sink for JournaledFiles<R> {
+    fn root(&mut self, _: &RootOutcome) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), BoxError> {
+        Sink::close(&mut self.records)?;
+        Sink::close(&mut self.failures)?;
+        ParquetSegments::close(&mut self.parquet)?;
+        self.extra.iter_mut().try_for_each(Sink::close)
+    }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        Sink::sync(&mut self.records, durable, positions)?;
+        Sink::sync(&mut self.failures, durable, positions)?;
+        Sink::sync(&mut self.parquet, durable, positions)?;
+        self.extra
+            .iter_mut()
+            .try_for_each(|f| Sink::sync(f, durable, positions))
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        Sink::truncate_to(&mut self.records, positions)?;
+        Sink::truncate_to(&mut self.failures, positions)?;
+        Sink::truncate_to(&mut self.parquet, positions)?;
+        self.extra
+            .iter_mut()
+            .try_for_each(|f| Sink::truncate_to(f, positions))
+    }
+}
+
+/// Where a job's outputs go: [`JournaledFiles`] in a folder, or commits
+/// at an object-store URL (`RowCommits`, feature `store`: their commit
+/// records are the journal, so they report no positions and a resume
+/// needs nothing of them). As a [`Sink`] it does the durable half of the
+/// job's sink (close, sync, cut back); the job's `root` writes through
+/// [`JobFiles::local`] or the bucket.
+#[cfg_attr(
+    feature = "store",
+    expect(
+        clippy::large_enum_variant,
+        reason = "one per run, never moved after it is made"
+    )
+)]
+pub enum JobFiles<R: Rows + Clone> {
+    /// Files in a folder.
+    Local(JournaledFiles<R>),
+    /// Commits at a URL.
+    #[cfg(feature = "store")]
+    Bucket(Box<crate::store::outputs::RowCommits<R>>),
+}
+
+impl<R: Rows + Clone> JobFiles<R> {
+    /// The local files (`None`: the outputs are a bucket's).
+    pub fn local(&mut self) -> Option<&mut JournaledFiles<R>> {
+        match self {
+            JobFiles::Local(f) => Some(f),
+            #[cfg(feature = "store")]
+            JobFiles::Bucket(_) => None,
+        }
+    }
+
+    /// Write the record of root `key`: its JSON line and its row (a
+    /// bucket's commit names `key`; the local files need only the line).
+    #[cfg_attr(
+        not(feature = "store"),
+        expect(unused_variables, reason = "only a bucket names the key")
+    )]
+    pub fn record(&mut self, key: u64, line: &[u8], row: R::Row) -> Result<(), BoxError> {
+        match self {
+            JobFiles::Local(f) => {
+                f.records.line(line)?;
+                Ok(f.parquet.write(row)?)
+            }
+            #[cfg(feature = "store")]
+            JobFiles::Bucket(b) => Ok(b.record(key, line, row)?),
+        }
+    }
+
+    /// Write the failure line of root `key`.
+    #[cfg_attr(
+        not(feature = "store"),
+        expect(unused_variables, reason = "only a bucket names the key")
+    )]
+    pub fn failure(&mut self, key: u64, line: &[u8]) -> Result<(), BoxError> {
+        match self {
+            JobFiles::Local(f) => Ok(f.failures.line(line)?),
+            #[cfg(feature = "store")]
+            JobFiles::Bucket(b) => Ok(b.failure(key, line)?),
+        }
+    }
+
+    /// The commits, when the outputs are at a URL.
+    #[cfg(feature = "store")]
+    pub fn bucket(&mut self) -> Option<&mut crate::store::outputs::RowCommits<R>> {
+        match self {
+            JobFiles::Bucket(b) => Some(b),
+            JobFiles::Local(_) => None,
+        }
+    }
+}
+
+impl<R: Rows + Clone> Sink for JobFiles<R> {
+    fn root(&mut self, _: &RootOutcome) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), BoxError> {
+        match self {
+            JobFiles::Local(f) => f.close(),
+            // The rest committed, every upload waited for.
+            #[cfg(feature = "store")]
+            JobFiles::Bucket(b) => Ok(b.finish()?),
+        }
+    }
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        self.local().map_or(Ok(()), |f| f.sync(durable, positions))
+    }
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        self.local().map_or(Ok(()), |f| f.truncate_to(positions))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

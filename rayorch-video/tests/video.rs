@@ -406,4 +406,56 @@ fn the_job_reports_a_bad_file_as_failed_and_exits_3_unless_it_was_expected() {
             1
         );
     }
+    // The same expectation from the command line: a manifest (`--expected`).
+    let known = tmp.path().join("known");
+    std::fs::create_dir_all(&known).unwrap();
+    std::fs::write(
+        known.join("manifest.json"),
+        r#"[{"file": "notes.mp4", "kind": "not_video"}]"#,
+    )
+    .unwrap();
+    let (o, k) = (
+        tmp.path().join("out-manifest").display().to_string(),
+        known.display().to_string(),
+    );
+    let mut argv = vec!["video_index", "--no-progress", "--expected", &k, "--out", &o];
+    argv.extend(inputs.iter().map(String::as_str));
+    let args = rayorch_video::job::Args::parse_from(argv);
+    let (files, urls) = rayorch_video::job::split(&args.inputs).unwrap();
+    let none = rayorch_kit::expect::Expected::none();
+    assert_eq!(rayorch_video::job::run(&args, &files, &urls, none).unwrap(), 0);
+}
+
+/// The video job on the jobs' journal (`rayorch_kit::job`): a run cut short
+/// (`--limit 1`) leaves a journal that a plain run into the folder refuses
+/// with what to do, and `--resume` writes the rest, each video once.
+#[test]
+fn a_video_run_cut_short_is_continued_by_resume_with_each_video_once() {
+    use clap::Parser;
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("again.mp4");
+    std::fs::copy(four_shots(), &copy).unwrap();
+    let inputs = [four_shots().display().to_string(), copy.display().to_string()];
+    let out = tmp.path().join("out");
+    let o = out.display().to_string();
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["video_index", "--no-progress", "--out", &o];
+        argv.extend_from_slice(extra);
+        argv.extend(inputs.iter().map(String::as_str));
+        let args = rayorch_video::job::Args::parse_from(argv);
+        let (files, urls) = rayorch_video::job::split(&args.inputs).unwrap();
+        rayorch_video::job::run(&args, &files, &urls, rayorch_kit::expect::Expected::none())
+    };
+    let keys = || -> Vec<u64> { rayorch_kit::check::jsonl_keys(&out.join("videos.jsonl")).unwrap() };
+    assert_eq!(run(&["--limit", "1"]).unwrap(), 0);
+    assert_eq!(keys(), [0]);
+    let refused = run(&[]).unwrap_err().to_string();
+    assert!(
+        refused.contains("--resume") && refused.contains("--force"),
+        "{refused}"
+    );
+    assert_eq!(run(&["--resume"]).unwrap(), 0);
+    let mut got = keys();
+    got.sort_unstable();
+    assert_eq!(got, [0, 1], "each video once");
 }

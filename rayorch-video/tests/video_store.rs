@@ -153,7 +153,7 @@ fn outputs_at_a_url_are_committed_once_and_a_resume_skips_what_they_name() {
         console.contains("2 videos in 2 commit records, each once (this run: 0 commits, 0 videos"),
         "{console}"
     );
-    // A local folder keeps no journal: --resume says so.
+    // A local folder holding no journaled run: --resume says so.
     let local = dir.path().join("local").display().to_string();
     let (code, console) = child(
         &s3,
@@ -167,7 +167,7 @@ fn outputs_at_a_url_are_committed_once_and_a_resume_skips_what_they_name() {
         ],
     );
     assert!(
-        code.is_none() && console.contains("keeps no journal"),
+        code.is_none() && console.contains("holds no journaled run to continue"),
         "{console}"
     );
 }

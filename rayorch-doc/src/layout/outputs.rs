@@ -24,11 +24,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayorch::sink::{LinesFile, Sink};
+use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::expect::{Expected, Inspect};
 use rayorch_kit::names::RootNames;
-use rayorch_kit::parquet::ParquetSegments;
+use rayorch_kit::parquet::{JobFiles, JournaledFiles};
 use rayorch_models::layout::markdown::LayoutDocument;
 use rayorch_models::layout::{Orientation, TextSource};
 use serde::Serialize;
@@ -43,60 +43,6 @@ struct DocLine<'a> {
     text_sources: Vec<TextSource>,
     orientations: Vec<Orientation>,
     markdown: &'a str,
-}
-
-/// Where the outputs go: files in a folder, or commits at a URL.
-#[cfg_attr(
-    feature = "store",
-    expect(
-        clippy::large_enum_variant,
-        reason = "one per run, never moved after it is made"
-    )
-)]
-enum Files {
-    Local {
-        dir: PathBuf,
-        docs: LinesFile,
-        regions: LinesFile,
-        failures: LinesFile,
-        parquet: ParquetSegments<RegionRows>,
-    },
-    #[cfg(feature = "store")]
-    Bucket(Box<rayorch_kit::store::outputs::RowCommits<RegionRows>>),
-}
-
-/// The local files, in the order their positions are journaled.
-type LocalFiles<'a> = (
-    &'a mut LinesFile,
-    &'a mut LinesFile,
-    &'a mut LinesFile,
-    &'a mut ParquetSegments<RegionRows>,
-);
-
-impl Files {
-    /// The local files (`None`: the outputs are a bucket's).
-    fn local(&mut self) -> Option<LocalFiles<'_>> {
-        match self {
-            Files::Local {
-                docs,
-                regions,
-                failures,
-                parquet,
-                ..
-            } => Some((docs, regions, failures, parquet)),
-            #[cfg(feature = "store")]
-            Files::Bucket(_) => None,
-        }
-    }
-
-    /// A bucket's end: the rest committed, every upload waited for.
-    fn finish_bucket(&mut self) -> Result<(), BoxError> {
-        match self {
-            #[cfg(feature = "store")]
-            Files::Bucket(b) => Ok(b.finish()?),
-            _ => Ok(()),
-        }
-    }
 }
 
 /// The job's segment kinds at a URL.
@@ -115,7 +61,9 @@ const REGIONS: &str = "regions.jsonl";
 pub struct Outputs {
     out: Output<LayoutDocument>,
     names: Arc<RootNames>,
-    files: Files,
+    files: JobFiles<RegionRows>,
+    /// The Markdown files' folder (`None`: the outputs are at a URL).
+    markdown: Option<PathBuf>,
     expected: Expected,
     inspect: Option<Inspect<LayoutDocument>>,
     /// Documents that ended otherwise than `--expected` says (no entry:
@@ -141,18 +89,11 @@ impl Outputs {
         resume: bool,
     ) -> Result<Outputs, BoxError> {
         std::fs::create_dir_all(dir.join("markdown"))?;
-        let file = |n: &str| match resume {
-            true => LinesFile::open(dir.join(n)),
-            false => LinesFile::create(dir.join(n)),
-        };
-        let files = Files::Local {
-            dir: dir.to_path_buf(),
-            docs: file("documents.jsonl")?,
-            regions: file("regions.jsonl")?,
-            failures: file("failures.jsonl")?,
-            parquet: ParquetSegments::open(&dir.join("regions.parquet"), RegionRows, 256, !resume)?,
-        };
-        Ok(Outputs::over(files, out, names, expected))
+        let names_of = ["documents.jsonl", "failures.jsonl", "regions.parquet"];
+        let files = JournaledFiles::open(dir, names_of, &["regions.jsonl"], RegionRows, 256, resume)?;
+        let mut outputs = Outputs::over(JobFiles::Local(files), out, names, expected);
+        outputs.markdown = Some(dir.join("markdown"));
+        Ok(outputs)
     }
 
     /// The outputs committed to `bucket` (`--out` an object-store URL).
@@ -164,23 +105,26 @@ impl Outputs {
         expected: Expected,
     ) -> Outputs {
         let commits = rayorch_kit::store::outputs::RowCommits::new(bucket, RegionRows, KINDS);
-        Outputs::over(Files::Bucket(Box::new(commits)), out, names, expected)
+        Outputs::over(JobFiles::Bucket(Box::new(commits)), out, names, expected)
     }
 
     /// The commits, when the outputs are at a URL.
     #[cfg(feature = "store")]
-    pub fn bucket(&self) -> Option<&rayorch_kit::store::outputs::RowCommits<RegionRows>> {
-        match &self.files {
-            Files::Bucket(b) => Some(b),
-            Files::Local { .. } => None,
-        }
+    pub fn bucket(&mut self) -> Option<&mut rayorch_kit::store::outputs::RowCommits<RegionRows>> {
+        self.files.bucket()
     }
 
-    fn over(files: Files, out: Output<LayoutDocument>, names: Arc<RootNames>, expected: Expected) -> Outputs {
+    fn over(
+        files: JobFiles<RegionRows>,
+        out: Output<LayoutDocument>,
+        names: Arc<RootNames>,
+        expected: Expected,
+    ) -> Outputs {
         Outputs {
             out,
             names,
             files,
+            markdown: None,
             expected,
             inspect: None,
             unexpected: 0,
@@ -215,26 +159,22 @@ impl Outputs {
             orientations: doc.pages.iter().map(|p| p.orientation).collect(),
             markdown: &doc.markdown,
         })?;
+        if let Some(dir) = &self.markdown {
+            let stem = Path::new(&doc.name)
+                .file_stem()
+                .map_or_else(|| format!("doc-{key}"), |s| s.to_string_lossy().into_owned());
+            std::fs::write(dir.join(format!("{stem}.md")), &doc.markdown)?;
+        }
         match &mut self.files {
-            Files::Local {
-                dir,
-                docs,
-                regions,
-                parquet,
-                ..
-            } => {
-                let stem = Path::new(&doc.name)
-                    .file_stem()
-                    .map_or_else(|| format!("doc-{key}"), |s| s.to_string_lossy().into_owned());
-                std::fs::write(dir.join("markdown").join(format!("{stem}.md")), &doc.markdown)?;
-                docs.line(&line)?;
+            JobFiles::Local(f) => {
+                f.records.line(&line)?;
                 for r in doc.pages.iter().flat_map(|p| &p.regions) {
-                    regions.line(&serde_json::to_vec(r)?)?;
-                    parquet.write(r.clone())?;
+                    f.extra[0].line(&serde_json::to_vec(r)?)?;
+                    f.parquet.write(r.clone())?;
                 }
             }
             #[cfg(feature = "store")]
-            Files::Bucket(b) => {
+            JobFiles::Bucket(b) => {
                 b.line(KINDS.records, &line);
                 for p in &doc.pages {
                     for r in &p.regions {
@@ -269,11 +209,7 @@ impl Sink for Outputs {
                 };
                 let cause = line.cause.clone();
                 let bytes = serde_json::to_vec(&line)?;
-                match &mut self.files {
-                    Files::Local { failures, .. } => failures.line(&bytes)?,
-                    #[cfg(feature = "store")]
-                    Files::Bucket(b) => b.failure(o.key, &bytes)?,
-                }
+                self.files.failure(o.key, &bytes)?;
                 self.failed += 1;
                 eprintln!("FAILED {name}: {cause}");
                 self.judge(&name, None);
@@ -283,45 +219,14 @@ impl Sink for Outputs {
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
-        match self.files.local() {
-            Some((docs, regions, failures, parquet)) => {
-                Sink::close(docs)?;
-                Sink::close(regions)?;
-                Sink::close(failures)?;
-                Ok(ParquetSegments::close(parquet)?)
-            }
-            None => self.files.finish_bucket(),
-        }
+        self.files.close()
     }
 
     fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
-        // A bucket's outputs follow no local journal (their commit records
-        // are the journal): only local files report positions.
-        if let Some((docs, regions, failures, parquet)) = self.files.local() {
-            positions.push(docs.sync(durable)?);
-            positions.push(regions.sync(durable)?);
-            positions.push(failures.sync(durable)?);
-            positions.push(ParquetSegments::sync(parquet, durable)?);
-        }
-        Ok(())
+        self.files.sync(durable, positions)
     }
 
     fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
-        let Some((docs, regions, failures, parquet)) = self.files.local() else {
-            return Ok(());
-        };
-        let p: &[u64] = positions;
-        let [d, r, f, q, ..] = p else {
-            return Err(
-                "the journal holds fewer output positions than doc_layout writes (4): start over with --force"
-                    .into(),
-            );
-        };
-        docs.truncate_to(*d)?;
-        regions.truncate_to(*r)?;
-        failures.truncate_to(*f)?;
-        ParquetSegments::truncate_to(parquet, *q)?;
-        *positions = &p[4..];
-        Ok(())
+        self.files.truncate_to(positions)
     }
 }

@@ -19,12 +19,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rayorch::sink::{LinesFile, Sink};
+use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::expect::{Expected, Inspect};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::outcome;
-use rayorch_kit::parquet::ParquetSegments;
+use rayorch_kit::parquet::{JobFiles, JournaledFiles};
 use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::Ticks;
 use rayorch_models::pdf::text::TextSource;
@@ -39,55 +39,12 @@ struct DocLine<'a> {
     doc: &'a Document,
 }
 
-/// Where the outputs go: files in a folder (following the run's journal),
-/// or committed segments at an object-store URL (`store`).
-#[cfg_attr(
-    feature = "store",
-    expect(
-        clippy::large_enum_variant,
-        reason = "one per run, never moved after it is made"
-    )
-)]
-enum Files {
-    Local {
-        jsonl: LinesFile,
-        failures: LinesFile,
-        parquet: ParquetSegments<DocumentRows>,
-    },
-    #[cfg(feature = "store")]
-    Bucket(Box<super::bucket::Bucket>),
-}
-
-impl Files {
-    /// The local files (`None`: the outputs are a bucket's).
-    fn local(&mut self) -> Option<(&mut LinesFile, &mut LinesFile, &mut ParquetSegments<DocumentRows>)> {
-        match self {
-            Files::Local {
-                jsonl,
-                failures,
-                parquet,
-            } => Some((jsonl, failures, parquet)),
-            #[cfg(feature = "store")]
-            Files::Bucket(_) => None,
-        }
-    }
-
-    /// A bucket's end: the rest committed, every upload waited for.
-    fn finish_bucket(&mut self) -> Result<(), BoxError> {
-        match self {
-            #[cfg(feature = "store")]
-            Files::Bucket(b) => Ok(b.finish()?),
-            _ => Ok(()),
-        }
-    }
-}
-
 /// The job's sink (see the module note); its counters are the run's
 /// figures for the summary.
 pub struct Outputs {
     out: Output<Document>,
     names: Arc<RootNames>,
-    files: Files,
+    files: JobFiles<DocumentRows>,
     progress: Arc<Progress>,
     start: Instant,
     expected: Expected,
@@ -125,23 +82,10 @@ impl Outputs {
         expected: Expected,
         resume: bool,
     ) -> std::io::Result<Outputs> {
-        std::fs::create_dir_all(dir)?;
-        // A resumed run keeps the files: the runner cuts them back to the
-        // journal's last commit before the first document.
-        let file = |n: &str| {
-            if resume {
-                LinesFile::open(dir.join(n))
-            } else {
-                LinesFile::create(dir.join(n))
-            }
-        };
-        let parquet = ParquetSegments::open(&dir.join("documents.parquet"), DocumentRows { dim }, 8, !resume)
+        let names_of = ["documents.jsonl", "failures.jsonl", "documents.parquet"];
+        let files = JournaledFiles::open(dir, names_of, &[], DocumentRows { dim }, 8, resume)
             .map_err(std::io::Error::other)?;
-        let files = Files::Local {
-            jsonl: file("documents.jsonl")?,
-            failures: file("failures.jsonl")?,
-            parquet,
-        };
+        let files = JobFiles::Local(files);
         Ok(Outputs::over(files, out, names, progress, expected))
     }
 
@@ -155,21 +99,18 @@ impl Outputs {
         progress: Arc<Progress>,
         expected: Expected,
     ) -> Outputs {
-        let files = Files::Bucket(Box::new(super::bucket::bucket(bucket, dim)));
+        let files = JobFiles::Bucket(Box::new(super::bucket::bucket(bucket, dim)));
         Outputs::over(files, out, names, progress, expected)
     }
 
     /// The bucket the outputs go to, if they do.
     #[cfg(feature = "store")]
     pub(super) fn bucket(&mut self) -> Option<&mut super::bucket::Bucket> {
-        match &mut self.files {
-            Files::Bucket(b) => Some(b),
-            Files::Local { .. } => None,
-        }
+        self.files.bucket()
     }
 
     fn over(
-        files: Files,
+        files: JobFiles<DocumentRows>,
         out: Output<Document>,
         names: Arc<RootNames>,
         progress: Arc<Progress>,
@@ -248,14 +189,7 @@ impl Sink for Outputs {
                     doc.pages
                 ));
                 self.judge(&name, Some(&doc));
-                match &mut self.files {
-                    Files::Local { jsonl, parquet, .. } => {
-                        jsonl.line(&line)?;
-                        parquet.write((o.key, doc))?;
-                    }
-                    #[cfg(feature = "store")]
-                    Files::Bucket(b) => b.record(o.key, &line, (o.key, doc))?,
-                }
+                self.files.record(o.key, &line, (o.key, doc))?;
             }
             _ => {
                 // The job has one output: the root's kind is the document's.
@@ -263,11 +197,7 @@ impl Sink for Outputs {
                     return Err(format!("{name}: a present root without its document").into());
                 };
                 let bytes = serde_json::to_vec(&line)?;
-                match &mut self.files {
-                    Files::Local { failures, .. } => failures.line(&bytes)?,
-                    #[cfg(feature = "store")]
-                    Files::Bucket(b) => b.failure(o.key, &bytes)?,
-                }
+                self.files.failure(o.key, &bytes)?;
                 self.failed += 1;
                 self.progress
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
@@ -278,43 +208,14 @@ impl Sink for Outputs {
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
-        match self.files.local() {
-            Some((jsonl, failures, parquet)) => {
-                Sink::close(jsonl)?;
-                Sink::close(failures)?;
-                Ok(ParquetSegments::close(parquet)?)
-            }
-            None => self.files.finish_bucket(),
-        }
+        self.files.close()
     }
 
     fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
-        // A bucket's outputs follow no local journal (their commit records
-        // are the journal): only local files report positions.
-        if let Some((jsonl, failures, parquet)) = self.files.local() {
-            positions.push(jsonl.sync(durable)?);
-            positions.push(failures.sync(durable)?);
-            positions.push(ParquetSegments::sync(parquet, durable)?);
-        }
-        Ok(())
+        self.files.sync(durable, positions)
     }
 
     fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
-        let Some((jsonl, failures, parquet)) = self.files.local() else {
-            return Ok(());
-        };
-        let p: &[u64] = positions;
-        let (Some(&jsonl_at), Some(&failures_at), Some(&parquet_at)) = (p.first(), p.get(1), p.get(2)) else {
-            return Err(
-                "the journal holds fewer output positions than doc_ocr writes (3): start over with --force"
-                    .into(),
-            );
-        };
-        let (at_jsonl, at_failures, at_parquet) = (jsonl_at, failures_at, parquet_at);
-        jsonl.truncate_to(at_jsonl)?;
-        failures.truncate_to(at_failures)?;
-        ParquetSegments::truncate_to(parquet, at_parquet)?;
-        *positions = &p[3..];
-        Ok(())
+        self.files.truncate_to(positions)
     }
 }

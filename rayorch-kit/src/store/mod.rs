@@ -149,25 +149,6 @@ pub fn output_url(out: &std::path::Path, built: bool, rebuild: &str) -> Result<O
     }
 }
 
-/// [`output_url`] for a job that keeps no journal in a local folder: its
-/// `--resume` continues only from the commits at a URL, and is refused for
-/// a folder.
-pub fn output_url_or_no_resume(
-    out: &std::path::Path,
-    resume: bool,
-    built: bool,
-    rebuild: &str,
-) -> Result<Option<String>, String> {
-    let url = output_url(out, built, rebuild)?;
-    if url.is_none() && resume {
-        return Err(format!(
-            "--resume: a run into a local folder ({}) keeps no journal in this job; give --out an object-store URL to resume from its commits",
-            out.display()
-        ));
-    }
-    Ok(url)
-}
-
 /// How a job commits its outputs at a URL (`--out s3://…`): the flags
 /// every job takes (ignored for a local folder).
 #[derive(Clone, Debug, clap::Args)]

@@ -178,28 +178,6 @@ pub fn open_for(
     Ok((bucket, done))
 }
 
-/// [`open_for`] for a job whose roots are `files` and the objects of `urls`
-/// (`what`: "PDF files"), starting fresh or, with `resume`, continuing:
-/// the source digest is of those inputs, as written.
-pub fn open_over(
-    url: &str,
-    resume: bool,
-    flags: &super::CommitFlags,
-    what: &str,
-    files: &[std::path::PathBuf],
-    urls: &[String],
-) -> Result<(BucketOutputs, std::collections::HashSet<u64>), String> {
-    let mut names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-    names.extend(urls.iter().cloned());
-    let source = crate::resume::source_digest(&format!("{what} and object-store inputs"), &names);
-    open_for(
-        url,
-        crate::resume::Start::from_flags(resume, false),
-        flags,
-        &source,
-    )
-}
-
 impl BucketOutputs {
     /// Open the outputs at `url`: probe the store, read the commit records.
     /// Returns the outputs and what earlier runs committed (their roots are

@@ -15,7 +15,10 @@
 //! run goes; each object is spooled to a file under `--out` for FFmpeg and
 //! removed when its record is written. Outputs
 //! in `--out` (default `target/video_index`): `videos.jsonl`,
-//! `videos.parquet`, `failures.jsonl`, `summary.json`, `timeline.svg`.
+//! `videos.parquet/` (segments), `failures.jsonl`, `summary.json`,
+//! `timeline.svg`, and the run's journal `journal.redb`: Ctrl-C drains,
+//! and after it, a crash or `kill -9` `--resume` continues with every
+//! video written once (the flags every job has: `rayorch_kit::job`).
 //! With `--features store`, `--out` may be an object-store URL
 //! (`s3://bucket/prefix/`, `file:///folder/`): the outputs are committed
 //! there exactly once (`outputs`), `--resume` continues from the commit
@@ -29,12 +32,13 @@ use std::sync::Arc;
 
 use clap::Parser;
 use rayorch::Runner;
+use rayorch_kit::job::{JobInputs, open_run};
 use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::{self, SpanLog};
-use rayorch_kit::watch;
+use rayorch_kit::{stop, watch};
 
 use rayorch_kit::names::RootNames;
-use rayorch_kit::store::{RootKind, Roots};
+use rayorch_kit::store::RootKind;
 
 use crate::pipeline::{Clip, Frame, IndexConfig, Video, VideoIndex, VideoInput};
 use crate::{BatchMix, ShotConfig};
@@ -45,7 +49,8 @@ pub const EXIT_CODES: &str = "Exit status:
        on purpose failed)
   1    the run could not start or broke off (the message says why)
   2    the command line is wrong
-  3    at least one video failed: see failures.jsonl (the others are written)";
+  3    at least one video failed: see failures.jsonl (the others are written)
+  130  interrupted by Ctrl-C (what finished is written; --resume continues)";
 
 /// Index videos: shots, per-clip and per-video safety scores and embeddings.
 #[derive(Parser, Debug, Clone)]
@@ -58,15 +63,17 @@ pub struct Args {
     /// `AWS_ENDPOINT_URL`, `GOOGLE_*`, `AZURE_*`). Default: generated samples
     /// in `target/video_samples`.
     pub inputs: Vec<String>,
-    /// Output folder; or, in a build with `--features store`, an
-    /// object-store URL (`s3://BUCKET/PREFIX/`, `gs://…`, `az://…`,
-    /// `file:///FOLDER/`) where the outputs are committed exactly once.
+    /// Output folder (a run into one holding an unfinished journaled run
+    /// needs `--resume` or `--force`); or, in a build with `--features
+    /// store`, an object-store URL (`s3://BUCKET/PREFIX/`, `gs://…`,
+    /// `az://…`, `file:///FOLDER/`) where the outputs are committed exactly
+    /// once.
     #[arg(short, long, default_value = "target/video_index")]
     pub out: PathBuf,
-    /// Outputs at a URL: continue the run whose commits are there (the
-    /// videos they name are skipped).
-    #[arg(long)]
-    pub resume: bool,
+    /// `--resume`, `--force`, `--limit`, `--no-progress`, `--metrics`,
+    /// `--otlp`, `--expected` (every job's: `rayorch_kit::job`).
+    #[command(flatten)]
+    pub run: rayorch_kit::job::RunFlags,
     /// Outputs at a URL: `--commit-mib`, `--commit-every-s`,
     /// `--at-least-once`.
     #[command(flatten)]
@@ -97,18 +104,6 @@ pub struct Args {
     /// frames reach the frame model while a long one is still scanned).
     #[arg(long, default_value_t = 2)]
     pub decode_replicas: usize,
-    /// No progress bars.
-    #[arg(long)]
-    pub no_progress: bool,
-    /// Serve Prometheus metrics (`/metrics`) and the live page (`/`) on this
-    /// address while the job runs, e.g. `127.0.0.1:9184`.
-    #[arg(long, value_name = "ADDR")]
-    pub metrics: Option<std::net::SocketAddr>,
-    /// Post the run's traces (a span per batch and per video) to this
-    /// OpenTelemetry collector over OTLP/HTTP, e.g. `http://localhost:4318`
-    /// (needs a build with `--features otlp`; see `rayorch_kit::otlp`).
-    #[arg(long, value_name = "URL")]
-    pub otlp: Option<String>,
     /// Time limit of audio (per clip).
     #[command(flatten)]
     pub parse_limit: rayorch_kit::limits::ParseLimit,
@@ -181,12 +176,14 @@ pub fn run(
     if files.is_empty() && urls.is_empty() {
         return Err("no video files found".into());
     }
-    let out_url = rayorch_kit::store::output_url_or_no_resume(
-        &args.out,
-        args.resume,
-        cfg!(feature = "store"),
-        REBUILD_STORE,
-    )?;
+    // Flags and `--out` first: a bad one is refused before anything is
+    // written.
+    let traces = rayorch_kit::otlp::job_traces(args.run.otlp.as_deref(), "video_index")?;
+    let out_url = rayorch_kit::store::output_url(&args.out, cfg!(feature = "store"), REBUILD_STORE)?;
+    let expected = match &args.run.expected {
+        Some(dir) => rayorch_kit::expect::Expected::read(dir)?,
+        None => expected,
+    };
     // Objects are spooled beside local outputs, or in a temporary folder.
     let spool = match &out_url {
         None => args.out.join("spool"),
@@ -217,7 +214,7 @@ pub fn run(
     let speech = rayorch_models::assets::ensure_speech()?;
     let index = VideoIndex::new(&cfg, &assets, &speech, mix.clone());
     let (plan, out) = index.plan()?;
-    let bars = Progress::new(!args.no_progress)
+    let bars = Progress::new(!args.run.no_progress)
         .root::<Video>("videos", files.len() as u64)
         .domain::<Clip>("clips")
         .domain::<Frame>("frames")
@@ -228,40 +225,36 @@ pub fn run(
         from_path: |p| VideoInput::File(p.to_path_buf()),
         from_url: VideoInput::Url,
     };
-    let traces = rayorch_kit::otlp::job_traces(args.otlp.as_deref(), "video_index")?;
-    let (roots, mut sink) = match &out_url {
-        None => {
-            let roots = Roots::new(
-                files.to_vec(),
-                urls.to_vec(),
-                None,
-                names.clone(),
-                Default::default(),
-                kind,
-            );
-            let sink = outputs::Outputs::create(&args.out, out, names, spool.clone(), bars.clone())?
-                .expecting(expected.clone());
-            (roots, sink)
-        }
-        #[cfg(feature = "store")]
-        Some(url) => {
-            let (bucket, done) = rayorch_kit::store::outputs::open_over(
-                url,
-                args.resume,
-                &args.commit,
-                "video files",
-                files,
-                urls,
-            )?;
-            let roots =
-                Roots::new(files.to_vec(), urls.to_vec(), None, names.clone(), done, kind).skipping_done();
-            let sink = outputs::Outputs::to_bucket(bucket, out, names, spool.clone(), bars.clone())
-                .expecting(expected.clone());
-            (roots, sink)
-        }
-        #[cfg(not(feature = "store"))]
-        Some(_) => unreachable!("output_url refuses URLs without `store`"),
+    let inputs = JobInputs {
+        files: files.to_vec(),
+        urls: urls.to_vec(),
+        what: "video files",
+        kind,
     };
+    let opened = open_run(
+        &args.out,
+        out_url.as_deref(),
+        &args.run,
+        &args.commit,
+        inputs,
+        names.clone(),
+    )?;
+    let (roots, journal, source) = (opened.roots, opened.journal, opened.source);
+    let mut sink = match opened.bucket {
+        None => outputs::Outputs::create(
+            &args.out,
+            out,
+            names.clone(),
+            spool.clone(),
+            bars.clone(),
+            args.run.resume,
+        )?,
+        #[cfg(feature = "store")]
+        Some(bucket) => outputs::Outputs::to_bucket(bucket, out, names.clone(), spool.clone(), bars.clone()),
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+    }
+    .expecting(expected);
     bars.println(format!(
         "video_index: {}, {} fps sampling, batch {}, outputs in {}",
         roots.describe("files"),
@@ -270,11 +263,17 @@ pub fn run(
         args.out.display()
     ));
     let spans = SpanLog::default();
-    let (watch, _server) = watch::serve(args.metrics, &bars)?;
+    let (watch, _server) = watch::serve(args.run.metrics, &bars)?;
     let runner = Runner::new(&plan)
         .window(args.window)
         .observe((bars.observer(), (spans.clone(), watch)));
+    let runner = match &journal {
+        Some(j) => runner.journal(j).journal_source(source),
+        None => runner,
+    };
+    let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "videos")?;
     let summary = runner.run_stream(roots.stream(), &mut sink)?;
+    let interrupted = interrupts.pressed();
     bars.finish();
     if let Some(t) = traces {
         println!("{}", t.finish());
@@ -292,6 +291,10 @@ pub fn run(
         "score_batches_multi_clip": multi_clip,
         "score_batches_multi_video": multi_video,
         "written_at_s": sink.written_at.times(),
+        "videos_unexpected": sink.unexpected,
+        "interrupted": interrupted,
+        "resumed_videos": summary.journal_skipped + opened.committed_before,
+        "not_started": names.remaining(),
     });
     let title = format!("video_index: {} videos in {:.1} s", sink.written, summary.wall_s);
     let svg = timeline::svg(
@@ -308,7 +311,7 @@ pub fn run(
             None
         }
         #[cfg(feature = "store")]
-        Some(url) => Some(bucket_report(url, &sink, &mut json, svg)?),
+        Some(url) => Some(bucket_report(url, &mut sink, &mut json, svg)?),
         #[cfg(not(feature = "store"))]
         Some(_) => unreachable!("output_url refuses URLs without `store`"),
     };
@@ -330,9 +333,17 @@ pub fn run(
         // The temporary spool (its files went with their records).
         let _ = std::fs::remove_dir(&spool);
     }
+    if interrupted || summary.cancelled {
+        println!(
+            "interrupted: continue this run with\n  {}",
+            rayorch_kit::resume::resume_command(
+                "cargo run --release -p rayorch-video --example video_index --"
+            )
+        );
+    }
     match roots.listing_error() {
         Some(e) => Err(format!("the listing stopped early: {e} (what was listed is written)").into()),
-        None => Ok(rayorch_kit::outcome::exit_status(false, sink.unexpected)),
+        None => Ok(rayorch_kit::outcome::exit_status(interrupted, sink.unexpected)),
     }
 }
 
@@ -340,7 +351,7 @@ pub fn run(
 #[cfg(feature = "store")]
 fn bucket_report(
     url: &str,
-    sink: &outputs::Outputs,
+    sink: &mut outputs::Outputs,
     json: &mut serde_json::Value,
     svg: String,
 ) -> Result<String, rayorch::BoxError> {

@@ -1,17 +1,19 @@
 //! The job's sink: every video is written the moment it is complete.
 //!
-//! - `videos.jsonl`: one line per video (the full record), flushed at once;
-//! - `videos.parquet`: one row per video, a row group every few videos,
-//!   readable once the run has closed it;
+//! - `videos.jsonl`: one line per video (the full record);
+//! - `videos.parquet/`: one row per video, one `part-NNNNN.parquet`
+//!   segment per journal commit that wrote rows;
 //! - `failures.jsonl`: one line per file that did not complete, with the cause.
+//!
+//! The three follow the run's journal (`journal.redb` beside them:
+//! `rayorch_kit::parquet::JournaledFiles`), so a resumed run holds every
+//! video once however the previous run ended.
 //!
 //! With `--out` an object-store URL (feature `store`) the same three are
 //! immutable segments committed exactly once (`videos.jsonl`,
 //! `failures.jsonl`, `videos.parquet` per commit, each commit record naming
 //! its videos: `rayorch_kit::store::outputs`).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +21,7 @@ use std::time::Instant;
 use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::names::RootNames;
-use rayorch_kit::parquet::ParquetFile;
+use rayorch_kit::parquet::{JobFiles, JournaledFiles};
 use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::Ticks;
 use serde::Serialize;
@@ -32,24 +34,6 @@ struct VideoLine<'a> {
     key: u64,
     #[serde(flatten)]
     video: &'a VideoRecord,
-}
-
-/// Where the outputs go: files in a folder, or commits at a URL.
-#[cfg_attr(
-    feature = "store",
-    expect(
-        clippy::large_enum_variant,
-        reason = "one per run, never moved after it is made"
-    )
-)]
-enum Files {
-    Local {
-        jsonl: BufWriter<File>,
-        failures: BufWriter<File>,
-        parquet: Option<ParquetFile<VideoRows>>,
-    },
-    #[cfg(feature = "store")]
-    Bucket(Box<rayorch_kit::store::outputs::RowCommits<VideoRows>>),
 }
 
 /// The job's segment kinds at a URL.
@@ -66,7 +50,7 @@ pub struct Outputs {
     out: Output<VideoRecord>,
     names: Arc<RootNames>,
     spool: PathBuf,
-    files: Files,
+    files: JobFiles<VideoRows>,
     bars: Arc<Progress>,
     start: Instant,
     /// When videos were written, seconds since the sink was made (a
@@ -85,22 +69,19 @@ pub struct Outputs {
 impl Outputs {
     /// Create the outputs in `dir` for the roots named in `names` (by key;
     /// a name is taken when its video ends); the file `spool` holds for a
-    /// video read from object storage is removed then.
+    /// video read from object storage is removed then. `resume`: keep the
+    /// files (the runner cuts them back to the journal's last commit).
     pub fn create(
         dir: &Path,
         out: Output<VideoRecord>,
         names: Arc<RootNames>,
         spool: PathBuf,
         bars: Arc<Progress>,
+        resume: bool,
     ) -> Result<Outputs, BoxError> {
-        std::fs::create_dir_all(dir)?;
-        let file = |n: &str| File::create(dir.join(n)).map(BufWriter::new);
-        let files = Files::Local {
-            jsonl: file("videos.jsonl")?,
-            failures: file("failures.jsonl")?,
-            parquet: Some(ParquetFile::create(&dir.join("videos.parquet"), VideoRows, 8)?),
-        };
-        Ok(Outputs::over(files, out, names, spool, bars))
+        let names_of = ["videos.jsonl", "failures.jsonl", "videos.parquet"];
+        let files = JournaledFiles::open(dir, names_of, &[], VideoRows, 8, resume)?;
+        Ok(Outputs::over(JobFiles::Local(files), out, names, spool, bars))
     }
 
     /// The outputs committed to `bucket` (`--out` an object-store URL).
@@ -113,20 +94,17 @@ impl Outputs {
         bars: Arc<Progress>,
     ) -> Outputs {
         let commits = rayorch_kit::store::outputs::RowCommits::new(bucket, VideoRows, KINDS);
-        Outputs::over(Files::Bucket(Box::new(commits)), out, names, spool, bars)
+        Outputs::over(JobFiles::Bucket(Box::new(commits)), out, names, spool, bars)
     }
 
     /// The commits, when the outputs are at a URL.
     #[cfg(feature = "store")]
-    pub fn bucket(&self) -> Option<&rayorch_kit::store::outputs::RowCommits<VideoRows>> {
-        match &self.files {
-            Files::Bucket(b) => Some(b),
-            Files::Local { .. } => None,
-        }
+    pub fn bucket(&mut self) -> Option<&mut rayorch_kit::store::outputs::RowCommits<VideoRows>> {
+        self.files.bucket()
     }
 
     fn over(
-        files: Files,
+        files: JobFiles<VideoRows>,
         out: Output<VideoRecord>,
         names: Arc<RootNames>,
         spool: PathBuf,
@@ -186,18 +164,7 @@ impl Sink for Outputs {
                     v.frames,
                     v.max_nsfw
                 ));
-                match &mut self.files {
-                    Files::Local { jsonl, parquet, .. } => {
-                        jsonl.write_all(&line)?;
-                        jsonl.write_all(b"\n")?;
-                        jsonl.flush()?;
-                        if let Some(p) = parquet.as_mut() {
-                            p.write((o.key, v))?;
-                        }
-                    }
-                    #[cfg(feature = "store")]
-                    Files::Bucket(b) => b.record(o.key, &line, (o.key, v))?,
-                }
+                self.files.record(o.key, &line, (o.key, v))?;
             }
             other => {
                 // The job has one output: the root's kind is the video's.
@@ -207,15 +174,7 @@ impl Sink for Outputs {
                     );
                 };
                 let bytes = serde_json::to_vec(&line)?;
-                match &mut self.files {
-                    Files::Local { failures, .. } => {
-                        failures.write_all(&bytes)?;
-                        failures.write_all(b"\n")?;
-                        failures.flush()?;
-                    }
-                    #[cfg(feature = "store")]
-                    Files::Bucket(b) => b.failure(o.key, &bytes)?,
-                }
+                self.files.failure(o.key, &bytes)?;
                 self.failed += 1;
                 self.unexpected += usize::from(!self.expected.as_expected(&name, None));
                 self.bars
@@ -226,22 +185,14 @@ impl Sink for Outputs {
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
-        match &mut self.files {
-            Files::Local {
-                jsonl,
-                failures,
-                parquet,
-            } => {
-                jsonl.flush()?;
-                failures.flush()?;
-                if let Some(p) = parquet.take() {
-                    p.close()?;
-                }
-            }
-            // The rest committed, every upload waited for.
-            #[cfg(feature = "store")]
-            Files::Bucket(b) => b.finish()?,
-        }
-        Ok(())
+        self.files.close()
+    }
+
+    fn sync(&mut self, durable: bool, positions: &mut Vec<u64>) -> Result<(), BoxError> {
+        self.files.sync(durable, positions)
+    }
+
+    fn truncate_to(&mut self, positions: &mut &[u64]) -> Result<(), BoxError> {
+        self.files.truncate_to(positions)
     }
 }
