@@ -153,7 +153,7 @@ fn bad_documents_are_failure_lines_the_rest_are_written_and_the_exit_status_says
     // Where it arose: the Call that failed.
     let at = failure(&ran, "d-notes.pdf").at.clone().unwrap_or_default();
     assert!(at.contains("open"), "{at}");
-    assert_eq!(ran.summary["job"]["documents_failed"], 4);
+    assert_eq!(ran.summary["job"]["failed"], 4);
     assert_eq!(ran.exit, 3, "a failed document makes the exit status 3");
 }
 
@@ -613,6 +613,22 @@ fn both_document_jobs_killed_mid_run_resume_with_each_document_once() {
             once_by_key(&killed, field),
             want,
             "{job}: as an uninterrupted run"
+        );
+        // The report every job writes (`rayorch_kit::job::RunReport`): what
+        // this run wrote and what it found done.
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(killed.join("summary.json")).unwrap()).unwrap();
+        let r = &summary["job"];
+        let (written, resumed) = (r["written"].as_u64().unwrap(), r["resumed"].as_u64().unwrap());
+        assert_eq!(
+            (written + resumed, r["failed"].as_u64()),
+            (8, Some(0)),
+            "{job}: {r}"
+        );
+        assert_eq!(
+            (r["inputs"].as_u64(), r["exit_status"].as_u64()),
+            (Some(8), Some(0)),
+            "{job}: {r}"
         );
     }
 }

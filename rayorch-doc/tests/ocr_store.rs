@@ -128,7 +128,7 @@ fn objects_below_a_prefix_are_written_once_under_their_urls_and_bad_ones_are_fai
     assert!(cause("s3://corpus/docs/missing.pdf").contains("s3://corpus/docs/missing.pdf: no such object"));
     assert!(cause("s3://corpus/docs/broken.pdf").contains("s3://corpus/docs/broken.pdf"));
     let summary = summary(&out);
-    assert_eq!(summary["job"]["documents"], 5);
+    assert_eq!(summary["job"]["inputs"], 5);
     assert_eq!(summary["job"]["not_started"], serde_json::json!([]));
 }
 
@@ -158,7 +158,7 @@ fn a_run_cut_short_resumes_over_the_same_listing_and_writes_the_rest_once() {
     want.sort();
     assert_eq!(written(&out), want, "{console}");
     let summary = summary(&out);
-    assert_eq!(summary["job"]["resumed_documents"], 2);
+    assert_eq!(summary["job"]["resumed"], 2);
 }
 
 #[test]

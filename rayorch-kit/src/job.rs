@@ -173,3 +173,136 @@ pub fn open_run<T: Send + 'static>(
         }
     }
 }
+
+/// How a run's inputs ended, as its sink counts them: the figures every
+/// job reports ([`RunReport`]). An input that ends otherwise than
+/// `expected` says is also counted as unexpected (the exit status).
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Inputs written.
+    pub written: usize,
+    /// Inputs that failed.
+    pub failed: usize,
+    /// Inputs that ended otherwise than expected (no expectation: every
+    /// failed one).
+    pub unexpected: usize,
+    /// When inputs were written, seconds since the sink was made (a
+    /// bounded, even sample past a thousand: see [`crate::timeline::Ticks`]).
+    pub written_at: crate::timeline::Ticks,
+    expected: crate::expect::Expected,
+}
+
+impl Tally {
+    /// A tally judging each input against `expected`.
+    ///
+    /// ```
+    /// use rayorch_kit::expect::Expected;
+    /// use rayorch_kit::job::Tally;
+    /// let mut t = Tally::expecting(Expected::failing(["bad.pdf"]));
+    /// t.written("/in/a.pdf", 3, 0.5);
+    /// t.failed("/in/bad.pdf");
+    /// t.failed("/in/c.pdf");
+    /// assert_eq!((t.written, t.failed, t.unexpected), (1, 2, 1));
+    /// assert_eq!(t.written_at.times(), [0.5]);
+    /// ```
+    pub fn expecting(expected: crate::expect::Expected) -> Tally {
+        Tally {
+            expected,
+            ..Tally::default()
+        }
+    }
+
+    /// Count `name` written with `parts` parts (pages, clips), `t` seconds
+    /// into the run.
+    pub fn written(&mut self, name: &str, parts: usize, t: f64) {
+        self.written += 1;
+        self.written_at.push(t);
+        self.unexpected += usize::from(!self.expected.as_expected(name, Some(parts)));
+    }
+
+    /// Count `name` failed.
+    pub fn failed(&mut self, name: &str) {
+        self.failed += 1;
+        self.unexpected += usize::from(!self.expected.as_expected(name, None));
+    }
+
+    /// The process exit status after the run (`crate::outcome::exit`): 130
+    /// when interrupted, 3 when an input ended unexpectedly, else 0.
+    pub fn exit_status(&self, interrupted: bool) -> u8 {
+        crate::outcome::exit_status(interrupted, self.unexpected)
+    }
+}
+
+/// What every job's `summary.json` says under `job`: the same fields in
+/// every job, then the job's own `figures` (flattened beside them).
+#[derive(Debug, serde::Serialize)]
+pub struct RunReport<X: serde::Serialize> {
+    /// Inputs the source yielded (files and listed objects, at most
+    /// `--limit`).
+    pub inputs: u64,
+    /// Inputs written by this run.
+    pub written: usize,
+    /// Inputs that failed in this run.
+    pub failed: usize,
+    /// Inputs that ended otherwise than `--expected` says (every failed
+    /// one without it).
+    pub unexpected: usize,
+    /// Whether Ctrl-C stopped the run.
+    pub interrupted: bool,
+    /// Inputs earlier runs finished (journal or commit records), skipped.
+    pub resumed: u64,
+    /// Inputs named and never ended (an interrupted or broken-off run's).
+    pub not_started: Vec<String>,
+    /// Why listing object-store inputs stopped early, if it did.
+    pub listing_error: Option<String>,
+    /// When the first input was written, seconds.
+    pub first_written_s: Option<f64>,
+    /// When inputs were written, seconds (a bounded sample).
+    pub written_at_s: Vec<f64>,
+    /// The exit status the run ends with.
+    pub exit_status: u8,
+    /// The job's own figures.
+    #[serde(flatten)]
+    pub figures: X,
+}
+
+/// How a run went, for its [`RunReport`]: what the sink counted, what
+/// the source saw and what the runner said.
+pub struct RunEnd<'a, T> {
+    /// The sink's counts.
+    pub tally: &'a Tally,
+    /// The run's roots (yielded, listing error).
+    pub roots: &'a crate::store::Roots<T>,
+    /// The root names never taken (inputs never ended).
+    pub names: &'a crate::names::RootNames,
+    /// The runner's summary (roots the journal skipped).
+    pub summary: &'a rayorch::RunSummary,
+    /// Roots committed at the URL by earlier runs ([`Opened::committed_before`]).
+    pub committed_before: u64,
+    /// Whether Ctrl-C stopped the run.
+    pub interrupted: bool,
+}
+
+impl<X: serde::Serialize> RunReport<X> {
+    /// The report of the run `ran`, with the job's `figures`.
+    pub fn new<T: Send + 'static>(ran: &RunEnd<'_, T>, figures: X) -> RunReport<X> {
+        let listing_error = ran.roots.listing_error();
+        RunReport {
+            inputs: ran.roots.yielded(),
+            written: ran.tally.written,
+            failed: ran.tally.failed,
+            unexpected: ran.tally.unexpected,
+            interrupted: ran.interrupted,
+            resumed: ran.summary.journal_skipped + ran.committed_before,
+            not_started: ran.names.remaining(),
+            first_written_s: ran.tally.written_at.first(),
+            written_at_s: ran.tally.written_at.times().to_vec(),
+            exit_status: match listing_error {
+                Some(_) => crate::outcome::exit::BROKE_OFF,
+                None => ran.tally.exit_status(ran.interrupted),
+            },
+            listing_error,
+            figures,
+        }
+    }
+}

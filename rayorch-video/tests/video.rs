@@ -458,4 +458,12 @@ fn a_video_run_cut_short_is_continued_by_resume_with_each_video_once() {
     let mut got = keys();
     got.sort_unstable();
     assert_eq!(got, [0, 1], "each video once");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let r = &summary["job"];
+    assert_eq!(
+        (r["written"].as_u64(), r["resumed"].as_u64()),
+        (Some(1), Some(1)),
+        "{r}"
+    );
 }

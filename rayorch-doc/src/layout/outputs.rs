@@ -23,12 +23,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::expect::{Expected, Inspect};
+use rayorch_kit::job::Tally;
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::{JobFiles, JournaledFiles};
+use rayorch_kit::progress::Progress;
 use rayorch_models::layout::markdown::LayoutDocument;
 use rayorch_models::layout::{Orientation, TextSource};
 use serde::Serialize;
@@ -64,15 +67,11 @@ pub struct Outputs {
     files: JobFiles<RegionRows>,
     /// The Markdown files' folder (`None`: the outputs are at a URL).
     markdown: Option<PathBuf>,
-    expected: Expected,
     inspect: Option<Inspect<LayoutDocument>>,
-    /// Documents that ended otherwise than `--expected` says (no entry:
-    /// any document not written).
-    pub unexpected: usize,
-    /// Documents written.
-    pub written: usize,
-    /// Documents that failed.
-    pub failed: usize,
+    progress: Arc<Progress>,
+    start: Instant,
+    /// Documents written, failed, unexpected (`--expected`), and when.
+    pub tally: Tally,
     /// Pages written.
     pub pages: usize,
 }
@@ -86,12 +85,13 @@ impl Outputs {
         out: Output<LayoutDocument>,
         names: Arc<RootNames>,
         expected: Expected,
+        progress: Arc<Progress>,
         resume: bool,
     ) -> Result<Outputs, BoxError> {
         std::fs::create_dir_all(dir.join("markdown"))?;
         let names_of = ["documents.jsonl", "failures.jsonl", "regions.parquet"];
         let files = JournaledFiles::open(dir, names_of, &["regions.jsonl"], RegionRows, 256, resume)?;
-        let mut outputs = Outputs::over(JobFiles::Local(files), out, names, expected);
+        let mut outputs = Outputs::over(JobFiles::Local(files), out, names, expected, progress);
         outputs.markdown = Some(dir.join("markdown"));
         Ok(outputs)
     }
@@ -103,9 +103,16 @@ impl Outputs {
         out: Output<LayoutDocument>,
         names: Arc<RootNames>,
         expected: Expected,
+        progress: Arc<Progress>,
     ) -> Outputs {
         let commits = rayorch_kit::store::outputs::RowCommits::new(bucket, RegionRows, KINDS);
-        Outputs::over(JobFiles::Bucket(Box::new(commits)), out, names, expected)
+        Outputs::over(
+            JobFiles::Bucket(Box::new(commits)),
+            out,
+            names,
+            expected,
+            progress,
+        )
     }
 
     /// The commits, when the outputs are at a URL.
@@ -119,17 +126,17 @@ impl Outputs {
         out: Output<LayoutDocument>,
         names: Arc<RootNames>,
         expected: Expected,
+        progress: Arc<Progress>,
     ) -> Outputs {
         Outputs {
             out,
             names,
             files,
             markdown: None,
-            expected,
             inspect: None,
-            unexpected: 0,
-            written: 0,
-            failed: 0,
+            progress,
+            start: Instant::now(),
+            tally: Tally::expecting(expected),
             pages: 0,
         }
     }
@@ -141,10 +148,8 @@ impl Outputs {
         self
     }
 
-    /// Count `doc` when it ended otherwise than expected, and show it to
-    /// the caller's inspection.
-    fn judge(&mut self, name: &str, doc: Option<&LayoutDocument>) {
-        self.unexpected += usize::from(!self.expected.as_expected(name, doc.map(|d| d.pages.len())));
+    /// Show `doc` (`None`: it failed) to the caller's inspection.
+    fn inspect(&mut self, name: &str, doc: Option<&LayoutDocument>) {
         if let Some(inspect) = &mut self.inspect {
             inspect(name, doc);
         }
@@ -191,14 +196,16 @@ impl Outputs {
 
 impl Sink for Outputs {
     fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
+        let t = self.start.elapsed().as_secs_f64();
         let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
         match o.get(self.out) {
             Item::Present(doc) => {
                 self.write_doc(o.key, &doc)?;
-                self.written += 1;
+                self.tally.written(&name, doc.pages.len(), t);
                 self.pages += doc.pages.len();
-                eprintln!("wrote  {name} ({} pages)", doc.pages.len());
-                self.judge(&name, Some(&doc));
+                self.progress
+                    .println(format!("{t:>7.2}s  wrote  {name} ({} pages)", doc.pages.len()));
+                self.inspect(&name, Some(&doc));
             }
             other => {
                 // The job has one output: the root's kind is the document's.
@@ -210,9 +217,10 @@ impl Sink for Outputs {
                 let cause = line.cause.clone();
                 let bytes = serde_json::to_vec(&line)?;
                 self.files.failure(o.key, &bytes)?;
-                self.failed += 1;
-                eprintln!("FAILED {name}: {cause}");
-                self.judge(&name, None);
+                self.tally.failed(&name);
+                self.progress
+                    .println(format!("{t:>7.2}s  FAILED {name}: {cause}"));
+                self.inspect(&name, None);
             }
         }
         Ok(())

@@ -3,9 +3,10 @@
 use clap::Parser;
 use rayorch::Runner;
 use rayorch_kit::expect::{Expected, Inspect};
+use rayorch_kit::job::{RunEnd, RunReport};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::progress::Progress;
-use rayorch_kit::{outcome, resume, stop, watch};
+use rayorch_kit::{resume, stop, watch};
 use rayorch_models::layout::markdown::LayoutDocument;
 
 use super::cli::Args;
@@ -72,9 +73,16 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
     )?;
     let (roots, journal, source) = (opened.roots, opened.journal, opened.source);
     let mut outputs = match opened.bucket {
-        None => Outputs::create(&args.out, out, names.clone(), expected, args.run.resume)?,
+        None => Outputs::create(
+            &args.out,
+            out,
+            names.clone(),
+            expected,
+            progress.clone(),
+            args.run.resume,
+        )?,
         #[cfg(feature = "store")]
-        Some(bucket) => Outputs::to_bucket(bucket, out, names.clone(), expected),
+        Some(bucket) => Outputs::to_bucket(bucket, out, names.clone(), expected, progress.clone()),
         #[cfg(not(feature = "store"))]
         Some(never) => match never {},
     }
@@ -107,21 +115,28 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
     let interrupted = interrupts.pressed();
     let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);
     let busy: f64 = summary.calls.iter().map(|m| m.busy_s).sum::<f64>().max(1e-9);
+    let figures = LayoutFigures {
+        pages_written: outputs.pages,
+        pages_per_s,
+        force_ocr: args.force_ocr,
+        busy_share: summary
+            .calls
+            .iter()
+            .map(|m| (m.name.to_string(), m.busy_s / busy))
+            .collect(),
+    };
+    let end = RunEnd {
+        tally: &outputs.tally,
+        roots: &roots,
+        names: &names,
+        summary: &summary,
+        committed_before: opened.committed_before,
+        interrupted,
+    };
+    let report = RunReport::new(&end, figures);
+    let exit_status = report.exit_status;
     let mut json = serde_json::to_value(&summary)?;
-    json["job"] = serde_json::json!({
-        "documents": roots.yielded(),
-        "listing_error": roots.listing_error(),
-        "documents_written": outputs.written,
-        "documents_failed": outputs.failed,
-        "documents_unexpected": outputs.unexpected,
-        "pages_written": outputs.pages,
-        "pages_per_s": pages_per_s,
-        "interrupted": interrupted,
-        "resumed_documents": summary.journal_skipped + opened.committed_before,
-        "not_started": names.remaining(),
-        "force_ocr": args.force_ocr,
-        "busy_share": summary.calls.iter().map(|m| (m.name.to_string(), m.busy_s / busy)).collect::<std::collections::BTreeMap<_, _>>(),
-    });
+    json["job"] = serde_json::to_value(&report)?;
     let committed: Option<String> = match &out_url {
         None => {
             rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
@@ -139,7 +154,7 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
     };
     println!(
         "\n{} written, {} failed, {} pages in {:.2} s ({:.2} pages/s)",
-        outputs.written, outputs.failed, outputs.pages, summary.wall_s, pages_per_s
+        outputs.tally.written, outputs.tally.failed, outputs.pages, summary.wall_s, pages_per_s
     );
     print!("{}", summary.calls_table());
     println!("outputs in {}", args.out.display());
@@ -154,7 +169,17 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
     }
     if let Some(e) = roots.listing_error() {
         println!("the listing stopped early: {e}");
-        return Ok(outcome::exit::BROKE_OFF);
     }
-    Ok(outcome::exit_status(interrupted, outputs.unexpected))
+    Ok(exit_status)
+}
+
+/// The layout job's own figures in `summary.json`'s `job` (beside every
+/// job's, `rayorch_kit::job::RunReport`).
+#[derive(serde::Serialize)]
+struct LayoutFigures {
+    pages_written: usize,
+    pages_per_s: f64,
+    force_ocr: bool,
+    /// Each Call's share of the busy time of all Calls.
+    busy_share: std::collections::BTreeMap<String, f64>,
 }

@@ -22,11 +22,11 @@ use std::time::Instant;
 use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
 use rayorch_kit::expect::{Expected, Inspect};
+use rayorch_kit::job::Tally;
 use rayorch_kit::names::RootNames;
 use rayorch_kit::outcome;
 use rayorch_kit::parquet::{JobFiles, JournaledFiles};
 use rayorch_kit::progress::Progress;
-use rayorch_kit::timeline::Ticks;
 use rayorch_models::pdf::text::TextSource;
 use serde::Serialize;
 
@@ -47,20 +47,11 @@ pub struct Outputs {
     files: JobFiles<DocumentRows>,
     progress: Arc<Progress>,
     start: Instant,
-    expected: Expected,
     inspect: Option<Inspect<Document>>,
-    /// When documents were written, seconds since the sink was made (a
-    /// bounded, even sample past a thousand: see [`Ticks`]).
-    pub written_at: Ticks,
+    /// Documents written, failed, unexpected (`--expected`), and when.
+    pub tally: Tally,
     /// When the first document with a page was written.
     pub first_text_s: Option<f64>,
-    /// Documents written.
-    pub written: usize,
-    /// Documents that failed.
-    pub failed: usize,
-    /// Documents that ended otherwise than `--expected` says (no entry:
-    /// any document not written).
-    pub unexpected: usize,
     /// Pages written.
     pub pages: usize,
     /// Pages written whose text is their text layer (the others were OCR'd).
@@ -122,13 +113,9 @@ impl Outputs {
             files,
             progress,
             start: Instant::now(),
-            expected,
             inspect: None,
-            written_at: Ticks::default(),
+            tally: Tally::expecting(expected),
             first_text_s: None,
-            written: 0,
-            failed: 0,
-            unexpected: 0,
             pages: 0,
             layer_pages: 0,
             pages_by_reason: BTreeMap::new(),
@@ -142,20 +129,11 @@ impl Outputs {
         self
     }
 
-    /// Count `doc` when it ended otherwise than expected, and show it to
-    /// the caller's inspection.
-    fn judge(&mut self, name: &str, doc: Option<&Document>) {
-        self.unexpected += usize::from(!self.expected.as_expected(name, doc.map(|d| d.pages)));
+    /// Show `doc` (`None`: it failed) to the caller's inspection.
+    fn inspect(&mut self, name: &str, doc: Option<&Document>) {
         if let Some(inspect) = &mut self.inspect {
             inspect(name, doc);
         }
-    }
-
-    /// The process exit status after the run (see `cli::EXIT_CODES`): 130
-    /// when interrupted, 3 when any document ended otherwise than expected
-    /// (failed; with `--expected`: not as its manifest says), else 0.
-    pub fn exit_code(&self, interrupted: bool) -> u8 {
-        outcome::exit_status(interrupted, self.unexpected)
     }
 }
 
@@ -169,7 +147,7 @@ impl Sink for Outputs {
                     key: o.key,
                     doc: &doc,
                 })?;
-                self.written += 1;
+                self.tally.written(&name, doc.pages, t);
                 self.pages += doc.pages;
                 let layer = doc
                     .page_sources
@@ -180,7 +158,6 @@ impl Sink for Outputs {
                 for kind in &doc.page_reason_kinds {
                     *self.pages_by_reason.entry(kind.clone()).or_default() += 1;
                 }
-                self.written_at.push(t);
                 if doc.pages > 0 {
                     self.first_text_s.get_or_insert(t);
                 }
@@ -188,7 +165,7 @@ impl Sink for Outputs {
                     "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer)",
                     doc.pages
                 ));
-                self.judge(&name, Some(&doc));
+                self.inspect(&name, Some(&doc));
                 self.files.record(o.key, &line, (o.key, doc))?;
             }
             _ => {
@@ -198,10 +175,10 @@ impl Sink for Outputs {
                 };
                 let bytes = serde_json::to_vec(&line)?;
                 self.files.failure(o.key, &bytes)?;
-                self.failed += 1;
+                self.tally.failed(&name);
                 self.progress
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
-                self.judge(&name, None);
+                self.inspect(&name, None);
             }
         }
         Ok(())

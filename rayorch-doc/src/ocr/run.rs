@@ -36,6 +36,7 @@ use std::sync::Arc;
 use clap::Parser;
 use rayorch::Runner;
 use rayorch_kit::expect::{Expected, Inspect};
+use rayorch_kit::job::{RunEnd, RunReport};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::progress::Progress;
 use rayorch_kit::resume;
@@ -253,52 +254,51 @@ pub(super) fn run_here(
 
     let interrupted = interrupts.pressed();
     let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);
-    let mut json = serde_json::to_value(&summary)?;
-    json["job"] = serde_json::json!({
-        "documents": roots.yielded(),
-        "documents_written": outputs.written,
-        "documents_failed": outputs.failed,
-        "pages_written": outputs.pages,
-        "pages_from_layer": outputs.layer_pages,
-        "pages_ocr": outputs.pages - outputs.layer_pages,
-        "pages_by_reason": outputs.pages_by_reason,
-        "pages_per_s": pages_per_s,
-        "first_outcome_s": summary.first_root_s,
-        "first_present_s": summary.first_present_s,
-        "first_written_s": outputs.written_at.first(),
-        "written_at_s": outputs.written_at.times(),
-        "first_text_document_s": outputs.first_text_s,
-        "interrupted": interrupted,
-        "resumed_documents": summary.journal_skipped + committed_before,
-        "not_started": names.remaining(),
-        "listing_error": roots.listing_error(),
-        "documents_unexpected": outputs.unexpected,
-        "threads_per_session": cfg.knobs.threads,
-        "replicas": {
-            "read": cfg.knobs.render_replicas,
-            "detect": cfg.knobs.detect_replicas,
-            "recognize": cfg.knobs.recognize_replicas,
-            "embed": cfg.knobs.embed_replicas,
+    let figures = OcrFigures {
+        pages_written: outputs.pages,
+        pages_from_layer: outputs.layer_pages,
+        pages_ocr: outputs.pages - outputs.layer_pages,
+        pages_by_reason: &outputs.pages_by_reason,
+        pages_per_s,
+        first_outcome_s: summary.first_root_s,
+        first_present_s: summary.first_present_s,
+        first_text_document_s: outputs.first_text_s,
+        threads_per_session: cfg.knobs.threads,
+        replicas: Replicas {
+            read: cfg.knobs.render_replicas,
+            detect: cfg.knobs.detect_replicas,
+            recognize: cfg.knobs.recognize_replicas,
+            embed: cfg.knobs.embed_replicas,
         },
-        "window": args.window,
-        "window_pages": args.window_pages,
-        "backpressure": args.backpressure,
-        // This process's recognition replicas (a distributed run's
-        // workers count their own).
-        "recognition": job.recognized.figures(),
-    });
+        window: args.window,
+        window_pages: args.window_pages,
+        backpressure: args.backpressure,
+        recognition: job.recognized.figures(),
+    };
+    let end = RunEnd {
+        tally: &outputs.tally,
+        roots: &roots,
+        names: &names,
+        summary: &summary,
+        committed_before,
+        interrupted,
+    };
+    let report = RunReport::new(&end, figures);
+    let exit_status = report.exit_status;
+    let mut json = serde_json::to_value(&summary)?;
+    json["job"] = serde_json::to_value(&report)?;
     if let Some(d) = &distributed {
         json["job"]["distributed"] = serde_json::json!(d.job);
         json["owner_bytes"] = d.owner_bytes.clone();
     }
     let title = format!(
         "doc_ocr: {} documents, {} pages in {:.1} s",
-        outputs.written, outputs.pages, summary.wall_s
+        outputs.tally.written, outputs.pages, summary.wall_s
     );
     let svg = timeline::svg(
         &summary,
         &spans.spans(),
-        outputs.written_at.times(),
+        outputs.tally.written_at.times(),
         "documents written",
         &title,
     );
@@ -316,8 +316,8 @@ pub(super) fn run_here(
 
     println!(
         "\n{} written, {} failed, {} pages in {:.2} s ({:.2} pages/s); first outcome after {:.2} s, first document with text after {:.2} s",
-        outputs.written,
-        outputs.failed,
+        outputs.tally.written,
+        outputs.tally.failed,
         outputs.pages,
         summary.wall_s,
         pages_per_s,
@@ -363,9 +363,41 @@ pub(super) fn run_here(
             "the listing stopped early: {e}\ncontinue this run with\n  {}",
             resume::resume_command("cargo run --release --features store --example doc_ocr --")
         );
-        return Ok(rayorch_kit::outcome::exit::BROKE_OFF);
     }
-    Ok(outputs.exit_code(interrupted))
+    Ok(exit_status)
+}
+
+/// The OCR job's own figures in `summary.json`'s `job` (beside every
+/// job's, `rayorch_kit::job::RunReport`).
+#[derive(serde::Serialize)]
+struct OcrFigures<'a> {
+    pages_written: usize,
+    pages_from_layer: usize,
+    pages_ocr: usize,
+    /// Pages written by reason kind (`Document::page_reason_kinds`).
+    pages_by_reason: &'a std::collections::BTreeMap<String, usize>,
+    pages_per_s: f64,
+    first_outcome_s: Option<f64>,
+    first_present_s: Option<f64>,
+    /// When the first document with a page was written.
+    first_text_document_s: Option<f64>,
+    threads_per_session: usize,
+    replicas: Replicas,
+    window: usize,
+    window_pages: usize,
+    backpressure: usize,
+    /// This process's recognition replicas (a distributed run's workers
+    /// count their own).
+    recognition: rayorch_models::ocr::RecognizeFigures,
+}
+
+/// Replicas of the model Calls (`summary.json`).
+#[derive(serde::Serialize)]
+struct Replicas {
+    read: usize,
+    detect: usize,
+    recognize: usize,
+    embed: usize,
 }
 
 /// Check that the outputs hold each document once, the same ones in

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use rayorch::Runner;
-use rayorch_kit::job::{JobInputs, open_run};
+use rayorch_kit::job::{JobInputs, RunEnd, RunReport, open_run};
 use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::{self, SpanLog};
 use rayorch_kit::{stop, watch};
@@ -279,28 +279,33 @@ pub fn run(
         println!("{}", t.finish());
     }
     let (batches, multi_clip, multi_video, frames) = mix.snapshot();
+    let figures = VideoFigures {
+        frames_scored: frames,
+        frames_per_s: frames as f64 / summary.wall_s.max(1e-9),
+        score_batches: batches,
+        score_batches_multi_clip: multi_clip,
+        score_batches_multi_video: multi_video,
+    };
+    let end = RunEnd {
+        tally: &sink.tally,
+        roots: &roots,
+        names: &names,
+        summary: &summary,
+        committed_before: opened.committed_before,
+        interrupted,
+    };
+    let report = RunReport::new(&end, figures);
+    let exit_status = report.exit_status;
     let mut json = serde_json::to_value(&summary)?;
-    json["job"] = serde_json::json!({
-        "videos": roots.yielded(),
-        "listing_error": roots.listing_error(),
-        "videos_written": sink.written,
-        "videos_failed": sink.failed,
-        "frames_scored": frames,
-        "frames_per_s": frames as f64 / summary.wall_s.max(1e-9),
-        "score_batches": batches,
-        "score_batches_multi_clip": multi_clip,
-        "score_batches_multi_video": multi_video,
-        "written_at_s": sink.written_at.times(),
-        "videos_unexpected": sink.unexpected,
-        "interrupted": interrupted,
-        "resumed_videos": summary.journal_skipped + opened.committed_before,
-        "not_started": names.remaining(),
-    });
-    let title = format!("video_index: {} videos in {:.1} s", sink.written, summary.wall_s);
+    json["job"] = serde_json::to_value(&report)?;
+    let title = format!(
+        "video_index: {} videos in {:.1} s",
+        sink.tally.written, summary.wall_s
+    );
     let svg = timeline::svg(
         &summary,
         &spans.spans(),
-        sink.written_at.times(),
+        sink.tally.written_at.times(),
         "videos written",
         &title,
     );
@@ -317,8 +322,8 @@ pub fn run(
     };
     println!(
         "\n{} written, {} failed, {} frames in {:.2} s ({:.2} frames/s); frame-model batches: {} ({} mix clips, {} mix videos)",
-        sink.written,
-        sink.failed,
+        sink.tally.written,
+        sink.tally.failed,
         frames,
         summary.wall_s,
         frames as f64 / summary.wall_s.max(1e-9),
@@ -343,8 +348,20 @@ pub fn run(
     }
     match roots.listing_error() {
         Some(e) => Err(format!("the listing stopped early: {e} (what was listed is written)").into()),
-        None => Ok(rayorch_kit::outcome::exit_status(interrupted, sink.unexpected)),
+        None => Ok(exit_status),
     }
+}
+
+/// The video job's own figures in `summary.json`'s `job` (beside every
+/// job's, `rayorch_kit::job::RunReport`).
+#[derive(serde::Serialize)]
+struct VideoFigures {
+    frames_scored: u64,
+    frames_per_s: f64,
+    /// Frame-model batches, and those mixing clips and videos.
+    score_batches: u64,
+    score_batches_multi_clip: u64,
+    score_batches_multi_video: u64,
 }
 
 /// The report's end for outputs at `url` (`RowCommits::report`).

@@ -20,10 +20,10 @@ use std::time::Instant;
 
 use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
+use rayorch_kit::job::Tally;
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::{JobFiles, JournaledFiles};
 use rayorch_kit::progress::Progress;
-use rayorch_kit::timeline::Ticks;
 use serde::Serialize;
 
 use crate::VideoRecord;
@@ -53,17 +53,8 @@ pub struct Outputs {
     files: JobFiles<VideoRows>,
     bars: Arc<Progress>,
     start: Instant,
-    /// When videos were written, seconds since the sink was made (a
-    /// bounded, even sample past a thousand: see [`Ticks`]).
-    pub written_at: Ticks,
-    /// Videos written.
-    pub written: usize,
-    /// Videos that failed.
-    pub failed: usize,
-    /// Videos that ended otherwise than [`Outputs::expecting`] says (all
-    /// failed ones without it).
-    pub unexpected: usize,
-    expected: rayorch_kit::expect::Expected,
+    /// Videos written, failed, unexpected (`--expected`), and when.
+    pub tally: Tally,
 }
 
 impl Outputs {
@@ -117,18 +108,14 @@ impl Outputs {
             files,
             bars,
             start: Instant::now(),
-            written_at: Ticks::default(),
-            written: 0,
-            failed: 0,
-            unexpected: 0,
-            expected: rayorch_kit::expect::Expected::none(),
+            tally: Tally::default(),
         }
     }
 
     /// Count only videos that end otherwise than `expected` says (a sample
-    /// broken on purpose failing is expected) as [`Outputs::unexpected`].
+    /// broken on purpose failing is expected) as unexpected.
     pub fn expecting(mut self, expected: rayorch_kit::expect::Expected) -> Outputs {
-        self.expected = expected;
+        self.tally = Tally::expecting(expected);
         self
     }
 }
@@ -152,10 +139,8 @@ impl Sink for Outputs {
                     key: o.key,
                     video: &v,
                 })?;
-                self.written += 1;
                 // A video's parts, as an expectation may count them: its clips.
-                self.unexpected += usize::from(!self.expected.as_expected(&name, Some(v.clips.len())));
-                self.written_at.push(t);
+                self.tally.written(&name, v.clips.len(), t);
                 self.bars.println(format!(
                     "{t:>7.2}s  wrote  {name} ({:.1} s, {} clips, {} shots, {} frames, max nsfw {:.3})",
                     v.info.duration_s,
@@ -175,8 +160,7 @@ impl Sink for Outputs {
                 };
                 let bytes = serde_json::to_vec(&line)?;
                 self.files.failure(o.key, &bytes)?;
-                self.failed += 1;
-                self.unexpected += usize::from(!self.expected.as_expected(&name, None));
+                self.tally.failed(&name);
                 self.bars
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
             }
