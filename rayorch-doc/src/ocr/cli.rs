@@ -8,7 +8,7 @@ use rayorch_models::RenderConfig;
 
 use super::{Knobs, OcrConfig};
 
-/// What `--help` says about the exit status (see [`super::outputs::Outputs::exit_code`]).
+/// What `--help` says about the exit status (`rayorch_kit::job::Tally::exit_status`).
 pub const EXIT_CODES: &str = "Exit status:
   0    every document was written (with --expected or the bundled samples:
        every document ended as the manifest says, bad samples failing included)
