@@ -32,14 +32,27 @@ use rayorch_models::{
 
 use super::cli::Args;
 use super::run::{Distributed, Ran, run_here, run_local};
-use super::{OcrJob, machine_cores};
+use super::{OcrCall, OcrJob, machine_cores};
 use crate::document::Document;
 
 type Error = rayorch::BoxError;
 
 /// The Calls a distributed run's owner runs itself by default: the cheap
 /// steps next to the data (so it never re-parses a PDF a worker opened).
-const OWNER_CALLS: &str = "fetch:1,open:1,name:1,layer:1,page_text:1,text:1,assemble:1";
+const OWNER_CALLS: [OcrCall; 7] = [
+    OcrCall::Fetch,
+    OcrCall::Open,
+    OcrCall::Name,
+    OcrCall::Layer,
+    OcrCall::PageText,
+    OcrCall::Text,
+    OcrCall::Assemble,
+];
+
+/// [`OWNER_CALLS`] in `--owner-calls` syntax, one slot each.
+fn owner_calls() -> String {
+    OWNER_CALLS.map(|c| format!("{}:1", c.name())).join(",")
+}
 
 /// Play `role`: the whole job in this process, the broker, a worker, or
 /// the owner (which writes the outputs as a local run does).
@@ -61,9 +74,10 @@ pub(super) fn run_role(args: &Args, role: Role, inspect: Option<Inspect<Document
         Role::Worker { url, calls } => {
             let cfg = args.config(machine_cores());
             let (plan, _) = OcrJob::new(&cfg, &rayorch_models::assets::ensure()?).plan()?;
-            let owner_calls = args.dist.owner_calls(OWNER_CALLS);
+            let default_owner = owner_calls();
+            let owner = args.dist.owner_calls(&default_owner);
             let calls = calls.unwrap_or_else(|| {
-                role::default_worker_calls(&plan, owner_calls, |c| cfg.knobs.replicas_of(c))
+                role::default_worker_calls(&plan, owner, |c| OcrCall::named(c).map_or(1, |c| cfg.knobs.replicas_of(c)))
             });
             eprintln!(
                 "doc_ocr worker: job `{}` at {url}, serving {calls}",
@@ -89,7 +103,7 @@ pub(super) fn run_role(args: &Args, role: Role, inspect: Option<Inspect<Document
                 codecs(),
                 config(args, &url)?,
                 JournalOptions::new(here.journal.ok_or("a distributed run keeps a local journal: give --out a folder")?, here.source),
-                args.dist.owner_calls(OWNER_CALLS),
+                args.dist.owner_calls(&owner_calls()),
             )
             .observe(here.observer);
             let interrupts = stop::on_ctrl_c(owner.cancel_handle(), "documents")?;

@@ -108,6 +108,81 @@ impl OcrJob {
     }
 }
 
+/// The job's Calls by name: what `--calls`, `--owner-calls`, the
+/// replica knobs and the summary's `calls` say, typed. Every Call of
+/// [`OcrJob::plan`] is one of these, and each is made under its
+/// [`OcrCall::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OcrCall {
+    /// `fetch`: read a document named by a URL.
+    Fetch,
+    /// `open`: parse a document into page handles.
+    Open,
+    /// `read`: one page's text layer, or its pixels for OCR.
+    Read,
+    /// `detect`: text lines of a page OCR reads.
+    Detect,
+    /// `layer`: a read page without its pixels.
+    Layer,
+    /// `recognize`: one line's text.
+    Recognize,
+    /// `page_text`: a page's text in reading order.
+    PageText,
+    /// `text`: the text alone.
+    Text,
+    /// `embed`: a page text's embedding.
+    Embed,
+    /// `name`: the document's name.
+    Name,
+    /// `assemble`: the document from its parts.
+    Assemble,
+}
+
+impl OcrCall {
+    /// Every Call, in pipeline order.
+    pub const ALL: [OcrCall; 11] = [
+        OcrCall::Fetch,
+        OcrCall::Open,
+        OcrCall::Read,
+        OcrCall::Detect,
+        OcrCall::Layer,
+        OcrCall::Recognize,
+        OcrCall::PageText,
+        OcrCall::Text,
+        OcrCall::Embed,
+        OcrCall::Name,
+        OcrCall::Assemble,
+    ];
+
+    /// The Call's name in the plan.
+    pub const fn name(self) -> &'static str {
+        match self {
+            OcrCall::Fetch => "fetch",
+            OcrCall::Open => "open",
+            OcrCall::Read => "read",
+            OcrCall::Detect => "detect",
+            OcrCall::Layer => "layer",
+            OcrCall::Recognize => "recognize",
+            OcrCall::PageText => "page_text",
+            OcrCall::Text => "text",
+            OcrCall::Embed => "embed",
+            OcrCall::Name => "name",
+            OcrCall::Assemble => "assemble",
+        }
+    }
+
+    /// The Call named `name`, if the job has one.
+    ///
+    /// ```
+    /// use rayorch_doc::ocr::OcrCall;
+    /// assert_eq!(OcrCall::named("page_text"), Some(OcrCall::PageText));
+    /// assert_eq!(OcrCall::named("ocr"), None);
+    /// ```
+    pub fn named(name: &str) -> Option<OcrCall> {
+        OcrCall::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
 /// Replicas and ONNX threads of the model Calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Knobs {
@@ -145,13 +220,13 @@ impl Knobs {
         }
     }
 
-    /// The replicas of the Call named `call` (1 for the cheap ones).
-    pub fn replicas_of(&self, call: &str) -> usize {
+    /// The replicas of `call` (1 for the cheap ones).
+    pub fn replicas_of(&self, call: OcrCall) -> usize {
         match call {
-            "read" => self.render_replicas,
-            "detect" => self.detect_replicas,
-            "recognize" => self.recognize_replicas,
-            "embed" => self.embed_replicas,
+            OcrCall::Read => self.render_replicas,
+            OcrCall::Detect => self.detect_replicas,
+            OcrCall::Recognize => self.recognize_replicas,
+            OcrCall::Embed => self.embed_replicas,
             _ => 1,
         }
     }
@@ -270,16 +345,16 @@ impl OcrJob {
         let recognized = Arc::new(RecognizeCounts::default());
         OcrJob {
             fetch: crate::calls::fetch(cfg.fetch_concurrency, cfg.fetch_timeout),
-            open: t.parsing(Call::new("open", || Ok(PdfOpen)).batch_size(1)),
+            open: t.parsing(Call::new(OcrCall::Open.name(), || Ok(PdfOpen)).batch_size(1)),
             read: t.parsing(
-                Call::new("read", move || {
+                Call::new(OcrCall::Read.name(), move || {
                     Ok(PdfPageRead::new(render_cfg.clone(), force_ocr))
                 })
                 .replicas(k.render_replicas)
                 .batch_size(cfg.render_batch),
             ),
             detect: t.modelling(
-                Call::new("detect", move || {
+                Call::new(OcrCall::Detect.name(), move || {
                     Ok(PageDetect(TextDetect::new(TextDetector::from_assets(
                         &a1,
                         det_cfg.clone(),
@@ -288,7 +363,7 @@ impl OcrJob {
                 .replicas(k.detect_replicas)
                 .batch_size(cfg.detect_batch),
             ),
-            layer: Call::map("layer", ReadPage::without_image),
+            layer: Call::map(OcrCall::Layer.name(), ReadPage::without_image),
             recognize: t.modelling(crate::calls::recognize(
                 assets,
                 rec_cfg,
@@ -298,12 +373,13 @@ impl OcrJob {
                 &recognized,
             )),
             recognized,
-            page_text: Call::map("page_text", |(page, lines): (ReadPage, Vec<LineText>)| {
-                page.text(&lines)
-            }),
-            text: Call::map("text", |page: PageText| page.text),
+            page_text: Call::map(
+                OcrCall::PageText.name(),
+                |(page, lines): (ReadPage, Vec<LineText>)| page.text(&lines),
+            ),
+            text: Call::map(OcrCall::Text.name(), |page: PageText| page.text),
             embed: t.modelling(
-                Call::new("embed", move || {
+                Call::new(OcrCall::Embed.name(), move || {
                     Ok(SentenceEmbed::new(SentenceEmbedder::from_assets(
                         &a3,
                         &EmbedConfig::default(),
@@ -314,8 +390,8 @@ impl OcrJob {
                 .shape(|text: &String| rayorch_models::embed::length_bucket(text))
                 .max_batch_delay(cfg.embed_delay),
             ),
-            name: Call::map("name", |f: PdfFile| f.name.to_string()),
-            assemble: Call::map("assemble", |(name, texts, embs): Parts| {
+            name: Call::map(OcrCall::Name.name(), |f: PdfFile| f.name.to_string()),
+            assemble: Call::map(OcrCall::Assemble.name(), |(name, texts, embs): Parts| {
                 Document::assemble(&name, texts, embs)
             }),
         }
@@ -391,6 +467,21 @@ mod tests {
         let of = |name: &str| got.iter().find(|(n, _)| n == name).unwrap().1;
         assert_eq!((of("open"), of("read")), (Some(s(5)), Some(s(15))));
         assert_eq!(of("detect"), None);
+    }
+
+    /// The plan's Calls are exactly the typed ones, by name and in
+    /// pipeline order.
+    #[test]
+    fn every_call_of_the_plan_is_a_typed_call() {
+        let args = cli::Args::parse_from(["doc_ocr"]);
+        let (plan, _) = OcrJob::new(&args.config(2), &no_assets()).plan().unwrap();
+        let names: Vec<&str> = plan.calls().iter().map(|c| &*c.name).collect();
+        let mut typed: Vec<&str> = OcrCall::ALL.iter().map(|c| c.name()).collect();
+        let (mut a, b) = (names.clone(), typed.clone());
+        a.sort_unstable();
+        typed.sort_unstable();
+        assert_eq!(a, typed, "plan {names:?}, typed {b:?}");
+        assert_eq!(args.knobs(2).replicas_of(OcrCall::Recognize), 2);
     }
 
     /// A job has the limit flags of the kinds of Call it runs, and no
