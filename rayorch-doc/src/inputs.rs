@@ -15,51 +15,11 @@ fn is_pdf_name(p: &Path) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case("pdf"))
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out)?;
-        } else if is_pdf_name(&p) {
-            out.push(p);
-        }
-    }
-    Ok(())
-}
-
-/// Expand inputs to files, in a stable order, without duplicates. A named
-/// file is taken whatever its extension (the renderer says if it is no PDF).
-/// An input that is neither a file, a folder nor a pattern matching files is
-/// kept as a path too: the run reports it as a failed document (the renderer
-/// cannot read it) and goes on with the others. Only a folder that cannot be
-/// listed, or a malformed pattern, is an error.
+/// Expand inputs to files, in a stable order, without duplicates
+/// (`rayorch_kit::store::discover`: folders give their PDF files, patterns
+/// their matches; a named file is taken whatever its extension).
 pub fn discover(inputs: &[String]) -> Result<Vec<PathBuf>, String> {
-    let mut files = Vec::new();
-    for input in inputs {
-        let p = Path::new(input);
-        if p.is_dir() {
-            walk(p, &mut files).map_err(|e| format!("{input}: {e}"))?;
-        } else if p.is_file() || !input.contains(['*', '?', '[']) {
-            files.push(p.to_path_buf());
-        } else {
-            let matches: Vec<PathBuf> = glob::glob(input)
-                .map_err(|e| format!("{input}: not a file, folder or valid glob pattern ({e})"))?
-                .filter_map(Result::ok)
-                .filter(|m| m.is_file())
-                .collect();
-            if matches.is_empty() {
-                // Nothing matches: one failure line names the pattern.
-                files.push(p.to_path_buf());
-            }
-            files.extend(matches);
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    files.retain(|f| seen.insert(f.clone()));
-    Ok(files)
+    rayorch_kit::store::discover(inputs, is_pdf_url)
 }
 
 /// Split a document job's inputs into local PDF files ([`discover`]ed now,
@@ -76,7 +36,6 @@ pub fn split(
         cfg!(feature = "store"),
         rebuild,
         limit,
-        discover,
         is_pdf_url,
         "PDF files",
     )

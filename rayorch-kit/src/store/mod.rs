@@ -45,7 +45,7 @@ pub(crate) use remote::install_crypto;
 pub use remote::{
     Fetch, FetchToFile, Fetched, Object, StoreError, StoreOptions, Stores, check_listing, list,
 };
-pub use roots::{RootKind, Roots, split};
+pub use roots::{RootKind, Roots, discover, split};
 
 /// The URL schemes inputs may use (`file://` is read as a local path).
 pub const SCHEMES: &[&str] = &[

@@ -11,7 +11,7 @@ use futures::stream::{self, BoxStream, StreamExt};
 
 use crate::names::RootNames;
 
-/// Split a job's inputs into local files (`discover`ed now, at most
+/// Split a job's inputs into local files ([`discover`]ed now, at most
 /// `limit`) and object-store inputs (each checked to list before the run
 /// touches anything); `file://` URLs are local paths. In a job built
 /// without object-storage inputs (`built` false) a URL is refused, naming
@@ -22,7 +22,6 @@ pub fn split(
     built: bool,
     rebuild: &str,
     limit: Option<usize>,
-    discover: impl FnOnce(&[String]) -> Result<Vec<PathBuf>, String>,
     accept: fn(&str) -> bool,
     what: &str,
 ) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
@@ -31,7 +30,7 @@ pub fn split(
         .iter()
         .map(|i| super::file_url_path(i).unwrap_or_else(|| i.clone()))
         .partition(|i| super::is_url(i));
-    let mut files = discover(&local)?;
+    let mut files = discover(&local, accept)?;
     if let Some(n) = limit {
         files.truncate(n);
     }
@@ -40,6 +39,72 @@ pub fn split(
         return Err(format!("no {what} found in {}", inputs.join(", ")).into());
     }
     Ok((files, urls))
+}
+
+/// Every file of a folder and its subfolders that `accept` takes (by
+/// path), in sorted order.
+fn walk(dir: &Path, accept: fn(&str) -> bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, accept, out)?;
+        } else if accept(&p.to_string_lossy()) {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Expand local inputs to files, in a stable order, without duplicates:
+/// a folder gives every file below it that `accept` takes (a folder named
+/// like one, `x.pdf/`, is searched, never taken); a glob pattern gives the
+/// files it matches; a named file is taken whatever its name (the job's
+/// reader says if it is not what it should be). An input that is neither
+/// a file, a folder nor a pattern matching files is kept as a path too:
+/// the run reports it as a failed input and goes on with the others. Only
+/// a folder that cannot be listed, or a malformed pattern, is an error.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// for f in ["b.pdf", "a.pdf", "notes.txt", "sub/c.pdf"] {
+///     let p = dir.path().join(f);
+///     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+///     std::fs::write(p, b"").unwrap();
+/// }
+/// std::fs::create_dir_all(dir.path().join("odd.pdf")).unwrap();
+/// let is_pdf = |n: &str| n.ends_with(".pdf");
+/// let d = dir.path().display().to_string();
+/// let found = rayorch_kit::store::discover(&[d.clone(), format!("{d}/a.pdf"), format!("{d}/missing.pdf")], is_pdf).unwrap();
+/// let names: Vec<String> = found.iter().map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string()).collect();
+/// assert_eq!(names, ["a.pdf", "b.pdf", "sub/c.pdf", "missing.pdf"]);
+/// ```
+pub fn discover(inputs: &[String], accept: fn(&str) -> bool) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for input in inputs {
+        let p = Path::new(input);
+        if p.is_dir() {
+            walk(p, accept, &mut files).map_err(|e| format!("{input}: {e}"))?;
+        } else if p.is_file() || !input.contains(['*', '?', '[']) {
+            files.push(p.to_path_buf());
+        } else {
+            let matches: Vec<PathBuf> = glob::glob(input)
+                .map_err(|e| format!("{input}: not a file, folder or valid glob pattern ({e})"))?
+                .filter_map(Result::ok)
+                .filter(|m| m.is_file())
+                .collect();
+            if matches.is_empty() {
+                // Nothing matches: one failure line names the pattern.
+                files.push(p.to_path_buf());
+            }
+            files.extend(matches);
+        }
+    }
+    let mut seen = HashSet::new();
+    files.retain(|f| seen.insert(f.clone()));
+    Ok(files)
 }
 
 #[cfg(feature = "store")]

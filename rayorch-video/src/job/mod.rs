@@ -128,39 +128,19 @@ fn is_video_name(name: &str) -> bool {
 /// without them refuses a URL).
 const REBUILD_STORE: &str = "cargo run --release -p rayorch-video --features store --example video_index --";
 
-/// Split the inputs into local video files ([`discover`]ed now) and
-/// object-store inputs (checked to list before anything is written); a
-/// URL in a build without `store` is refused with the command that adds it.
+/// Split the inputs into local video files (`rayorch_kit::store::discover`:
+/// folders searched recursively, glob patterns expanded) and object-store
+/// inputs (checked to list before anything is written); a URL in a build
+/// without `store` is refused with the command that adds it.
 pub fn split(inputs: &[String]) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
-    let discover = |local: &[String]| discover(&local.iter().map(PathBuf::from).collect::<Vec<_>>());
     rayorch_kit::store::split(
         inputs,
         cfg!(feature = "store"),
         REBUILD_STORE,
         None,
-        discover,
         is_video_name,
         "video files",
     )
-}
-
-/// Expand files and folders to the video files to index, in a stable order.
-pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let mut files = Vec::new();
-    for i in inputs {
-        if i.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(i)
-                .map_err(|e| format!("{}: {e}", i.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| is_video_name(&p.to_string_lossy()))
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(i.clone());
-        }
-    }
-    Ok(files)
 }
 
 /// Index `files` and the objects of `urls` (see [`split`]) as `args` say.
