@@ -399,7 +399,11 @@ fn judge(dev: &Collect, page: Rect) -> Verdict {
         .copied()
         .filter(|w| letters(w) > 0 && !w.chars().any(ideograph))
         .collect();
-    let single = worded.iter().filter(|w| letters(w) == 1).count();
+    // A lone letter, perhaps with punctuation ("a", "I.", "(b)"): not a
+    // word with one letter among digits and signs ("Y≥20000", "X<20" in a
+    // table of ranges).
+    let lone = |w: &str| letters(w) == 1 && w.chars().all(|c| c.is_alphabetic() || c.is_ascii_punctuation());
+    let single = worded.iter().filter(|w| lone(w)).count();
     if worded.len() >= 20 && single * 2 > worded.len() {
         return Verdict::SpacedOut {
             percent: percent(single, worded.len()),
@@ -610,6 +614,12 @@ fn segment(l: &[&Glyph], row: usize) -> Framed {
     let mut text = String::new();
     let mut prev: Option<&Glyph> = None;
     for &g in l {
+        // A space drawn off this line's baseline (another text object's,
+        // within the row's tolerance) is no word break here: the line's
+        // own gaps say where its words end.
+        if g.text.trim().is_empty() && prev.is_some_and(|p| (g.y - p.y).abs() > 0.2 * p.size) {
+            continue;
+        }
         if let Some(p) = prev
             && g.x - p.end() > g.space_after(p)
             && !(ideographic(p) && ideographic(g))
@@ -665,16 +675,21 @@ fn collapse_spaces(s: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn glyphs_group_into_lines_with_spaces_from_gaps() {
-        let g = |t: &str, x: f32, y: f32| Glyph {
-            text: t.into(),
+    /// An upright glyph.
+    fn upright(text: &str, x: f32, y: f32, size: f32, advance: Option<f32>) -> Glyph {
+        Glyph {
+            text: text.into(),
             x,
             y,
-            size: 20.0,
-            advance: None,
+            size,
+            advance,
             dir: UPRIGHT,
-        };
+        }
+    }
+
+    #[test]
+    fn glyphs_group_into_lines_with_spaces_from_gaps() {
+        let g = |t: &str, x: f32, y: f32| upright(t, x, y, 20.0, None);
         let glyphs = vec![
             g("b", 110.0, 100.0),
             g("a", 100.0, 100.0),
@@ -687,6 +702,30 @@ mod tests {
         let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(texts, vec!["ab c", "d", "e"]);
         assert_eq!((lines[1].row, lines[2].row), (1, 1));
+    }
+
+    /// A space glyph drawn a quarter of an em off a line's baseline (another
+    /// text object's, caught by the row's tolerance) between two
+    /// ideographs is no word break: a real table's layer read "项目总 体"
+    /// where the page shows "项目总体" (word F1 on tables, issue 45).
+    #[test]
+    fn a_space_off_the_baseline_is_no_word_break() {
+        let g = |t: &str, x: f32, y: f32| upright(t, x, y, 22.0, Some(22.0));
+        let glyphs = vec![
+            g(" ", 620.0, 413.5),
+            g("项", 561.0, 419.3),
+            g("目", 583.0, 419.3),
+            g("总", 605.0, 419.3),
+            g("体", 627.0, 419.3),
+            g("概", 649.0, 419.3),
+        ];
+        let lines = layer_lines(&glyphs, [0.0, 0.0, 2000.0, 2000.0]);
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["项目总体概"]);
+        // On the baseline, a space glyph still separates Latin words.
+        let latin = vec![g("a", 100.0, 100.0), g(" ", 122.0, 100.0), g("b", 144.0, 100.0)];
+        let lines = layer_lines(&latin, [0.0, 0.0, 2000.0, 2000.0]);
+        assert_eq!(lines[0].text, "a b");
     }
 
     /// The lines of every page of `pdf`, read from its text layer at 2
@@ -937,6 +976,12 @@ mod tests {
             judge(&dev(line(&spaced, 100.0), 0, vec![]), page),
             Verdict::SpacedOut { percent } if percent > 90
         ));
+        // A table of ranges: words with one letter among digits and signs
+        // are words, not letters set apart (a real table's page was OCR'd
+        // for this, issue 45).
+        let ranges = "营业收入(Y) 万元 Y≥20000 X≥1000 Z≥80000 Y≥300 X≥20 Z≥5000 Y≥40000 X≥200 Z≥100 Y≥50";
+        let table = [line(ranges, 100.0), line(ranges, 120.0)].concat();
+        assert_eq!(judge(&dev(table, 0, vec![]), page), Verdict::Trusted);
         // A font whose mapping shifts every letter by 7.
         let shifted: String = prose
             .chars()
