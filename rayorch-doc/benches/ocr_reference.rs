@@ -19,9 +19,10 @@
 //!   recognise, page text), the same Runner settings as the command line,
 //!   without the embed Call: CPU per OCR'd page with embedding excluded, as
 //!   the target is stated.
-//! - **layout**: `doc_layout` itself (`rayorch_doc::layout::run_from`) with
-//!   its defaults: the text layer where a page has one, OCR per region
-//!   where not; each page's regions in reading order.
+//! - **layout**: the job in layout mode (`doc_ocr --layout`, the
+//!   `doc_layout` plan) with its defaults: the text layer where a page's
+//!   layer is trusted, OCR per region where not; each page's text its
+//!   regions in reading order (`PageResult::plain_text`).
 //!
 //! Each side runs in a fresh child process (this binary re-executed with
 //! `--side`, or the venv's Python), one after another within a round,
@@ -131,12 +132,17 @@ fn child(side: &str, files: &[PathBuf]) {
         }
         "layout" => {
             let out = tempfile::tempdir().expect("a temporary output folder");
-            let mut argv: Vec<std::ffi::OsString> =
-                vec!["doc_layout".into(), "--out".into(), out.path().into()];
+            let mut argv: Vec<std::ffi::OsString> = vec![
+                "doc_ocr".into(),
+                "--layout".into(),
+                "--no-progress".into(),
+                "--out".into(),
+                out.path().into(),
+            ];
             argv.extend(files.iter().map(|f| f.clone().into_os_string()));
-            let code = rayorch_doc::layout::run_from(argv).unwrap_or_else(|e| panic!("doc_layout: {e}"));
-            assert_eq!(code, 0, "doc_layout exit status");
-            layout_texts(out.path(), files.len())
+            let code = rayorch_doc::ocr::run_from(argv).unwrap_or_else(|e| panic!("doc_ocr --layout: {e}"));
+            assert_eq!(code, 0, "doc_ocr --layout exit status");
+            documents_jsonl(&out.path().join("documents.jsonl"), files.len())
         }
         "no-embed" => {
             // Every page OCR'd: this side measures the OCR path itself.
@@ -198,43 +204,6 @@ fn documents_jsonl(path: &Path, n: usize) -> Vec<Vec<String>> {
         let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
         let key = v["key"].as_u64().expect("key") as usize;
         texts[key] = serde_json::from_value(v["page_texts"].clone()).expect("page_texts");
-    }
-    texts
-}
-
-/// The page texts of doc_layout's outputs, by root key: each page's regions
-/// in reading order, one per line (headers and footers included, as the
-/// text layer has them).
-fn layout_texts(out: &Path, n: usize) -> Vec<Vec<String>> {
-    let mut texts = vec![Vec::new(); n];
-    let mut key_of = HashMap::new();
-    for line in std::fs::read_to_string(out.join("documents.jsonl"))
-        .expect("documents.jsonl")
-        .lines()
-    {
-        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-        let key = v["key"].as_u64().expect("key") as usize;
-        texts[key] = vec![String::new(); v["pages"].as_u64().expect("pages") as usize];
-        key_of.insert(v["name"].as_str().expect("name").to_string(), key);
-    }
-    let mut regions: Vec<(usize, usize, u64, String)> = Vec::new();
-    for line in std::fs::read_to_string(out.join("regions.jsonl"))
-        .expect("regions.jsonl")
-        .lines()
-    {
-        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-        let key = key_of[v["doc"].as_str().expect("doc")];
-        let page = v["page"].as_u64().expect("page") as usize;
-        let text = v["text"].as_str().expect("text").replace(" | ", " ");
-        regions.push((key, page, v["order"].as_u64().expect("order"), text));
-    }
-    regions.sort();
-    for (key, page, _, text) in regions {
-        let t = &mut texts[key][page];
-        if !t.is_empty() {
-            t.push('\n');
-        }
-        t.push_str(&text);
     }
     texts
 }

@@ -10,6 +10,7 @@
 //! list<utf8>, page_reason_kinds list<utf8>`; [`read_documents`] reads a
 //! file or a segments folder back.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use rayorch_kit::parquet::{OutputError, Rows, col, read_batches};
 use rayorch_models::PageText;
+use rayorch_models::layout::markdown::LayoutDocument;
 use rayorch_models::pdf::text::TextSource;
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +35,9 @@ pub struct Document {
     pub markdown: String,
     /// Each page's text, in page order.
     pub page_texts: Vec<String>,
-    /// Each page's sentence embedding, in page order.
+    /// Each page's sentence embedding, in page order (none from the
+    /// layout plan, and then left out of a JSON line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub page_embeddings: Vec<Vec<f32>>,
     /// Where each page's text came from: `layer` (the PDF's own text) or
     /// `ocr`.
@@ -88,6 +92,90 @@ impl Document {
             page_reasons,
             page_reason_kinds,
         }
+    }
+}
+
+impl Document {
+    /// The record of a document the layout plan read (`doc_ocr --layout`,
+    /// `doc_layout`): its Markdown, each page's plain text
+    /// ([`PageResult::plain_text`](rayorch_models::layout::markdown::PageResult::plain_text)),
+    /// source and reason; no embeddings (the layout plan embeds nothing).
+    pub fn from_layout(doc: &LayoutDocument) -> Document {
+        Document {
+            name: doc.name.clone(),
+            pages: doc.pages.len(),
+            markdown: doc.markdown.clone(),
+            page_texts: doc.pages.iter().map(|p| p.plain_text()).collect(),
+            page_embeddings: Vec::new(),
+            page_sources: doc.pages.iter().map(|p| p.text_source).collect(),
+            page_reasons: doc.pages.iter().map(|p| p.verdict.to_string()).collect(),
+            page_reason_kinds: doc.pages.iter().map(|p| p.verdict.kind().to_string()).collect(),
+        }
+    }
+}
+
+/// Pages written, by where their text came from and why: the figures
+/// every document job reports in `summary.json`'s `job` section and on the
+/// console.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PageTally {
+    /// Pages written.
+    pub pages_written: usize,
+    /// Pages whose text is their text layer.
+    pub pages_from_layer: usize,
+    /// Pages OCR'd.
+    pub pages_ocr: usize,
+    /// Pages by the kind of their reason ([`Document::page_reason_kinds`]:
+    /// `trusted`, `no_layer`, …).
+    pub pages_by_reason: BTreeMap<String, usize>,
+}
+
+impl PageTally {
+    /// Count `doc`'s pages; returns how many came from its text layer.
+    pub fn add(&mut self, doc: &Document) -> usize {
+        let layer = doc
+            .page_sources
+            .iter()
+            .filter(|&&s| s == TextSource::Layer)
+            .count();
+        self.pages_written += doc.pages;
+        self.pages_from_layer += layer;
+        self.pages_ocr += doc.pages - layer.min(doc.pages);
+        for kind in &doc.page_reason_kinds {
+            *self.pages_by_reason.entry(kind.clone()).or_default() += 1;
+        }
+        layer
+    }
+
+    /// The console's line (none before a page is written).
+    ///
+    /// ```
+    /// use rayorch_doc::document::{Document, PageTally};
+    /// use rayorch_models::PageText;
+    /// use rayorch_models::pdf::text::{TextSource, Verdict};
+    /// let page = |source, verdict| PageText { text: "a".into(), source, verdict };
+    /// let pages = vec![page(TextSource::Layer, Verdict::Trusted), page(TextSource::Ocr, Verdict::NoLayer)];
+    /// let mut tally = PageTally::default();
+    /// assert_eq!(tally.add(&Document::assemble("a.pdf", pages, vec![])), 1);
+    /// assert_eq!(
+    ///     tally.line().as_deref(),
+    ///     Some("pages: 1 from the text layer, 1 OCR'd; by reason: no_layer 1, trusted 1")
+    /// );
+    /// ```
+    pub fn line(&self) -> Option<String> {
+        let why: Vec<String> = self
+            .pages_by_reason
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        (self.pages_written > 0).then(|| {
+            format!(
+                "pages: {} from the text layer, {} OCR'd; by reason: {}",
+                self.pages_from_layer,
+                self.pages_ocr,
+                why.join(", ")
+            )
+        })
     }
 }
 

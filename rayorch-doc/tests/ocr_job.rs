@@ -11,7 +11,8 @@
 //! - the timeline has one rectangle per batch, on its replica's row;
 //! - each page's record says where its text came from and why: a page
 //!   whose text layer passes every check is never detected or recognised,
-//!   a blank one is OCR'd, and `--force-ocr` OCRs both;
+//!   a blank one is OCR'd, and `--force-ocr` OCRs both; with `--layout`
+//!   the same command writes regions and Markdown and says the same;
 //! - both document jobs, `kill -9`ed after their first journal commit (a
 //!   child process: the ignored `common::child_runs_the_job`), resume with
 //!   every document once, as an uninterrupted run wrote it.
@@ -234,17 +235,23 @@ fn call_stat(ran: &Ran, call: &str, field: &str) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// `mixed.pdf` in `dir`: a born-digital page of two lines (returned),
+/// then a blank one (no text layer at all).
+fn mixed_pdf(dir: &Path) -> (std::path::PathBuf, Vec<String>) {
     let lines = vec![
         "Every parent document returns to its own place.".to_string(),
         "Pages from many documents share one batch.".to_string(),
     ];
-    // A born-digital page, then a blank one (no text layer at all).
     let pdf = dir.join("mixed.pdf");
     std::fs::write(&pdf, text_pdf(&[lines.clone(), vec![]], 18.0)).unwrap();
+    (pdf, lines)
+}
+
+#[test]
+fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (pdf, lines) = mixed_pdf(dir);
     let inputs = [pdf.display().to_string()];
     let column = |ran: &Ran, field: &str| -> Vec<String> {
         serde_json::from_value(ran.written[0][field].clone()).unwrap()
@@ -305,6 +312,68 @@ fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models(
         (share - (input - cols) as f64 / input as f64).abs() < 1e-9,
         "{rec}"
     );
+}
+
+/// One command, both plans: with `--layout` the same pages are read the
+/// same way (source and reason per page, counted in the summary), each
+/// region is written with a Markdown file per document, and nothing is
+/// embedded.
+#[test]
+fn with_layout_the_same_command_writes_regions_and_says_where_each_page_came_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (pdf, _) = mixed_pdf(dir);
+    let out = dir.join("out");
+    let (o, p) = (out.display().to_string(), pdf.display().to_string());
+    let argv = [
+        "doc_ocr",
+        "--layout",
+        "--no-progress",
+        "--dpi",
+        "72",
+        "--threads",
+        "1",
+        "--out",
+        &o,
+        &p,
+    ];
+    assert_eq!(rayorch_doc::ocr::run_from(argv).unwrap(), 0);
+    let docs = jsonl(&out.join("documents.jsonl"));
+    assert_eq!(docs.len(), 1, "{docs:?}");
+    let column = |field: &str| -> Vec<String> { serde_json::from_value(docs[0][field].clone()).unwrap() };
+    assert_eq!(column("page_sources"), ["layer", "ocr"]);
+    assert_eq!(column("page_reason_kinds"), ["trusted", "no_layer"]);
+    assert_eq!(column("page_reasons")[0], "the text layer passed every check");
+    let text = &column("page_texts")[0];
+    assert!(
+        text.contains("parent document") && text.contains("share one batch"),
+        "{text}"
+    );
+    assert!(
+        docs[0].get("page_embeddings").is_none(),
+        "the layout plan embeds nothing"
+    );
+    let regions = jsonl(&out.join("regions.jsonl"));
+    assert!(
+        regions
+            .iter()
+            .any(|r| r["text"].as_str().is_some_and(|t| t.contains("parent document"))),
+        "{regions:?}"
+    );
+    let markdown = std::fs::read_to_string(out.join("markdown/mixed.md")).unwrap();
+    assert!(markdown.contains("share one batch"), "{markdown}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let job = &summary["job"];
+    assert_eq!(
+        job["pages_by_reason"],
+        serde_json::json!({"trusted": 1, "no_layer": 1})
+    );
+    assert_eq!(
+        (&job["pages_from_layer"], &job["pages_ocr"]),
+        (&1.into(), &1.into())
+    );
+    assert_eq!((&job["written"], &job["exit_status"]), (&1.into(), &0.into()));
 }
 
 #[test]

@@ -56,15 +56,6 @@ pub struct Args {
     /// Ignore the PDFs' text layers: OCR every page.
     #[arg(long)]
     pub force_ocr: bool,
-    /// Layout: pages per batch (from any documents). Also the batch of the
-    /// upright pass.
-    #[arg(long, default_value_t = 4)]
-    pub layout_batch: usize,
-    /// Layout: pages stacked into one model call (at most `--layout-batch`).
-    /// 1 on the CPU, where stacking costs CPU time and memory; larger on
-    /// an accelerator.
-    #[arg(long, default_value_t = 1)]
-    pub layout_stack: usize,
     /// Region line detection: regions per batch.
     #[arg(long, default_value_t = 16)]
     pub detect_batch: usize,
@@ -75,22 +66,52 @@ pub struct Args {
     /// instead of any lines (one call per width present).
     #[arg(long)]
     pub recognize_by_width: bool,
+    /// Time limit of the model Calls.
+    #[command(flatten)]
+    pub model_limit: rayorch_kit::limits::ModelLimit,
+    /// The layout model's and the table model's flags, and render's limit.
+    #[command(flatten)]
+    pub layout: LayoutFlags,
+}
+
+/// The flags of the layout plan that no other plan has: `doc_layout`'s,
+/// and `doc_ocr --layout`'s (which refuses them without `--layout`).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct LayoutFlags {
+    /// Layout: pages per batch (from any documents). Also the batch of the
+    /// upright pass.
+    #[arg(long, default_value_t = 4)]
+    pub layout_batch: usize,
+    /// Layout: pages stacked into one model call (at most `--layout-batch`).
+    /// 1 on the CPU, where stacking costs CPU time and memory; larger on
+    /// an accelerator.
+    #[arg(long, default_value_t = 1)]
+    pub layout_stack: usize,
     /// Table structure: regions per batch (only tables reach the model).
     #[arg(long, default_value_t = 8)]
     pub table_batch: usize,
-    /// Replicas of the detection and recognition Calls.
+    /// Replicas of the upright, region detection and recognition Calls.
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
     /// Replicas of the layout Call (each its own ONNX Runtime session).
     #[arg(long, default_value_t = 1)]
     pub layout_replicas: usize,
-    /// Time limit of render (a whole document at once; no Call of this job
-    /// parses one page alone).
+    /// Time limit of render (a whole document at once; no Call of the
+    /// layout plan parses one page alone).
     #[command(flatten)]
     pub whole_limit: rayorch_kit::limits::WholeLimit,
-    /// Time limit of the model Calls.
-    #[command(flatten)]
-    pub model_limit: rayorch_kit::limits::ModelLimit,
+}
+
+impl LayoutFlags {
+    /// The ids of these flags (what `doc_ocr` requires `--layout` for).
+    pub const IDS: [&str; 6] = [
+        "layout_batch",
+        "layout_stack",
+        "table_batch",
+        "replicas",
+        "layout_replicas",
+        "document_timeout_s",
+    ];
 }
 
 impl Args {
@@ -100,17 +121,17 @@ impl Args {
             threads: self.threads,
             dpi: self.dpi,
             force_ocr: self.force_ocr,
-            layout_batch: self.layout_batch,
-            layout_stack: self.layout_stack,
+            layout_batch: self.layout.layout_batch,
+            layout_stack: self.layout.layout_stack,
             detect_batch: self.detect_batch,
             recognize_batch: self.recognize_batch,
             recognize_by_width: self.recognize_by_width,
-            table_batch: self.table_batch,
-            replicas: self.replicas,
-            layout_replicas: self.layout_replicas,
+            table_batch: self.layout.table_batch,
+            replicas: self.layout.replicas,
+            layout_replicas: self.layout.layout_replicas,
             timeouts: rayorch_kit::limits::Timeouts::from_flags(
                 None,
-                Some(self.whole_limit),
+                Some(self.layout.whole_limit),
                 self.model_limit,
             ),
         }

@@ -45,6 +45,7 @@ use rayorch_models::{
     TableStructure, TextDetector, TextRecognize,
 };
 
+pub(crate) use run::{Program, run_as};
 pub use run::{run, run_from, run_inspected};
 
 /// A layout region on its way to being read.

@@ -1,8 +1,10 @@
 //! The layout job's sink: each document is written the moment it completes.
 //!
 //! - `markdown/<file stem>.md`: the document as Markdown;
-//! - `documents.jsonl`: one line per document (name, per-page text source
-//!   and orientation, Markdown);
+//! - `documents.jsonl`: one line per document, the OCR plan's record
+//!   (`Document`: name, pages, Markdown, page texts, each page's text
+//!   source, reason and reason kind; no embeddings) and each page's
+//!   orientation;
 //! - `regions.jsonl` and `regions.parquet/` (one `part-NNNNN.parquet`
 //!   segment per journal commit that wrote rows): one row per region;
 //! - `failures.jsonl`: one line per document that did not complete.
@@ -32,20 +34,21 @@ use rayorch_kit::job::Tally;
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::{JobFiles, JournaledFiles};
 use rayorch_kit::progress::Progress;
+use rayorch_models::layout::Orientation;
 use rayorch_models::layout::markdown::LayoutDocument;
-use rayorch_models::layout::{Orientation, TextSource};
 use serde::Serialize;
 
 use super::records::RegionRows;
+use crate::document::{Document, PageTally};
 
+/// A `documents.jsonl` line: the OCR plan's record (without embeddings)
+/// and what was done to bring each page upright.
 #[derive(Serialize)]
 struct DocLine<'a> {
     key: u64,
-    name: &'a str,
-    pages: usize,
-    text_sources: Vec<TextSource>,
+    #[serde(flatten)]
+    doc: &'a Document,
     orientations: Vec<Orientation>,
-    markdown: &'a str,
 }
 
 /// The job's segment kinds at a URL.
@@ -72,8 +75,8 @@ pub struct Outputs {
     start: Instant,
     /// Documents written, failed, unexpected (`--expected`), and when.
     pub tally: Tally,
-    /// Pages written.
-    pub pages: usize,
+    /// Pages written, by source and reason.
+    pub pages: PageTally,
 }
 
 impl Outputs {
@@ -137,7 +140,7 @@ impl Outputs {
             progress,
             start: Instant::now(),
             tally: Tally::expecting(expected),
-            pages: 0,
+            pages: PageTally::default(),
         }
     }
 
@@ -155,14 +158,11 @@ impl Outputs {
         }
     }
 
-    fn write_doc(&mut self, key: u64, doc: &LayoutDocument) -> Result<(), BoxError> {
+    fn write_doc(&mut self, key: u64, doc: &LayoutDocument, record: &Document) -> Result<(), BoxError> {
         let line = serde_json::to_vec(&DocLine {
             key,
-            name: &doc.name,
-            pages: doc.pages.len(),
-            text_sources: doc.pages.iter().map(|p| p.text_source).collect(),
+            doc: record,
             orientations: doc.pages.iter().map(|p| p.orientation).collect(),
-            markdown: &doc.markdown,
         })?;
         if let Some(dir) = &self.markdown {
             let stem = Path::new(&doc.name)
@@ -200,11 +200,14 @@ impl Sink for Outputs {
         let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
         match o.get(self.out) {
             Item::Present(doc) => {
-                self.write_doc(o.key, &doc)?;
+                let record = Document::from_layout(&doc);
+                self.write_doc(o.key, &doc, &record)?;
                 self.tally.written(&name, doc.pages.len(), t);
-                self.pages += doc.pages.len();
-                self.progress
-                    .println(format!("{t:>7.2}s  wrote  {name} ({} pages)", doc.pages.len()));
+                let layer = self.pages.add(&record);
+                self.progress.println(format!(
+                    "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer)",
+                    doc.pages.len()
+                ));
                 self.inspect(&name, Some(&doc));
             }
             other => {

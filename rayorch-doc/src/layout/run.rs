@@ -14,9 +14,23 @@ use super::outputs::Outputs;
 use super::{LayoutJob, Line, Page, Pdf, Region};
 use crate::inputs;
 
-/// The job's build command with the `store` feature (what a default build
-/// names when refusing a URL input).
-const REBUILD_STORE: &str = "cargo run --release --features store --example doc_layout --";
+/// Who runs the layout plan: `doc_layout`, or `doc_ocr --layout`.
+pub(crate) struct Program {
+    /// Its name in messages and traces.
+    pub name: &'static str,
+    /// The command that runs it (what `--resume` is appended to).
+    pub command: &'static str,
+    /// Its build command with the `store` feature (what a default build
+    /// names when refusing a URL).
+    pub rebuild_store: &'static str,
+}
+
+/// The `doc_layout` example.
+const DOC_LAYOUT: Program = Program {
+    name: "doc_layout",
+    command: "cargo run --release --example doc_layout --",
+    rebuild_store: "cargo run --release --features store --example doc_layout --",
+};
 
 /// Run the job with these command-line words (tests run it in-process).
 pub fn run_from<T: Into<std::ffi::OsString> + Clone>(
@@ -40,15 +54,24 @@ pub fn run(args: Args) -> Result<u8, rayorch::BoxError> {
 /// with every document written exactly once; a run into a folder holding
 /// an unfinished journal needs `--resume` or `--force`.
 pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Result<u8, rayorch::BoxError> {
+    run_as(args, inspect, &DOC_LAYOUT)
+}
+
+/// [`run_inspected`] as `program` (`doc_ocr --layout` names itself).
+pub(crate) fn run_as(
+    args: Args,
+    inspect: Option<Inspect<LayoutDocument>>,
+    program: &Program,
+) -> Result<u8, rayorch::BoxError> {
     // Flags, inputs and `--out` first: a bad one is refused before the
     // output folder is made.
-    let traces = rayorch_kit::otlp::job_traces(args.run.otlp.as_deref(), "doc_layout")?;
-    let out_url = rayorch_kit::store::output_url(&args.out, cfg!(feature = "store"), REBUILD_STORE)?;
+    let traces = rayorch_kit::otlp::job_traces(args.run.otlp.as_deref(), program.name)?;
+    let out_url = rayorch_kit::store::output_url(&args.out, cfg!(feature = "store"), program.rebuild_store)?;
     let inputs = match args.inputs.is_empty() {
         true => vec![crate::ocr::cli::samples_dir().display().to_string()],
         false => args.inputs.clone(),
     };
-    let (files, urls) = inputs::split(&inputs, REBUILD_STORE, args.run.limit)?;
+    let (files, urls) = inputs::split(&inputs, program.rebuild_store, args.run.limit)?;
     let expected = match inputs::expected_dir(&args.run.expected, &args.inputs) {
         Some(d) => Expected::read(&d)?,
         None => Expected::none(),
@@ -88,7 +111,8 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
     }
     .inspected(inspect);
     progress.println(format!(
-        "doc_layout: {}, window {}, text layer {}, outputs in {}",
+        "{}: {}, window {}, text layer {}, outputs in {}",
+        program.name,
         roots.describe("documents"),
         args.window,
         if args.force_ocr {
@@ -113,10 +137,10 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
         println!("{}", t.finish());
     }
     let interrupted = interrupts.pressed();
-    let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);
+    let pages_per_s = outputs.pages.pages_written as f64 / summary.wall_s.max(1e-9);
     let busy: f64 = summary.calls.iter().map(|m| m.busy_s).sum::<f64>().max(1e-9);
     let figures = LayoutFigures {
-        pages_written: outputs.pages,
+        pages: &outputs.pages,
         pages_per_s,
         force_ocr: args.force_ocr,
         busy_share: summary
@@ -154,8 +178,11 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
     };
     println!(
         "\n{} written, {} failed, {} pages in {:.2} s ({:.2} pages/s)",
-        outputs.tally.written, outputs.tally.failed, outputs.pages, summary.wall_s, pages_per_s
+        outputs.tally.written, outputs.tally.failed, outputs.pages.pages_written, summary.wall_s, pages_per_s
     );
+    if let Some(line) = outputs.pages.line() {
+        println!("{line}");
+    }
     print!("{}", summary.calls_table());
     println!("outputs in {}", args.out.display());
     if let Some(c) = committed {
@@ -164,7 +191,7 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
     if interrupted || summary.cancelled {
         println!(
             "interrupted: continue this run with\n  {}",
-            resume::resume_command("cargo run --release --example doc_layout --")
+            resume::resume_command(program.command)
         );
     }
     if let Some(e) = roots.listing_error() {
@@ -176,8 +203,10 @@ pub fn run_inspected(args: Args, inspect: Option<Inspect<LayoutDocument>>) -> Re
 /// The layout job's own figures in `summary.json`'s `job` (beside every
 /// job's, `rayorch_kit::job::RunReport`).
 #[derive(serde::Serialize)]
-struct LayoutFigures {
-    pages_written: usize,
+struct LayoutFigures<'a> {
+    /// Pages written, by source and reason.
+    #[serde(flatten)]
+    pages: &'a crate::document::PageTally,
     pages_per_s: f64,
     force_ocr: bool,
     /// Each Call's share of the busy time of all Calls.

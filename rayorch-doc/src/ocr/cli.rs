@@ -7,6 +7,7 @@ use rayorch_kit::role::DistArgs;
 use rayorch_models::RenderConfig;
 
 use super::{Knobs, OcrConfig};
+use crate::layout::cli::LayoutFlags;
 
 /// What `--help` says about the exit status (`rayorch_kit::job::Tally::exit_status`).
 pub const EXIT_CODES: &str = "Exit status:
@@ -17,10 +18,16 @@ pub const EXIT_CODES: &str = "Exit status:
   3    at least one document failed: see failures.jsonl (the others are written)
   130  interrupted by Ctrl-C (what finished is written)";
 
-/// OCR a set of PDFs: render, detect lines, recognise them, embed each page,
-/// and write each document the moment it is complete.
+/// Read a set of PDFs: each page from its text layer when the layer is
+/// trustworthy, by OCR otherwise (render, detect lines, recognise them);
+/// embed each page, and write each document the moment it is complete.
+/// `--layout`: regions, tables, reading order and Markdown instead.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "doc_ocr", version, about, after_help = EXIT_CODES)]
+#[command(group = clap::ArgGroup::new("layout_only")
+    .args(LayoutFlags::IDS).multiple(true).requires("layout"))]
+#[command(group = clap::ArgGroup::new("page_plan_only")
+    .args(Args::PAGE_PLAN_ONLY).multiple(true).conflicts_with("layout"))]
 pub struct Args {
     /// PDF files, folders (searched recursively for *.pdf) or glob patterns;
     /// or, in a build with `--features store`, objects in object storage:
@@ -135,6 +142,21 @@ pub struct Args {
     /// `--otlp`, `--expected` (every job's: `rayorch_kit::job`).
     #[command(flatten)]
     pub run: rayorch_kit::job::RunFlags,
+    /// Layout mode: find each page's regions (text, titles, tables,
+    /// figures, captions, headers and footers), read each with its own
+    /// model (the text layer where the page's layer is trustworthy, OCR
+    /// lines otherwise, table structure for tables) and write them in
+    /// reading order, with a Markdown file per document (`regions.jsonl`,
+    /// `regions.parquet/`, `markdown/`; `documents.jsonl` as without it,
+    /// no embeddings). The `doc_layout` job's plan; the flags below under
+    /// "Layout mode" need it, and the flags of the page plan alone
+    /// (`--window-pages`, `--embed-*`, `--render-*`, `--detect-*`,
+    /// `--cuda`, distributed runs, …) are refused with it.
+    #[arg(long)]
+    pub layout: bool,
+    /// Layout mode's own flags.
+    #[command(flatten, next_help_heading = "Layout mode (with --layout)")]
+    pub layout_flags: LayoutFlags,
     /// Distributed runs: `--serve-nats`, `--nats`, `--role`, `--calls`,
     /// `--owner-calls`, `--job`.
     #[command(flatten)]
@@ -186,6 +208,52 @@ impl Args {
 }
 
 impl Args {
+    /// The ids of the flags only the page plan reads (refused with
+    /// `--layout`).
+    pub const PAGE_PLAN_ONLY: [&str; 20] = [
+        "window_pages",
+        "backpressure",
+        "max_pixels",
+        "render_replicas",
+        "render_batch",
+        "detect_batch",
+        "det_max_side",
+        "no_orientation",
+        "detect_replicas",
+        "recognize_replicas",
+        "embed_batch",
+        "embed_replicas",
+        "embed_delay_ms",
+        "fetch_concurrency",
+        "fetch_timeout_s",
+        "parse_timeout_s",
+        "cuda",
+        "nats",
+        "serve_nats",
+        "job",
+    ];
+
+    /// The layout job's command line these flags give (`--layout`): the
+    /// flags both plans read carry over, the layout plan's own come from
+    /// `layout_flags`, and every other keeps `doc_layout`'s default.
+    pub fn layout_args(&self) -> crate::layout::cli::Args {
+        crate::layout::cli::Args {
+            inputs: self.inputs.clone(),
+            out: self.out.clone(),
+            run: self.run.clone(),
+            commit: self.commit.clone(),
+            window: self.window,
+            threads: self.threads.unwrap_or(1).max(1),
+            dpi: self.dpi,
+            force_ocr: self.force_ocr,
+            detect_batch: crate::layout::LayoutSettings::default().detect_batch,
+            recognize_batch: self.recognize_batch,
+            recognize_by_width: self.recognize_by_width,
+            model_limit: self.model_limit,
+            layout: self.layout_flags,
+        }
+    }
+
     /// The folder whose `manifest.json` says which inputs must fail:
     /// `--expected`, or the bundled samples' when no inputs are given.
     pub fn expected_dir(&self) -> Option<PathBuf> {

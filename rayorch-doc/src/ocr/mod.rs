@@ -26,6 +26,25 @@
 //! line crops of many pages and documents; each document is written the
 //! moment its last page is done, while long documents are still running.
 //!
+//! **One command, two plans.** `--layout` runs the layout plan
+//! ([`crate::layout`]: Page → Region → Line; regions, tables, reading
+//! order, a Markdown file per document) instead of this one (Page →
+//! Line). A plan's Domain graph is fixed when it is built, and the two
+//! differ by a level, so the mode picks the plan rather than branching
+//! inside one. Everything a user sees is shared: the per-page decision
+//! (`Verdict`: the layout plan reads a trusted layer and OCRs the rest,
+//! turning only those pages upright), the record per document
+//! ([`Document`], the layout plan's without embeddings, beside its
+//! regions), the pages counted by source and reason
+//! ([`PageTally`](crate::document::PageTally)), the inspection hook (it
+//! sees a `Document` in either mode) and the skeleton (`rayorch_kit::job`:
+//! journal, `--resume`, Ctrl-C, exit codes, `--metrics`, `--otlp`). A flag
+//! only one plan reads is refused with the other (`cli::Args::PAGE_PLAN_ONLY`,
+//! `layout::cli::LayoutFlags`), never ignored. Layout is off by default:
+//! at the same CPU per page (BENCHMARKS.md, "One document job, by mode")
+//! the page plan's text scores higher on every kind of the real-PDF bench,
+//! and only it embeds pages and runs distributed.
+//!
 //! [`OcrJob::new`] makes the job's Calls from an [`OcrConfig`] and
 //! [`OcrJob::plan`] its plan: the job itself ([`run`]), its tests and its
 //! bench build the plan this way. [`run`] is the command line (`cli::Args`):
@@ -485,28 +504,122 @@ mod tests {
     }
 
     /// A job has the limit flags of the kinds of Call it runs, and no
-    /// other: a flag that would change nothing is a usage error.
+    /// other: a flag that would change nothing is a usage error. `doc_ocr`
+    /// has both plans' (`--layout` renders whole documents), each refused
+    /// in the mode that does not read it.
     #[test]
     fn a_limit_flag_no_call_of_the_job_reads_is_refused() {
         use clap::Parser;
-        let unknown = |r: Result<(), clap::Error>| r.map_err(|e| e.kind());
-        let ocr = |a: &str| unknown(cli::Args::try_parse_from(["doc_ocr", a, "5"]).map(drop));
+        use clap::error::ErrorKind;
+        let kind = |r: Result<(), clap::Error>| r.map_err(|e| e.kind());
+        let ocr = |a: &[&str]| {
+            let argv = std::iter::once("doc_ocr").chain(a.iter().copied()).chain(["5"]);
+            kind(cli::Args::try_parse_from(argv).map(drop))
+        };
         let layout =
-            |a: &str| unknown(crate::layout::cli::Args::try_parse_from(["doc_layout", a, "5"]).map(drop));
-        let refused = Err(clap::error::ErrorKind::UnknownArgument);
-        assert_eq!(ocr("--document-timeout-s"), refused, "doc_ocr reads page by page");
+            |a: &str| kind(crate::layout::cli::Args::try_parse_from(["doc_layout", a, "5"]).map(drop));
         assert_eq!(
-            (ocr("--parse-timeout-s"), ocr("--model-timeout-s")),
+            ocr(&["--document-timeout-s"]),
+            Err(ErrorKind::MissingRequiredArgument),
+            "doc_ocr reads page by page; --layout renders whole documents"
+        );
+        assert_eq!(ocr(&["--layout", "--document-timeout-s"]), Ok(()));
+        assert_eq!(
+            ocr(&["--layout", "--parse-timeout-s"]),
+            Err(ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            (ocr(&["--parse-timeout-s"]), ocr(&["--model-timeout-s"])),
             (Ok(()), Ok(()))
         );
         assert_eq!(
             layout("--parse-timeout-s"),
-            refused,
+            Err(ErrorKind::UnknownArgument),
             "doc_layout renders whole documents"
         );
         assert_eq!(
             (layout("--document-timeout-s"), layout("--model-timeout-s")),
             (Ok(()), Ok(()))
         );
+    }
+
+    /// `--layout` picks the layout plan: its own flags need it, the page
+    /// plan's are refused with it (none is silently ignored), and the
+    /// flags both plans read carry over.
+    #[test]
+    fn each_mode_takes_its_plans_flags_and_refuses_the_others() {
+        use clap::Parser;
+        use clap::error::ErrorKind;
+        let parse =
+            |a: &[&str]| cli::Args::try_parse_from(std::iter::once("doc_ocr").chain(a.iter().copied()));
+        for id in crate::layout::cli::LayoutFlags::IDS {
+            let flag = format!("--{}", id.replace('_', "-"));
+            assert_eq!(
+                parse(&[&flag, "2"]).map(drop).map_err(|e| e.kind()),
+                Err(ErrorKind::MissingRequiredArgument),
+                "{flag} without --layout"
+            );
+            assert!(parse(&["--layout", &flag, "2"]).is_ok(), "{flag} with --layout");
+        }
+        for id in cli::Args::PAGE_PLAN_ONLY {
+            let flag = format!("--{}", id.replace('_', "-"));
+            let argv: Vec<&str> = match id {
+                "no_orientation" | "cuda" => vec!["--layout", &flag],
+                "nats" => vec!["--layout", &flag, "nats://127.0.0.1:4222"],
+                "job" => vec!["--layout", &flag, "j"],
+                _ => vec!["--layout", &flag, "3"],
+            };
+            assert_eq!(
+                parse(&argv).map(drop).map_err(|e| e.kind()),
+                Err(ErrorKind::ArgumentConflict),
+                "{flag} with --layout"
+            );
+            assert!(parse(&argv[1..]).is_ok(), "{flag} without --layout");
+        }
+        let args = parse(&[
+            "--layout",
+            "--dpi",
+            "72",
+            "--force-ocr",
+            "--recognize-batch",
+            "12",
+            "--layout-batch",
+            "2",
+            "--replicas",
+            "3",
+            "--document-timeout-s",
+            "9",
+            "--window",
+            "5",
+            "a.pdf",
+        ])
+        .unwrap();
+        let layout = args.layout_args();
+        assert_eq!(
+            (layout.inputs, layout.window, layout.dpi),
+            (vec!["a.pdf".to_string()], 5, 72.0)
+        );
+        let s = layout_settings(&args);
+        assert_eq!(
+            (s.force_ocr, s.recognize_batch, s.layout_batch, s.replicas),
+            (true, 12, 2, 3)
+        );
+        assert_eq!(
+            s.timeouts,
+            crate::layout::cli::Args::try_parse_from(["doc_layout", "--document-timeout-s", "9"])
+                .unwrap()
+                .settings()
+                .timeouts
+        );
+        // The page plan's own defaults stay the page plan's.
+        assert_eq!(
+            s.detect_batch,
+            crate::layout::LayoutSettings::default().detect_batch
+        );
+        assert_eq!(s.threads, 1);
+    }
+
+    fn layout_settings(args: &cli::Args) -> crate::layout::LayoutSettings {
+        args.layout_args().settings()
     }
 }

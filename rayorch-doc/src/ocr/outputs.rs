@@ -14,7 +14,6 @@
 //! cuts them back to those positions, so every document is in them exactly
 //! once however the previous run ended.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,10 +26,9 @@ use rayorch_kit::names::RootNames;
 use rayorch_kit::outcome;
 use rayorch_kit::parquet::{JobFiles, JournaledFiles};
 use rayorch_kit::progress::Progress;
-use rayorch_models::pdf::text::TextSource;
 use serde::Serialize;
 
-use crate::document::{Document, DocumentRows};
+use crate::document::{Document, DocumentRows, PageTally};
 
 #[derive(Serialize)]
 struct DocLine<'a> {
@@ -52,13 +50,8 @@ pub struct Outputs {
     pub tally: Tally,
     /// When the first document with a page was written.
     pub first_text_s: Option<f64>,
-    /// Pages written.
-    pub pages: usize,
-    /// Pages written whose text is their text layer (the others were OCR'd).
-    pub layer_pages: usize,
-    /// Pages written by the kind of reason their text came from where it
-    /// did (`Document::page_reason_kinds`: `trusted`, `no_layer`, …).
-    pub pages_by_reason: BTreeMap<String, usize>,
+    /// Pages written, by source and reason.
+    pub pages: PageTally,
 }
 
 impl Outputs {
@@ -116,9 +109,7 @@ impl Outputs {
             inspect: None,
             tally: Tally::expecting(expected),
             first_text_s: None,
-            pages: 0,
-            layer_pages: 0,
-            pages_by_reason: BTreeMap::new(),
+            pages: PageTally::default(),
         }
     }
 
@@ -148,16 +139,7 @@ impl Sink for Outputs {
                     doc: &doc,
                 })?;
                 self.tally.written(&name, doc.pages, t);
-                self.pages += doc.pages;
-                let layer = doc
-                    .page_sources
-                    .iter()
-                    .filter(|&&s| s == TextSource::Layer)
-                    .count();
-                self.layer_pages += layer;
-                for kind in &doc.page_reason_kinds {
-                    *self.pages_by_reason.entry(kind.clone()).or_default() += 1;
-                }
+                let layer = self.pages.add(&doc);
                 if doc.pages > 0 {
                     self.first_text_s.get_or_insert(t);
                 }

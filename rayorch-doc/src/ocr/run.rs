@@ -49,6 +49,7 @@ use super::outputs::Outputs;
 use super::{Line, OcrJob, Page, Pdf, embedding_dim, machine_cores};
 use crate::document::{Document, read_documents};
 use crate::inputs::{self, Roots};
+use rayorch_models::layout::markdown::LayoutDocument;
 
 type Error = rayorch::BoxError;
 
@@ -68,6 +69,13 @@ pub fn run(args: Args) -> Result<u8, Error> {
 /// the outputs against truth (`rayorch_testdata::score`). A worker or
 /// broker writes nothing and never calls it.
 pub fn run_inspected(args: Args, inspect: Option<Inspect<Document>>) -> Result<u8, Error> {
+    if args.layout {
+        // The layout plan; `inspect` sees each document as its record.
+        let inspect = inspect.map(|mut inspect| -> Inspect<LayoutDocument> {
+            Box::new(move |name, doc| inspect(name, doc.map(Document::from_layout).as_ref()))
+        });
+        return crate::layout::run_as(args.layout_args(), inspect, &LAYOUT_MODE);
+    }
     let role = args.dist.role_in_this_build(REBUILD)?;
     #[cfg(feature = "dist")]
     let code = super::dist::run_role(&args, role, inspect);
@@ -116,6 +124,13 @@ pub(super) fn run_local(args: &Args, inspect: Option<Inspect<Document>>) -> Resu
         })
     })
 }
+
+/// `doc_ocr --layout`: the layout plan run by this command.
+const LAYOUT_MODE: crate::layout::Program = crate::layout::Program {
+    name: "doc_ocr --layout",
+    command: "cargo run --release --example doc_ocr --",
+    rebuild_store: REBUILD_STORE,
+};
 
 /// The job's build command with the `dist` feature (what a default build
 /// names when refusing `--nats` or `--serve-nats`).
@@ -253,12 +268,9 @@ pub(super) fn run_here(
     }
 
     let interrupted = interrupts.pressed();
-    let pages_per_s = outputs.pages as f64 / summary.wall_s.max(1e-9);
+    let pages_per_s = outputs.pages.pages_written as f64 / summary.wall_s.max(1e-9);
     let figures = OcrFigures {
-        pages_written: outputs.pages,
-        pages_from_layer: outputs.layer_pages,
-        pages_ocr: outputs.pages - outputs.layer_pages,
-        pages_by_reason: &outputs.pages_by_reason,
+        pages: &outputs.pages,
         pages_per_s,
         first_outcome_s: summary.first_root_s,
         first_present_s: summary.first_present_s,
@@ -293,7 +305,7 @@ pub(super) fn run_here(
     }
     let title = format!(
         "doc_ocr: {} documents, {} pages in {:.1} s",
-        outputs.tally.written, outputs.pages, summary.wall_s
+        outputs.tally.written, outputs.pages.pages_written, summary.wall_s
     );
     let svg = timeline::svg(
         &summary,
@@ -318,24 +330,14 @@ pub(super) fn run_here(
         "\n{} written, {} failed, {} pages in {:.2} s ({:.2} pages/s); first outcome after {:.2} s, first document with text after {:.2} s",
         outputs.tally.written,
         outputs.tally.failed,
-        outputs.pages,
+        outputs.pages.pages_written,
         summary.wall_s,
         pages_per_s,
         summary.first_root_s.unwrap_or(f64::NAN),
         outputs.first_text_s.unwrap_or(f64::NAN)
     );
-    if outputs.pages > 0 {
-        let why: Vec<String> = outputs
-            .pages_by_reason
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        println!(
-            "pages: {} from the text layer, {} OCR'd; by reason: {}",
-            outputs.layer_pages,
-            outputs.pages - outputs.layer_pages,
-            why.join(", ")
-        );
+    if let Some(line) = outputs.pages.line() {
+        println!("{line}");
     }
     print!("{}", summary.calls_table());
     let rec = job.recognized.figures();
@@ -371,11 +373,9 @@ pub(super) fn run_here(
 /// job's, `rayorch_kit::job::RunReport`).
 #[derive(serde::Serialize)]
 struct OcrFigures<'a> {
-    pages_written: usize,
-    pages_from_layer: usize,
-    pages_ocr: usize,
-    /// Pages written by reason kind (`Document::page_reason_kinds`).
-    pages_by_reason: &'a std::collections::BTreeMap<String, usize>,
+    /// Pages written, by source and reason.
+    #[serde(flatten)]
+    pages: &'a crate::document::PageTally,
     pages_per_s: f64,
     first_outcome_s: Option<f64>,
     first_present_s: Option<f64>,

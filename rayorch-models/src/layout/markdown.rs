@@ -111,6 +111,21 @@ pub struct PageResult {
     pub markdown: String,
 }
 
+impl PageResult {
+    /// The page as plain text: each region's text in reading order
+    /// (headers first, footers last, as a text layer has them), one region
+    /// per line; a table's cells separated by a space.
+    pub fn plain_text(&self) -> String {
+        let texts: Vec<String> = self
+            .regions
+            .iter()
+            .filter(|r| !r.text.is_empty())
+            .map(|r| r.text.replace(" | ", " "))
+            .collect();
+        texts.join("\n")
+    }
+}
+
 fn caption_target(kind: RegionKind) -> Option<RegionKind> {
     match kind {
         RegionKind::FigureCaption => Some(RegionKind::Figure),
