@@ -552,6 +552,7 @@ fn upright_lines(inside: &[&Glyph], rows_so_far: &mut usize) -> Vec<Framed> {
         l.dedup_by(|g, prev| {
             g.text == prev.text && !g.text.trim().is_empty() && g.x - prev.x < 0.1 * prev.size
         });
+        let l = without_spaces_drawn_over(l);
         // A gap of more than one em splits the line into segments (table
         // cells, columns), each its own LineText on the same row.
         let mut seg: Vec<&Glyph> = Vec::new();
@@ -569,6 +570,35 @@ fn upright_lines(inside: &[&Glyph], rows_so_far: &mut usize) -> Vec<Framed> {
         }
     }
     out
+}
+
+/// `line` (sorted along the baseline) without the space glyphs drawn over
+/// its visible glyphs: more than half a space's width covered by letters
+/// is padding another text object drew across the text (a form's field of
+/// blanks under a table's dates), not a gap between words, and keeping it
+/// would break "03/25/2016" into "0 3 / 2 5 / 2 0 16" and bridge the gaps
+/// between cells.
+fn without_spaces_drawn_over(line: Vec<&Glyph>) -> Vec<&Glyph> {
+    let visible: Vec<&Glyph> = line
+        .iter()
+        .copied()
+        .filter(|g| !g.text.trim().is_empty())
+        .collect();
+    // The widest visible glyph: none starting further left can reach a space.
+    let reach = visible.iter().map(|v| v.end() - v.x).fold(0.0, f32::max);
+    let drawn_over = |g: &Glyph| {
+        let (a, b) = (g.x, g.end());
+        let from = visible.partition_point(|v| v.x < a - reach);
+        let covered: f32 = visible[from..]
+            .iter()
+            .take_while(|v| v.x < b)
+            .map(|v| (b.min(v.end()) - a.max(v.x)).max(0.0))
+            .sum();
+        covered > 0.5 * (b - a)
+    };
+    line.into_iter()
+        .filter(|g| !g.text.trim().is_empty() || !drawn_over(g))
+        .collect()
 }
 
 /// `glyphs` (in drawing order) cut into runs: a glyph continues the run
@@ -726,6 +756,40 @@ mod tests {
         let latin = vec![g("a", 100.0, 100.0), g(" ", 122.0, 100.0), g("b", 144.0, 100.0)];
         let lines = layer_lines(&latin, [0.0, 0.0, 2000.0, 2000.0]);
         assert_eq!(lines[0].text, "a b");
+    }
+
+    /// Spaces another text object drew across a line's letters (on the
+    /// same baseline: a field of blanks under a table's dates, seen in a
+    /// real PDF) neither break its words nor bridge its cells; a space
+    /// between two words still separates them.
+    #[test]
+    fn spaces_drawn_over_letters_are_no_word_breaks() {
+        let g = |t: &str, x: f32| {
+            upright(
+                t,
+                x,
+                267.0,
+                21.75,
+                Some(if t == " " || t == "/" { 6.05 } else { 12.09 }),
+            )
+        };
+        let mut glyphs: Vec<Glyph> = Vec::new();
+        // The padding first (drawn earlier), a blank every 6 px from 195.
+        glyphs.extend((0..24).map(|i| g(" ", 195.5 + 6.03 * i as f32)));
+        let mut x = 203.75;
+        for c in "03/25/2016".chars() {
+            let t = c.to_string();
+            glyphs.push(g(&t, x));
+            x += if c == '/' { 6.05 } else { 12.0 };
+        }
+        // A space, then the next cell well over an em away.
+        glyphs.push(g(" ", x));
+        for (i, c) in "Maxim".chars().enumerate() {
+            glyphs.push(g(&c.to_string(), x + 60.0 + 12.0 * i as f32));
+        }
+        let lines = layer_lines(&glyphs, [0.0, 0.0, 2000.0, 2000.0]);
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["03/25/2016", "Maxim"]);
     }
 
     /// The lines of every page of `pdf`, read from its text layer at 2
