@@ -376,6 +376,32 @@ fn with_layout_the_same_command_writes_regions_and_says_where_each_page_came_fro
     assert_eq!((&job["written"], &job["exit_status"]), (&1.into(), &0.into()));
 }
 
+/// A page set in vertical Japanese is read from its layer down each
+/// column, the rightmost first, in both modes of the command.
+#[test]
+fn a_vertical_japanese_page_is_read_column_by_column_in_both_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let columns = ["縦書きの文章は上から", "下へ右から左へ読む"].map(String::from);
+    let pdf = tmp.path().join("vertical.pdf");
+    std::fs::write(&pdf, pdfgen::vertical_cjk_pdf(&columns, 20.0)).unwrap();
+    let p = pdf.display().to_string();
+    for mode in [None, Some("--layout")] {
+        let out = tmp.path().join(format!("out-{}", mode.is_some()));
+        let o = out.display().to_string();
+        let mut argv = vec!["doc_ocr", "--no-progress", "--threads", "1", "--out", &o, &p];
+        argv.extend(mode);
+        assert_eq!(rayorch_doc::ocr::run_from(&argv).unwrap(), 0, "{mode:?}");
+        let docs = jsonl(&out.join("documents.jsonl"));
+        assert_eq!(
+            docs[0]["page_reason_kinds"],
+            serde_json::json!(["trusted"]),
+            "{mode:?}"
+        );
+        let text = docs[0]["page_texts"][0].as_str().unwrap().to_string();
+        assert_eq!(text, columns.join("\n"), "{mode:?}");
+    }
+}
+
 #[test]
 fn defaults_follow_the_core_count_and_flags_override_them() {
     let two = Knobs::for_cores(2);

@@ -374,6 +374,76 @@ pub fn rotated_labels_pdf(body: &[String], labels: &[(&str, f32, (f32, f32))], s
     w.finish(1, "")
 }
 
+/// A one-page PDF of vertical CJK writing: each of `columns` top to
+/// bottom, the first column rightmost and the next ones to its left, one
+/// glyph every 1.05 em down a column and columns 1.5 em apart, as a
+/// Japanese or Chinese page set vertically is read. Each glyph is placed
+/// on its own (as PDFs with a vertical font draw them: upright glyphs, the
+/// pen moving down); the font is a Type 3 font of filled squares whose
+/// `ToUnicode` map gives each its character, so the text layer holds the
+/// text and the pixels hold no readable glyph.
+pub fn vertical_cjk_pdf(columns: &[String], size: f32) -> Vec<u8> {
+    let mut chars: Vec<char> = columns.iter().flat_map(|c| c.chars()).collect();
+    chars.sort_unstable();
+    chars.dedup();
+    let chars = &chars[..chars.len().min(254)];
+    let code = |c: char| chars.iter().position(|&k| k == c).map(|i| i + 1);
+    let mut w = Writer::new();
+    // 1 catalog, 2 tree, 3 font, 4 ToUnicode, 5 glyph, 6 content, 7 page.
+    w.catalog_and_tree(&[7]);
+    let names: Vec<String> = (1..=chars.len()).map(|i| format!("/g{i}")).collect();
+    let procs: Vec<String> = names.iter().map(|n| format!("{n} 5 0 R")).collect();
+    let widths = vec!["1000"; chars.len()].join(" ");
+    w.object(
+        format!(
+            "<< /Type /Font /Subtype /Type3 /FontBBox [0 0 1000 1000] /FontMatrix [0.001 0 0 0.001 0 0] /CharProcs << {} >> /Encoding << /Type /Encoding /Differences [1 {}] >> /FirstChar 1 /LastChar {} /Widths [{widths}] /ToUnicode 4 0 R /Resources << >> >>",
+            procs.join(" "),
+            names.join(" "),
+            chars.len().max(1)
+        )
+        .as_bytes(),
+    );
+    let mut cmap = String::from(
+        "/CIDInit /ProcSet findresource begin\n12 dict begin\nbegincmap\n/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def\n/CMapName /Adobe-Identity-UCS def\n/CMapType 2 def\n1 begincodespacerange\n<00> <FF>\nendcodespacerange\n",
+    );
+    for (block, cs) in chars.chunks(100).enumerate() {
+        let _ = writeln!(cmap, "{} beginbfchar", cs.len());
+        for (i, c) in cs.iter().enumerate() {
+            let mut units = [0u16; 2];
+            let hex: String = c
+                .encode_utf16(&mut units)
+                .iter()
+                .map(|u| format!("{u:04X}"))
+                .collect();
+            let _ = writeln!(cmap, "<{:02X}> <{hex}>", block * 100 + i + 1);
+        }
+        cmap.push_str("endbfchar\n");
+    }
+    cmap.push_str("endcmap\nCMapName currentdict /CMap defineresource pop\nend\nend\n");
+    w.stream(cmap.as_bytes());
+    w.stream(b"1000 0 100 0 900 800 d1\n100 0 800 800 re f");
+    let mut c = format!("BT\n/F1 {size} Tf\n");
+    for (j, column) in columns.iter().enumerate() {
+        let x = LETTER.0 - MARGIN - (j as f32 + 1.0) * 1.5 * size;
+        for (i, ch) in column.chars().enumerate() {
+            let y = LETTER.1 - MARGIN - (i as f32 + 1.0) * 1.05 * size;
+            if let Some(k) = code(ch) {
+                let _ = writeln!(c, "1 0 0 1 {x:.2} {y:.2} Tm <{k:02X}> Tj");
+            }
+        }
+    }
+    c.push_str("ET\n");
+    w.stream(c.as_bytes());
+    w.object(
+        format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources << /Font << /F1 3 0 R >> >> /Contents 6 0 R >>",
+            LETTER.0, LETTER.1
+        )
+        .as_bytes(),
+    );
+    w.finish(1, "")
+}
+
 /// A PDF of `pages` letter pages for load and memory runs: blank pages, or
 /// with `text` one short line per page (`"Page 7 of 400"`). 2,000 blank
 /// pages make a file of about 528 KB.

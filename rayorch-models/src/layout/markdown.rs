@@ -160,9 +160,17 @@ fn attach_captions(regions: &[RegionResult]) -> Vec<Option<usize>> {
 /// Order a page's regions, attach captions and write its Markdown.
 pub fn assemble_page(info: PageInfo, regions: Vec<RegionResult>) -> PageResult {
     let captions = attach_captions(&regions);
+    // A page set vertically is read right to left: its boxes mirrored.
+    let right = regions.iter().map(|r| r.bbox[2]).max().unwrap_or(0) as f32;
     let boxes = |idx: &[usize]| {
         idx.iter()
-            .map(|&i| regions[i].bbox.map(|v| v as f32))
+            .map(|&i| {
+                let [x0, y0, x1, y1] = regions[i].bbox.map(|v| v as f32);
+                match info.vertical {
+                    true => [right - x1, y0, right - x0, y1],
+                    false => [x0, y0, x1, y1],
+                }
+            })
             .collect::<Vec<_>>()
     };
     let by_y = |kind: RegionKind| {
@@ -321,6 +329,7 @@ mod tests {
             text_source: TextSource::Ocr,
             verdict: Verdict::NoLayer,
             orientation: Orientation::default(),
+            vertical: false,
         };
         let p = assemble_page(info, regions);
         let idx: Vec<usize> = p.regions.iter().map(|r| r.index).collect();

@@ -51,6 +51,10 @@ impl LayoutPage {
             text_source: self.text_source(),
             verdict: self.verdict,
             orientation: self.orientation,
+            vertical: self
+                .glyphs
+                .as_deref()
+                .is_some_and(|g| crate::pdf::text::mostly_vertical(g)),
         }
     }
 }
@@ -67,6 +71,10 @@ pub struct PageInfo {
     pub verdict: Verdict,
     /// What was done to bring the page upright.
     pub orientation: Orientation,
+    /// Whether most of its text layer is set in vertical columns
+    /// (`pdf::text::mostly_vertical`): its regions are read right to left.
+    #[serde(default)]
+    pub vertical: bool,
 }
 
 /// One region of a page, flowing from layout to its per-kind handling.

@@ -472,15 +472,28 @@ fn judge(dev: &Collect, page: Rect) -> Verdict {
 ///   its lines' boxes are turned back into page pixels. Upright rows come
 ///   first, then each rotated group's, so a label comes out as a line, not
 ///   a letter per row.
+/// - **Vertical writing** (Chinese or Japanese set in columns: upright
+///   glyphs, each drawn right below the one before) is read down each
+///   column, columns right to left, each column one line whose box holds
+///   its glyphs; its rows come last.
+/// - **Spaces drawn over letters** (another text object's blanks on the
+///   same baseline) are dropped before words and cells are cut.
 pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
-    // By baseline direction: upright text first, then each rotated one.
+    let inside: Vec<&Glyph> = glyphs
+        .iter()
+        .filter(|g| {
+            let (cx, cy) = g.centre();
+            cx >= bbox[0] && cx < bbox[2] && cy >= bbox[1] && cy < bbox[3]
+        })
+        .collect();
+    let vertical = vertical_columns(&inside);
+    // By baseline direction: upright text first, then each rotated one;
+    // upright glyphs set in vertical columns are read as text running
+    // down the page (as 90°, whose rows go right to left; their own
+    // group, `VERTICAL`, since their bodies sit otherwise on the baseline).
     let mut groups: Vec<(i32, Vec<&Glyph>)> = Vec::new();
-    for g in glyphs {
-        let (cx, cy) = g.centre();
-        if !(cx >= bbox[0] && cx < bbox[2] && cy >= bbox[1] && cy < bbox[3]) {
-            continue;
-        }
-        let a = g.angle();
+    for (g, down) in inside.into_iter().zip(vertical) {
+        let a = if down { VERTICAL } else { g.angle() };
         match groups.iter_mut().find(|(k, _)| *k == a) {
             Some((_, gs)) => gs.push(g),
             None => groups.push((a, vec![g])),
@@ -495,8 +508,23 @@ pub fn layer_lines(glyphs: &[Glyph], bbox: [f32; 4]) -> Vec<LineText> {
             continue;
         }
         // A rotated run is read in its own frame and its box turned back.
-        let (s, c) = (angle as f32).to_radians().sin_cos();
-        let framed: Vec<Glyph> = gs.iter().map(|g| g.in_frame((s, c))).collect();
+        let turn = if angle == VERTICAL { 90 } else { angle };
+        let (s, c) = (turn as f32).to_radians().sin_cos();
+        let framed: Vec<Glyph> = gs
+            .iter()
+            .map(|g| {
+                let mut f = g.in_frame((s, c));
+                if angle == VERTICAL {
+                    // An upright glyph's body is above its baseline and
+                    // right of its origin: in the frame, an em before its
+                    // x (less the 0.2 em below the baseline) and 0.2 em
+                    // further across, so the column's box holds its glyphs.
+                    f.x -= 0.8 * f.size;
+                    f.y -= 0.2 * f.size;
+                }
+                f
+            })
+            .collect();
         let refs: Vec<&Glyph> = framed.iter().collect();
         for mut l in upright_lines(&refs, &mut rows) {
             let [x0, y0, x1, y1] = l.frame;
@@ -570,6 +598,50 @@ fn upright_lines(inside: &[&Glyph], rows_so_far: &mut usize) -> Vec<Framed> {
         }
     }
     out
+}
+
+/// The group of [`layer_lines`] of upright glyphs set in vertical columns
+/// (not an angle: angles are within ±180).
+const VERTICAL: i32 = 1000;
+
+/// Is most of a page's text set in vertical columns (see
+/// [`layer_lines`])? Its regions are then read right to left.
+pub fn mostly_vertical(glyphs: &[Glyph]) -> bool {
+    let refs: Vec<&Glyph> = glyphs.iter().collect();
+    let down = vertical_columns(&refs).into_iter().filter(|&v| v).count();
+    let visible = glyphs.iter().filter(|g| !g.text.trim().is_empty()).count();
+    down > 0 && down * 2 > visible
+}
+
+/// Which of `glyphs` (in drawing order) are set vertically: upright
+/// Chinese or Japanese glyphs in a run of three or more, each drawn right
+/// below the one before (within a fifth of an em across, 0.8 to 1.3 em
+/// down), as a page written in vertical columns draws them. Lines of one
+/// ideograph each (a table's column of one-character cells) are further
+/// apart than that.
+fn vertical_columns(glyphs: &[&Glyph]) -> Vec<bool> {
+    let mut marks = vec![false; glyphs.len()];
+    let mut start = 0;
+    for i in 1..=glyphs.len() {
+        let continues = i < glyphs.len() && {
+            let (p, g) = (glyphs[i - 1], glyphs[i]);
+            let down = g.y - p.y;
+            p.angle() == 0
+                && g.angle() == 0
+                && ideographic(p)
+                && ideographic(g)
+                && (g.x - p.x).abs() < 0.2 * p.size
+                && down > 0.8 * p.size
+                && down < 1.3 * p.size
+        };
+        if !continues {
+            if i - start >= 3 {
+                marks[start..i].fill(true);
+            }
+            start = i;
+        }
+    }
+    marks
 }
 
 /// `line` (sorted along the baseline) without the space glyphs drawn over
@@ -756,6 +828,39 @@ mod tests {
         let latin = vec![g("a", 100.0, 100.0), g(" ", 122.0, 100.0), g("b", 144.0, 100.0)];
         let lines = layer_lines(&latin, [0.0, 0.0, 2000.0, 2000.0]);
         assert_eq!(lines[0].text, "a b");
+    }
+
+    /// Vertical Japanese (generated: a glyph per position, columns right
+    /// to left) is read down each column, the rightmost first, and its
+    /// page text is in that order.
+    #[test]
+    fn vertical_cjk_is_read_down_each_column_right_to_left() {
+        let columns = ["縦書きの文章は上から", "下へ右から左へ読む"].map(String::from);
+        let pdf = rayorch_testdata::pdfgen::vertical_cjk_pdf(&columns, 20.0);
+        let layer = extract(&pdf, &[2.0]).remove(0);
+        assert_eq!(layer.verdict, Verdict::Trusted);
+        let lines = layer_lines(&layer.glyphs, [0.0, 0.0, 2.0 * 612.0, 2.0 * 792.0]);
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, columns);
+        // Each line's box is its column, from the first glyph's top to the
+        // last one's foot (2 px per point: glyphs 40 px, 42 px apart) and
+        // one em wide; the first column is the right one.
+        let [a, b] = [lines[0].bbox, lines[1].bbox];
+        let top = 2.0 * (60.0 + 1.05 * 20.0) - 0.8 * 40.0;
+        assert!((a[1] as f32 - top).abs() <= 2.0, "{a:?} from {top}");
+        assert!((a[3] - a[1]) as f32 >= 9.0 * 42.0 && a[2] - a[0] <= 41, "{a:?}");
+        assert!(a[0] > b[2], "{a:?} right of {b:?}");
+        assert!(mostly_vertical(&layer.glyphs));
+        let order = crate::lines::reading_order(&lines);
+        assert_eq!(crate::page_text(&order), columns.join("\n"));
+        // A column of one-ideograph cells, rows two em apart, stays rows.
+        let cell = |t: &str, y: f32| upright(t, 100.0, y, 20.0, Some(20.0));
+        let cells = [cell("是", 100.0), cell("否", 140.0), cell("是", 180.0)];
+        let rows = layer_lines(&cells, [0.0, 0.0, 2000.0, 2000.0]);
+        assert_eq!(
+            rows.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+            ["是", "否", "是"]
+        );
     }
 
     /// Spaces another text object drew across a line's letters (on the
