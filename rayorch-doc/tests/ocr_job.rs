@@ -11,8 +11,10 @@
 //! - the timeline has one rectangle per batch, on its replica's row;
 //! - each page's record says where its text came from and why: a page
 //!   whose text layer passes every check is never detected or recognised,
-//!   a blank one is OCR'd, and `--force-ocr` OCRs both; with `--layout`
-//!   the same command writes regions and Markdown and says the same;
+//!   a blank one is OCR'd, and `--force-ocr` OCRs both; a layer that sets
+//!   letters apart is OCR'd with that reason; with `--layout` the same
+//!   command writes regions and Markdown and says the same; vertical
+//!   Japanese is read column by column in both modes;
 //! - both document jobs, `kill -9`ed after their first journal commit (a
 //!   child process: the ignored `common::child_runs_the_job`), resume with
 //!   every document once, as an uninterrupted run wrote it.
@@ -312,6 +314,64 @@ fn each_page_says_where_its_text_came_from_and_a_trusted_layer_skips_the_models(
         (share - (input - cols) as f64 / input as f64).abs() < 1e-9,
         "{rec}"
     );
+}
+
+/// A layer that lies is not trusted: a page whose text layer sets every
+/// letter apart ("T h e  q u i c k", as some converters write it) is
+/// OCR'd, and its record says why, in both modes.
+#[test]
+fn a_page_whose_layer_sets_letters_apart_is_ocrd_with_that_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prose = [
+        "The quick brown fox jumps over the lazy dog",
+        "while seven wizards quietly judge boxing matches",
+        "and a tired lion sleeps under the warm summer sun",
+    ];
+    let spaced: Vec<String> = prose
+        .iter()
+        .map(|l| {
+            l.chars()
+                .flat_map(|c| [c, ' '])
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .collect();
+    let pdf = tmp.path().join("spaced.pdf");
+    std::fs::write(&pdf, text_pdf(&[spaced], 14.0)).unwrap();
+    let p = pdf.display().to_string();
+    for mode in [None, Some("--layout")] {
+        let out = tmp.path().join(format!("out-{}", mode.is_some()));
+        let o = out.display().to_string();
+        let mut argv = vec![
+            "doc_ocr",
+            "--no-progress",
+            "--threads",
+            "1",
+            "--dpi",
+            "72",
+            "--out",
+            &o,
+            &p,
+        ];
+        argv.extend(mode);
+        assert_eq!(rayorch_doc::ocr::run_from(&argv).unwrap(), 0, "{mode:?}");
+        let docs = jsonl(&out.join("documents.jsonl"));
+        assert_eq!(docs[0]["page_sources"], serde_json::json!(["ocr"]), "{mode:?}");
+        assert_eq!(
+            docs[0]["page_reason_kinds"],
+            serde_json::json!(["spaced_out"]),
+            "{mode:?}"
+        );
+        let reason = docs[0]["page_reasons"][0].as_str().unwrap();
+        assert!(reason.starts_with("spaced-out letters"), "{reason}");
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(
+            summary["job"]["pages_by_reason"],
+            serde_json::json!({"spaced_out": 1})
+        );
+    }
 }
 
 /// One command, both plans: with `--layout` the same pages are read the
