@@ -464,7 +464,9 @@ fn judge(dev: &Collect, page: Rect) -> Verdict {
 ///   after a glyph's advance wider than 0.12 em reads as a space (0.35 em
 ///   past an estimated end when the font gives no width), and a gap wider
 ///   than one em starts a new segment (a table cell, another column) on
-///   the same row.
+///   the same row. A line whose letters were each placed on their own (an
+///   OCR'd scan's layer, most gaps wider than that) takes its word gap
+///   from its own gaps instead (`placed_word_gap`).
 /// - **Rotated text** (an axis label, a margin note, a page turned in its
 ///   PDF) is read along its own baseline: glyphs are grouped by the
 ///   baseline's angle (whole degrees; within two of upright counts as
@@ -713,6 +715,7 @@ fn repeats(kept: &[&Glyph], run: &[&Glyph]) -> bool {
 }
 
 fn segment(l: &[&Glyph], row: usize) -> Framed {
+    let placed = placed_word_gap(l);
     let mut text = String::new();
     let mut prev: Option<&Glyph> = None;
     for &g in l {
@@ -723,7 +726,7 @@ fn segment(l: &[&Glyph], row: usize) -> Framed {
             continue;
         }
         if let Some(p) = prev
-            && g.x - p.end() > g.space_after(p)
+            && g.x - p.end() > placed.map_or_else(|| g.space_after(p), |em| em * p.size)
             && !(ideographic(p) && ideographic(g))
             && !text.ends_with(' ')
             && g.text != " "
@@ -747,6 +750,51 @@ fn segment(l: &[&Glyph], row: usize) -> Framed {
         },
         frame: [x0, top, x1, bottom],
     }
+}
+
+/// The word gap of a line whose letters were each placed on their own
+/// (an OCR'd scan's invisible layer: the engine put each glyph where it
+/// saw the letter, in a font whose advances are not the scan's), in em;
+/// `None` for a line set the usual way, whose gaps [`Glyph::space_after`]
+/// reads.
+///
+/// A line is "placed" when most gaps between its adjacent letters (no
+/// space glyph between them, neither ideographic) exceed the usual word
+/// gap: typeset text has one word gap per five letters or so. Its gaps
+/// then fall into two groups, letter gaps and word gaps a space's width
+/// wider; the widest jump between its sorted gaps, when it is at least
+/// 0.15 em, separates them (the word gap is its middle). A line with no
+/// such jump is one word. Letter gaps are under 0.3 em (a space's width):
+/// a line whose smaller gaps are wider is short words set apart ("1 2 3",
+/// "a b c") and is read the usual way.
+fn placed_word_gap(l: &[&Glyph]) -> Option<f32> {
+    // Each gap between adjacent letters, and the usual word gap there, in em.
+    let pairs: Vec<(f32, f32)> = l
+        .windows(2)
+        .filter(|w| w.iter().all(|g| !g.text.trim().is_empty() && !ideographic(g)))
+        .map(|w| {
+            let em = w[0].size.max(1e-3);
+            ((w[1].x - w[0].end()) / em, w[1].space_after(w[0]) / em)
+        })
+        .collect();
+    let wide = pairs.iter().filter(|(gap, usual)| gap > usual).count();
+    if pairs.len() < 4 || wide * 2 <= pairs.len() {
+        return None;
+    }
+    let mut gaps: Vec<f32> = pairs.into_iter().map(|(gap, _)| gap).collect();
+    gaps.sort_by(f32::total_cmp);
+    let jump = gaps
+        .windows(2)
+        .map(|p| (p[1] - p[0], p[0], p[1]))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    // Letter gaps stay under a space's width (0.3 em); wider ones are word
+    // gaps between short words ("1 2 3 4", "a b c"), read the usual way.
+    let (letters, threshold) = match jump {
+        Some((width, below, above)) if width >= 0.15 => (below, 0.5 * (below + above)),
+        // One word: no gap of the line breaks it.
+        _ => (gaps.last().copied().unwrap_or(0.0), f32::INFINITY),
+    };
+    (letters < 0.3).then_some(threshold)
 }
 
 /// Is the glyph Chinese or Japanese script (Han, kana, CJK punctuation,
@@ -861,6 +909,40 @@ mod tests {
             rows.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
             ["是", "否", "是"]
         );
+    }
+
+    /// Letters each placed on their own (an OCR'd scan's layer: gaps of
+    /// 0.1-0.2 em after every letter's advance, 0.5 em between words) are
+    /// read as words; short words set apart the usual way, or a line of
+    /// digits 0.5 em apart, keep their breaks.
+    #[test]
+    fn letters_placed_one_by_one_are_read_as_words() {
+        let size = 20.0;
+        let mut glyphs = Vec::new();
+        let mut x = 100.0;
+        for (w, word) in ["American", "agreement", "signed"].iter().enumerate() {
+            if w > 0 {
+                x += 0.55 * size;
+            }
+            for (i, c) in word.chars().enumerate() {
+                glyphs.push(upright(&c.to_string(), x, 100.0, size, Some(0.5 * size)));
+                x += 0.5 * size + (0.10 + 0.01 * ((i * 7) % 13) as f32) * size;
+            }
+        }
+        let text = |g: &[Glyph]| layer_lines(g, [0.0, 0.0, 4000.0, 4000.0])[0].text.clone();
+        assert_eq!(text(&glyphs), "American agreement signed");
+        let digits: Vec<Glyph> = (0..6)
+            .map(|i| {
+                upright(
+                    &i.to_string(),
+                    100.0 + i as f32 * 1.05 * size,
+                    100.0,
+                    size,
+                    Some(0.55 * size),
+                )
+            })
+            .collect();
+        assert_eq!(text(&digits), "0 1 2 3 4 5");
     }
 
     /// Spaces another text object drew across a line's letters (on the

@@ -14,7 +14,7 @@ use rayorch_models::{
     open_document,
 };
 use rayorch_testdata::layoutgen::{self, GtKind};
-use rayorch_testdata::pdfgen::{positioned_words_pdf, text_pdf};
+use rayorch_testdata::pdfgen::{placed_letters_pdf, positioned_words_pdf, text_pdf};
 
 fn read(pdf: Vec<u8>, force_ocr: bool) -> Vec<ReadPage> {
     let pages = open_document(&PdfFile::from_bytes("t.pdf", pdf)).expect("the PDF opens");
@@ -43,6 +43,8 @@ fn a_trusted_layer_is_the_text_and_the_page_is_never_rendered() {
     for (what, pdf) in [
         ("spaces", text_pdf(&[prose()], 12.0)),
         ("positioned words", positioned_words_pdf(&[prose()], 12.0)),
+        // An OCR'd scan's layer: each letter where the engine saw it.
+        ("placed letters", placed_letters_pdf(&[prose()], 12.0)),
     ] {
         let page = read(pdf, false).remove(0);
         assert_eq!(page.verdict, Verdict::Trusted, "{what}");
