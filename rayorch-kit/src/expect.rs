@@ -27,6 +27,14 @@ use std::path::Path;
 /// the job's outputs take the root.
 pub type Inspect<D> = Box<dyn FnMut(&str, Option<&D>) + Send>;
 
+/// Show the root `name`'s `doc` (`None`: it failed) to `inspect`, when
+/// the caller gave one: what a job's sink calls as each root ends.
+pub fn show<D>(inspect: &mut Option<Inspect<D>>, name: &str, doc: Option<&D>) {
+    if let Some(look) = inspect {
+        look(name, doc);
+    }
+}
+
 /// How one input should end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {

@@ -107,6 +107,66 @@ pub struct Opened<T> {
     pub bucket: Option<Bucket>,
 }
 
+/// How a run in this process went ([`Opened::drive`]).
+pub struct Driven {
+    /// The runner's summary.
+    pub summary: rayorch::RunSummary,
+    /// Whether Ctrl-C stopped the run.
+    pub interrupted: bool,
+}
+
+impl<T: rayorch::Data> Opened<T> {
+    /// Run `runner` (the job's plan, window and observer) over the roots
+    /// into `sink`, in this process: journaled in the local journal when
+    /// the run has one (outputs at a URL keep their commit records, which
+    /// the sink writes, as the journal); Ctrl-C once drains, twice
+    /// abandons (`crate::stop`; `what` names the inputs in its message).
+    pub fn drive(
+        &self,
+        runner: rayorch::Runner<'_>,
+        what: &'static str,
+        sink: impl rayorch::sink::Sink,
+    ) -> Result<Driven, rayorch::BoxError> {
+        let runner = match &self.journal {
+            Some(j) => runner.journal(j).journal_source(self.source.clone()),
+            None => runner,
+        };
+        let interrupts = crate::stop::on_ctrl_c(runner.cancel_handle(), what)?;
+        let summary = runner.run_stream(self.roots.stream(), sink)?;
+        Ok(Driven {
+            summary,
+            interrupted: interrupts.pressed(),
+        })
+    }
+}
+
+impl<T: Send + 'static> Opened<T> {
+    /// The run's `summary.json`: the runner's `summary` with the
+    /// [`RunReport`] (what the sink's `tally` counted, the job's
+    /// `figures`) under `job`; and the exit status.
+    pub fn report<X: serde::Serialize>(
+        &self,
+        tally: &Tally,
+        names: &crate::names::RootNames,
+        summary: &rayorch::RunSummary,
+        interrupted: bool,
+        figures: X,
+    ) -> Result<(serde_json::Value, u8), rayorch::BoxError> {
+        let end = RunEnd {
+            tally,
+            roots: &self.roots,
+            names,
+            summary,
+            committed_before: self.committed_before,
+            interrupted,
+        };
+        let report = RunReport::new(&end, figures);
+        let mut json = serde_json::to_value(summary)?;
+        json["job"] = serde_json::to_value(&report)?;
+        Ok((json, report.exit_status))
+    }
+}
+
 /// Open a run over `inputs` into `out` (a folder; or `url`, its
 /// object-store form: see `rayorch_kit::store::output_url`), starting as
 /// `flags` say: a fresh run, `--resume` (finished roots skipped), or

@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
-use rayorch_kit::expect::{Expected, Inspect};
+use rayorch_kit::expect::{self, Expected, Inspect};
 use rayorch_kit::job::Tally;
 use rayorch_kit::names::RootNames;
 use rayorch_kit::parquet::{JobFiles, JournaledFiles};
@@ -151,13 +151,6 @@ impl Outputs {
         self
     }
 
-    /// Show `doc` (`None`: it failed) to the caller's inspection.
-    fn inspect(&mut self, name: &str, doc: Option<&LayoutDocument>) {
-        if let Some(inspect) = &mut self.inspect {
-            inspect(name, doc);
-        }
-    }
-
     fn write_doc(&mut self, key: u64, doc: &LayoutDocument, record: &Document) -> Result<(), BoxError> {
         let line = serde_json::to_vec(&DocLine {
             key,
@@ -208,7 +201,7 @@ impl Sink for Outputs {
                     "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer)",
                     doc.pages.len()
                 ));
-                self.inspect(&name, Some(&doc));
+                expect::show(&mut self.inspect, &name, Some(&doc));
             }
             other => {
                 // The job has one output: the root's kind is the document's.
@@ -223,7 +216,7 @@ impl Sink for Outputs {
                 self.tally.failed(&name);
                 self.progress
                     .println(format!("{t:>7.2}s  FAILED {name}: {cause}"));
-                self.inspect(&name, None);
+                expect::show(&mut self.inspect, &name, None);
             }
         }
         Ok(())

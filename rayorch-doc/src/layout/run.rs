@@ -3,10 +3,10 @@
 use clap::Parser;
 use rayorch::Runner;
 use rayorch_kit::expect::{Expected, Inspect};
-use rayorch_kit::job::{RunEnd, RunReport};
+use rayorch_kit::job::Driven;
 use rayorch_kit::names::RootNames;
 use rayorch_kit::progress::Progress;
-use rayorch_kit::{resume, stop, watch};
+use rayorch_kit::{resume, watch};
 use rayorch_models::layout::markdown::LayoutDocument;
 
 use super::cli::Args;
@@ -86,7 +86,7 @@ pub(crate) fn run_as(
         .domain::<Line>("lines")
         .shared();
     let names = RootNames::new();
-    let opened = inputs::open_run(
+    let mut opened = inputs::open_run(
         &args.out,
         out_url.as_deref(),
         &args.run,
@@ -94,8 +94,7 @@ pub(crate) fn run_as(
         (files, urls),
         names.clone(),
     )?;
-    let (roots, journal, source) = (opened.roots, opened.journal, opened.source);
-    let mut outputs = match opened.bucket {
+    let mut outputs = match opened.bucket.take() {
         None => Outputs::create(
             &args.out,
             out,
@@ -113,7 +112,7 @@ pub(crate) fn run_as(
     progress.println(format!(
         "{}: {}, window {}, text layer {}, outputs in {}",
         program.name,
-        roots.describe("documents"),
+        opened.roots.describe("documents"),
         args.window,
         if args.force_ocr {
             "ignored (OCR forced)"
@@ -126,17 +125,11 @@ pub(crate) fn run_as(
     let runner = Runner::new(&plan)
         .window(args.window)
         .observe((progress.observer(), watch));
-    let runner = match &journal {
-        Some(j) => runner.journal(j).journal_source(source),
-        None => runner,
-    };
-    let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
-    let summary = runner.run_stream(roots.stream(), &mut outputs)?;
+    let Driven { summary, interrupted } = opened.drive(runner, "documents", &mut outputs)?;
     progress.finish();
     if let Some(t) = traces {
         println!("{}", t.finish());
     }
-    let interrupted = interrupts.pressed();
     let pages_per_s = outputs.pages.pages_written as f64 / summary.wall_s.max(1e-9);
     let busy: f64 = summary.calls.iter().map(|m| m.busy_s).sum::<f64>().max(1e-9);
     let figures = LayoutFigures {
@@ -149,18 +142,7 @@ pub(crate) fn run_as(
             .map(|m| (m.name.to_string(), m.busy_s / busy))
             .collect(),
     };
-    let end = RunEnd {
-        tally: &outputs.tally,
-        roots: &roots,
-        names: &names,
-        summary: &summary,
-        committed_before: opened.committed_before,
-        interrupted,
-    };
-    let report = RunReport::new(&end, figures);
-    let exit_status = report.exit_status;
-    let mut json = serde_json::to_value(&summary)?;
-    json["job"] = serde_json::to_value(&report)?;
+    let (json, exit_status) = opened.report(&outputs.tally, &names, &summary, interrupted, figures)?;
     let committed: Option<String> = match &out_url {
         None => {
             rayorch_kit::check::write_json(&args.out, "summary.json", &json)?;
@@ -171,7 +153,7 @@ pub(crate) fn run_as(
             let bucket = outputs
                 .bucket()
                 .ok_or("the outputs at a URL were not a bucket's")?;
-            Some(bucket.report(url, "documents", &mut json, None)?)
+            Some(bucket.report(url, "documents", &mut { json }, None)?)
         }
         #[cfg(not(feature = "store"))]
         Some(_) => unreachable!("output_url refuses URLs without `store`"),
@@ -194,7 +176,7 @@ pub(crate) fn run_as(
             resume::resume_command(program.command)
         );
     }
-    if let Some(e) = roots.listing_error() {
+    if let Some(e) = opened.roots.listing_error() {
         println!("the listing stopped early: {e}");
     }
     Ok(exit_status)

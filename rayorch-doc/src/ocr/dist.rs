@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use rayorch::spi::JournalOptions;
 use rayorch_dist::{Codecs, DistConfig, OwnerStats};
 use rayorch_kit::expect::Inspect;
+use rayorch_kit::job::Driven;
 use rayorch_kit::role::{self, Role};
 use rayorch_kit::stop;
 use rayorch_models::wire::{InputRoots, Wire};
@@ -102,24 +103,29 @@ pub(super) fn run_role(args: &Args, role: Role, inspect: Option<Inspect<Document
                 here.plan,
                 codecs(),
                 config(args, &url)?,
-                JournalOptions::new(here.journal.ok_or("a distributed run keeps a local journal: give --out a folder")?, here.source),
+                JournalOptions::new(
+                    here.opened.journal.clone().ok_or("a distributed run keeps a local journal: give --out a folder")?,
+                    here.opened.source.clone(),
+                ),
                 args.dist.owner_calls(&owner_calls()),
             )
             .observe(here.observer);
             let interrupts = stop::on_ctrl_c(owner.cancel_handle(), "documents")?;
             here.progress.println(format!(
                 "doc_ocr owner: {} documents, job `{}` at {url}, window {}, outputs in {}",
-                here.roots.files.len(),
+                here.opened.roots.files.len(),
                 args.dist.job_name("doc_ocr"),
                 args.window,
                 args.out.display()
             ));
-            let summary = role::run_owner(&mut owner, sources(&here.roots.files), outputs)?;
+            let summary = role::run_owner(&mut owner, sources(&here.opened.roots.files), outputs)?;
             let stats = owner.stats();
             let workers = workers_table(&summary, &stats);
             Ok(Ran {
-                summary,
-                interrupts,
+                driven: Driven {
+                    summary,
+                    interrupted: interrupts.pressed(),
+                },
                 distributed: Some(Distributed {
                     job: args.dist.job_name("doc_ocr"),
                     owner_bytes: owner_bytes(&stats),

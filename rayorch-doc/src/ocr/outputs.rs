@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use rayorch::sink::Sink;
 use rayorch::{BoxError, Item, Output, RootOutcome};
-use rayorch_kit::expect::{Expected, Inspect};
+use rayorch_kit::expect::{self, Expected, Inspect};
 use rayorch_kit::job::Tally;
 use rayorch_kit::names::RootNames;
 use rayorch_kit::outcome;
@@ -119,13 +119,6 @@ impl Outputs {
         self.inspect = inspect;
         self
     }
-
-    /// Show `doc` (`None`: it failed) to the caller's inspection.
-    fn inspect(&mut self, name: &str, doc: Option<&Document>) {
-        if let Some(inspect) = &mut self.inspect {
-            inspect(name, doc);
-        }
-    }
 }
 
 impl Sink for Outputs {
@@ -147,7 +140,7 @@ impl Sink for Outputs {
                     "{t:>7.2}s  wrote  {name} ({} pages, {layer} from the text layer)",
                     doc.pages
                 ));
-                self.inspect(&name, Some(&doc));
+                expect::show(&mut self.inspect, &name, Some(&doc));
                 self.files.record(o.key, &line, (o.key, doc))?;
             }
             _ => {
@@ -160,7 +153,7 @@ impl Sink for Outputs {
                 self.tally.failed(&name);
                 self.progress
                     .println(format!("{t:>7.2}s  FAILED {name}: {}", line.cause));
-                self.inspect(&name, None);
+                expect::show(&mut self.inspect, &name, None);
             }
         }
         Ok(())

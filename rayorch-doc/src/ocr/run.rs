@@ -36,11 +36,10 @@ use std::sync::Arc;
 use clap::Parser;
 use rayorch::Runner;
 use rayorch_kit::expect::{Expected, Inspect};
-use rayorch_kit::job::{RunEnd, RunReport};
+use rayorch_kit::job::{Driven, Opened};
 use rayorch_kit::names::RootNames;
 use rayorch_kit::progress::Progress;
 use rayorch_kit::resume;
-use rayorch_kit::stop;
 use rayorch_kit::timeline::{self, SpanLog};
 use rayorch_kit::watch;
 
@@ -48,7 +47,7 @@ use super::cli::{self, Args};
 use super::outputs::Outputs;
 use super::{Line, OcrJob, Page, Pdf, embedding_dim, machine_cores};
 use crate::document::{Document, read_documents};
-use crate::inputs::{self, Roots};
+use crate::inputs;
 use rayorch_models::layout::markdown::LayoutDocument;
 
 type Error = rayorch::BoxError;
@@ -99,16 +98,10 @@ pub(super) fn run_local(args: &Args, inspect: Option<Inspect<Document>>) -> Resu
             .window_children(here.args.window_pages)
             .backpressure(here.args.backpressure)
             .observe(here.observer);
-        // Outputs at a URL: their commit records are the journal.
-        let runner = match here.journal {
-            Some(j) => runner.journal(j).journal_source(here.source),
-            None => runner,
-        };
-        let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "documents")?;
         let k = here.cfg.knobs;
         here.progress.println(format!(
             "doc_ocr: {}, window {}, {} ONNX thread(s) per replica, replicas read {} detect {} recognize {} embed {}, outputs in {}",
-            here.roots.describe("documents"),
+            here.opened.roots.describe("documents"),
             here.args.window,
             k.threads,
             k.render_replicas,
@@ -118,8 +111,7 @@ pub(super) fn run_local(args: &Args, inspect: Option<Inspect<Document>>) -> Resu
             here.args.out.display()
         ));
         Ok(Ran {
-            summary: runner.run_stream(here.roots.stream(), outputs)?,
-            interrupts,
+            driven: here.opened.drive(runner, "documents", outputs)?,
             distributed: None,
         })
     })
@@ -145,12 +137,10 @@ const REBUILD_STORE: &str = "cargo run --release --features store --example doc_
 pub(super) struct Here<'a> {
     pub(super) args: &'a Args,
     pub(super) cfg: &'a super::OcrConfig,
-    pub(super) roots: &'a Roots,
+    /// The roots, the local journal (`None`: the outputs are at a URL,
+    /// whose commit records are the journal) and the inputs' digest.
+    pub(super) opened: &'a Opened<rayorch_models::PdfFile>,
     pub(super) plan: &'a rayorch::Plan,
-    /// The local journal (`None`: the outputs are at a URL, whose commit
-    /// records are the journal).
-    pub(super) journal: Option<&'a Path>,
-    pub(super) source: String,
     pub(super) observer: JobObserver,
     pub(super) progress: &'a Arc<Progress>,
 }
@@ -164,8 +154,8 @@ pub(super) type JobObserver = (
 
 /// What a run step hands back to the report.
 pub(super) struct Ran {
-    pub(super) summary: rayorch::RunSummary,
-    pub(super) interrupts: stop::Interrupts,
+    /// The runner's summary, and whether Ctrl-C stopped the run.
+    pub(super) driven: Driven,
     /// A distributed run's part of the report.
     pub(super) distributed: Option<Distributed>,
 }
@@ -213,7 +203,7 @@ pub(super) fn run_here(
         .domain::<Line>("lines")
         .shared();
     let names = RootNames::new();
-    let opened = inputs::open_run(
+    let mut opened = inputs::open_run(
         &args.out,
         bucket_url.as_deref(),
         &args.run,
@@ -221,13 +211,7 @@ pub(super) fn run_here(
         (files, urls),
         names.clone(),
     )?;
-    let (roots, journal, source, committed_before) = (
-        opened.roots,
-        opened.journal,
-        opened.source,
-        opened.committed_before,
-    );
-    let mut outputs = match opened.bucket {
+    let mut outputs = match opened.bucket.take() {
         None => Outputs::create(
             &args.out,
             out,
@@ -250,16 +234,13 @@ pub(super) fn run_here(
     let here = Here {
         args,
         cfg: &cfg,
-        roots: &roots,
+        opened: &opened,
         plan: &plan,
-        journal: journal.as_deref(),
-        source,
         observer,
         progress: &progress,
     };
     let Ran {
-        summary,
-        interrupts,
+        driven: Driven { summary, interrupted },
         distributed,
     } = step(here, &mut outputs)?;
     progress.finish();
@@ -267,7 +248,6 @@ pub(super) fn run_here(
         println!("{}", t.finish());
     }
 
-    let interrupted = interrupts.pressed();
     let pages_per_s = outputs.pages.pages_written as f64 / summary.wall_s.max(1e-9);
     let figures = OcrFigures {
         pages: &outputs.pages,
@@ -287,18 +267,7 @@ pub(super) fn run_here(
         backpressure: args.backpressure,
         recognition: job.recognized.figures(),
     };
-    let end = RunEnd {
-        tally: &outputs.tally,
-        roots: &roots,
-        names: &names,
-        summary: &summary,
-        committed_before,
-        interrupted,
-    };
-    let report = RunReport::new(&end, figures);
-    let exit_status = report.exit_status;
-    let mut json = serde_json::to_value(&summary)?;
-    json["job"] = serde_json::to_value(&report)?;
+    let (mut json, exit_status) = opened.report(&outputs.tally, &names, &summary, interrupted, figures)?;
     if let Some(d) = &distributed {
         json["job"]["distributed"] = serde_json::json!(d.job);
         json["owner_bytes"] = d.owner_bytes.clone();
@@ -359,7 +328,7 @@ pub(super) fn run_here(
             resume::resume_command("cargo run --release --example doc_ocr --")
         );
     }
-    if let Some(e) = roots.listing_error() {
+    if let Some(e) = opened.roots.listing_error() {
         // The run broke off: what was listed is written; the rest is not.
         println!(
             "the listing stopped early: {e}\ncontinue this run with\n  {}",

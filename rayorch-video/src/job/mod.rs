@@ -32,10 +32,10 @@ use std::sync::Arc;
 
 use clap::Parser;
 use rayorch::Runner;
-use rayorch_kit::job::{JobInputs, RunEnd, RunReport, open_run};
+use rayorch_kit::job::{Driven, JobInputs, open_run};
 use rayorch_kit::progress::Progress;
 use rayorch_kit::timeline::{self, SpanLog};
-use rayorch_kit::{stop, watch};
+use rayorch_kit::watch;
 
 use rayorch_kit::names::RootNames;
 use rayorch_kit::store::RootKind;
@@ -211,7 +211,7 @@ pub fn run(
         what: "video files",
         kind,
     };
-    let opened = open_run(
+    let mut opened = open_run(
         &args.out,
         out_url.as_deref(),
         &args.run,
@@ -219,8 +219,7 @@ pub fn run(
         inputs,
         names.clone(),
     )?;
-    let (roots, journal, source) = (opened.roots, opened.journal, opened.source);
-    let mut sink = match opened.bucket {
+    let mut sink = match opened.bucket.take() {
         None => outputs::Outputs::create(
             &args.out,
             out,
@@ -237,7 +236,7 @@ pub fn run(
     .expecting(expected);
     bars.println(format!(
         "video_index: {}, {} fps sampling, batch {}, outputs in {}",
-        roots.describe("files"),
+        opened.roots.describe("files"),
         args.fps,
         args.batch,
         args.out.display()
@@ -247,13 +246,7 @@ pub fn run(
     let runner = Runner::new(&plan)
         .window(args.window)
         .observe((bars.observer(), (spans.clone(), watch)));
-    let runner = match &journal {
-        Some(j) => runner.journal(j).journal_source(source),
-        None => runner,
-    };
-    let interrupts = stop::on_ctrl_c(runner.cancel_handle(), "videos")?;
-    let summary = runner.run_stream(roots.stream(), &mut sink)?;
-    let interrupted = interrupts.pressed();
+    let Driven { summary, interrupted } = opened.drive(runner, "videos", &mut sink)?;
     bars.finish();
     if let Some(t) = traces {
         println!("{}", t.finish());
@@ -266,18 +259,7 @@ pub fn run(
         score_batches_multi_clip: multi_clip,
         score_batches_multi_video: multi_video,
     };
-    let end = RunEnd {
-        tally: &sink.tally,
-        roots: &roots,
-        names: &names,
-        summary: &summary,
-        committed_before: opened.committed_before,
-        interrupted,
-    };
-    let report = RunReport::new(&end, figures);
-    let exit_status = report.exit_status;
-    let mut json = serde_json::to_value(&summary)?;
-    json["job"] = serde_json::to_value(&report)?;
+    let (json, exit_status) = opened.report(&sink.tally, &names, &summary, interrupted, figures)?;
     let title = format!(
         "video_index: {} videos in {:.1} s",
         sink.tally.written, summary.wall_s
@@ -296,7 +278,7 @@ pub fn run(
             None
         }
         #[cfg(feature = "store")]
-        Some(url) => Some(bucket_report(url, &mut sink, &mut json, svg)?),
+        Some(url) => Some(bucket_report(url, &mut sink, &mut { json }, svg)?),
         #[cfg(not(feature = "store"))]
         Some(_) => unreachable!("output_url refuses URLs without `store`"),
     };
@@ -326,7 +308,7 @@ pub fn run(
             )
         );
     }
-    match roots.listing_error() {
+    match opened.roots.listing_error() {
         Some(e) => Err(format!("the listing stopped early: {e} (what was listed is written)").into()),
         None => Ok(exit_status),
     }
