@@ -26,6 +26,12 @@ pub struct TextLine {
     /// The line's pixels, cut from the page along its rotated box and
     /// turned upright.
     pub crop: Arc<RgbImage>,
+    /// Whether the line classifier turned the crop 180° (it judged the
+    /// line upside down). Recognition then reads the line both ways and
+    /// keeps the more confident reading: a line the classifier misjudges
+    /// ("9999 Tannon Road", whose digits and n/u/o read as well upside
+    /// down) is not lost to a garbled, low-confidence reading.
+    pub flipped: bool,
 }
 
 /// One recognised line.

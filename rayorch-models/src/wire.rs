@@ -527,6 +527,7 @@ impl Wire for TextLine {
         put_box(out, self.bbox);
         out.extend_from_slice(&self.score.to_bits().to_le_bytes());
         put_image(out, &self.crop);
+        out.push(u8::from(self.flipped));
     }
     fn get(r: &mut Reader<'_>) -> Result<TextLine, String> {
         let doc = r.string("a document name")?.into();
@@ -540,6 +541,11 @@ impl Wire for TextLine {
             bbox,
             score: f32::from_bits(r.u32("a score")?),
             crop: Arc::new(get_image(r, "a line crop")?),
+            flipped: match r.u8("whether the line was flipped")? {
+                0 => false,
+                1 => true,
+                b => return Err(format!("a line's flipped flag of {b} (0 or 1)")),
+            },
         })
     }
 }
@@ -677,9 +683,11 @@ mod tests {
             bbox: [1, 2, 30, 40],
             score: 0.75,
             crop: Arc::new(RgbImage::from_fn(5, 2, |x, y| image::Rgb([x as u8, y as u8, 9]))),
+            flipped: true,
         };
         let back = round_trip(&vec![line.clone()]);
         assert_eq!((back[0].row, back[0].bbox, back[0].score), (7, line.bbox, 0.75));
+        assert!(back[0].flipped);
         assert_eq!(back[0].crop.as_raw(), line.crop.as_raw());
     }
 

@@ -173,14 +173,16 @@ fn text_line() -> impl Strategy<Value = TextLine> {
         any::<[u32; 4]>(),
         any::<u32>(),
         image(),
+        any::<bool>(),
     )
-        .prop_map(|(doc, page, row, bbox, score, crop)| TextLine {
+        .prop_map(|(doc, page, row, bbox, score, crop, flipped)| TextLine {
             doc: doc.into(),
             page: page as usize,
             row: row as usize,
             bbox,
             score: f32::from_bits(score),
             crop: Arc::new(crop),
+            flipped,
         })
 }
 

@@ -119,6 +119,7 @@ pub fn region_lines(
                     bbox: [local[0] + ox, local[1] + oy, local[2] + ox, local[3] + oy],
                     score: b.score,
                     crop: Arc::new(crop(&r.crop, local)),
+                    flipped: false,
                 }
             })
             .collect();

@@ -88,6 +88,9 @@ pub struct PageLines {
     pub turned: Option<Arc<RgbImage>>,
     /// Boxes in reading order and their upright crops.
     pub lines: Vec<(TextBox, RgbImage)>,
+    /// For each line, whether its crop was flipped (turned 180°) because
+    /// the classifier judged it upside down (`TextLine::flipped`).
+    pub flipped: Vec<bool>,
 }
 
 impl PageLines {
@@ -95,7 +98,8 @@ impl PageLines {
     pub fn into_text_lines(self, page: &PageImage) -> Vec<TextLine> {
         self.lines
             .into_iter()
-            .map(|(b, crop)| TextLine {
+            .zip(self.flipped.into_iter().chain(std::iter::repeat(false)))
+            .map(|((b, crop), flipped)| TextLine {
                 doc: page.doc.clone(),
                 page: page.page,
                 row: b.row,
@@ -107,6 +111,7 @@ impl PageLines {
                 ],
                 score: b.score,
                 crop: Arc::new(crop),
+                flipped,
             })
             .collect()
     }
@@ -260,16 +265,11 @@ impl TextDetector {
             .into_iter()
             .zip(turned_of)
             .map(|((t, lines, p), turned)| {
+                let flipped: Vec<bool> = p.iter().map(|&p| p >= self.cfg.flip_thresh).collect();
                 let lines: Vec<(TextBox, RgbImage)> = lines
                     .into_iter()
-                    .zip(p)
-                    .map(|((b, c), p)| {
-                        if p >= self.cfg.flip_thresh {
-                            (b, turn(&c, 180))
-                        } else {
-                            (b, c)
-                        }
-                    })
+                    .zip(&flipped)
+                    .map(|((b, c), &flip)| if flip { (b, turn(&c, 180)) } else { (b, c) })
                     .collect();
                 let boxes: Vec<TextBox> = lines.iter().map(|l| l.0.clone()).collect();
                 PageLines {
@@ -277,6 +277,7 @@ impl TextDetector {
                     skew_deg: crate::ocr::db::skew_deg(&boxes),
                     turned,
                     lines,
+                    flipped,
                 }
             })
             .collect())

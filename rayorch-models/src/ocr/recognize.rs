@@ -373,8 +373,27 @@ impl LineRecognizer {
     /// Read detected lines: text, confidence and the low-confidence mark
     /// (non-empty text under `min_confidence`), in input order.
     pub fn read_lines(&mut self, lines: &[TextLine]) -> Result<Vec<LineText>, ModelError> {
-        let crops: Vec<&RgbImage> = lines.iter().map(|l| &*l.crop).collect();
-        let texts = self.recognize(&crops)?;
+        // A flipped line is read both ways, the more confident reading
+        // kept (`TextLine::flipped`); each reading depends on its crop
+        // alone, whatever else is in the batch.
+        let back: Vec<(usize, RgbImage)> = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.flipped)
+            .map(|(i, l)| (i, crate::ocr::orient::turn(&l.crop, 180)))
+            .collect();
+        let crops: Vec<&RgbImage> = lines
+            .iter()
+            .map(|l| &*l.crop)
+            .chain(back.iter().map(|(_, c)| c))
+            .collect();
+        let mut texts = self.recognize(&crops)?;
+        let unflipped = texts.split_off(lines.len());
+        for ((i, _), reading) in back.iter().zip(unflipped) {
+            if reading.1 > texts[*i].1 {
+                texts[*i] = reading;
+            }
+        }
         let min = self.cfg.min_confidence;
         Ok(lines
             .iter()

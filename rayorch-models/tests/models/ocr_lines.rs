@@ -203,6 +203,44 @@ fn a_junk_crop_is_kept_but_marked_low_confidence() {
     );
 }
 
+/// A line the classifier flipped is read both ways and keeps the more
+/// confident reading: flipped wrongly (an upright line turned upside down,
+/// as "9999 Tannon Road" on a real form was, then lost to a garbled
+/// low-confidence reading) or rightly (an upside-down line turned
+/// upright), it reads as the upright line does.
+#[test]
+fn a_flipped_line_is_read_both_ways_and_never_lost() {
+    let (pages, _) = sample_pages("01-letter.pdf");
+    let mut ocr = Ocr::new();
+    let (_, lines) = ocr.lines(&pages[..1]);
+    let real = lines[0][1].clone();
+    assert!(!real.flipped, "the sample's lines are upright");
+    let upright = ocr.rec.read_lines(std::slice::from_ref(&real)).unwrap().remove(0);
+    assert!(!upright.low_confidence && upright.text.len() > 5, "{upright:?}");
+    let turned = TextLine {
+        crop: image::imageops::rotate180(&*real.crop).into(),
+        ..real.clone()
+    };
+    let wrong = TextLine {
+        flipped: true,
+        ..turned.clone()
+    };
+    let right = TextLine {
+        flipped: true,
+        ..real.clone()
+    };
+    let read = ocr.rec.read_lines(&[turned, wrong, right]).unwrap();
+    assert_ne!(
+        read[0].text, upright.text,
+        "upside down, read one way only, it is garbled"
+    );
+    assert_eq!(
+        read[1], upright,
+        "flipped wrongly: the turned-back reading is kept"
+    );
+    assert_eq!(read[2], upright, "flipped rightly: its own reading is kept");
+}
+
 #[test]
 fn an_upright_page_of_long_small_print_lines_is_never_turned_or_flipped() {
     // Full-width lines of 8-point print (forms, legal notices). Squeezed
