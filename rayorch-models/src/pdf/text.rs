@@ -287,8 +287,8 @@ impl<'a> Device<'a> for Collect {
                 UPRIGHT
             };
             let text = match (&**g as &HGlyph<'_>).as_unicode() {
-                Some(BfString::Char(c)) => c.to_string(),
-                Some(BfString::String(s)) => s,
+                Some(BfString::Char(c)) => unligature(&c.to_string()),
+                Some(BfString::String(s)) => unligature(&s),
                 None => {
                     self.unmapped += 1;
                     continue;
@@ -311,6 +311,32 @@ impl<'a> Device<'a> for Collect {
     }
     fn pop_clip(&mut self) {}
     fn pop_transparency_group(&mut self) {}
+}
+
+/// `text` with the Latin typographic ligatures spelled out ("ﬁ" → "fi",
+/// U+FB00–FB06, as NFKC does): a typeset "ﬁgure" is the word "figure" to
+/// whoever searches, tokenizes or embeds the text, and to an OCR of the
+/// page.
+///
+/// ```
+/// # use rayorch_models::pdf::text::unligature;
+/// assert_eq!(unligature("\u{FB01}gure e\u{FB03}cient \u{FB02}ow"), "figure efficient flow");
+/// assert_eq!(unligature("plain"), "plain");
+/// ```
+pub fn unligature(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{FB00}' => out.push_str("ff"),
+            '\u{FB01}' => out.push_str("fi"),
+            '\u{FB02}' => out.push_str("fl"),
+            '\u{FB03}' => out.push_str("ffi"),
+            '\u{FB04}' => out.push_str("ffl"),
+            '\u{FB05}' | '\u{FB06}' => out.push_str("st"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The text layer of each page of `pdf`, positioned for a rendering at
