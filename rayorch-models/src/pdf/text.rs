@@ -586,14 +586,23 @@ fn upright_lines(inside: &[&Glyph], rows_so_far: &mut usize) -> Vec<Framed> {
     for run in runs(inside) {
         let first = run[0];
         match rows
-            .iter_mut()
-            .find(|r| (r[0][0].y - first.y).abs() < r[0][0].size / 3.0)
+            .iter()
+            .position(|r| (r[0][0].y - first.y).abs() < r[0][0].size / 3.0)
         {
-            Some(r) => {
-                if !r.iter().any(|kept| repeats(kept, &run)) {
-                    r.push(run);
-                }
+            // The same text again over the same stretch: read once.
+            Some(i) if rows[i].iter().any(|kept| repeats(kept, &run)) => {}
+            // Other text over the same stretch (a second OCR layer that
+            // read the line otherwise): a line of its own, not letters
+            // interleaved with the first ("Thhee Jaapapnan"). A part of the
+            // line drawn again in place stays (its glyphs are deduplicated).
+            Some(i)
+                if rows[i]
+                    .iter()
+                    .any(|kept| overlapping(kept, &run) && !redraws(kept, &run)) =>
+            {
+                rows.push(vec![run])
             }
+            Some(i) => rows[i].push(run),
             None => rows.push(vec![run]),
         }
     }
@@ -730,14 +739,49 @@ fn repeats(kept: &[&Glyph], run: &[&Glyph]) -> bool {
             .filter(|c| !c.is_whitespace())
             .collect::<String>()
     };
+    let (common, shorter, _) = in_common(kept, run);
+    common > 0.5 * shorter && text(kept) == text(run)
+}
+
+/// Do the runs `a` and `b` cover mostly the same stretch of the baseline:
+/// more than half of the longer one's in common?
+fn overlapping(a: &[&Glyph], b: &[&Glyph]) -> bool {
+    let (common, _, longer) = in_common(a, b);
+    common > 0.5 * longer
+}
+
+/// Does `run` draw glyphs of `kept` again in place (fake bold drawn glyph
+/// by glyph, a word redrawn): of its visible glyphs over `kept`'s
+/// stretch, most (four in five) the same as one of `kept` within 0.1 em?
+fn redraws(kept: &[&Glyph], run: &[&Glyph]) -> bool {
+    let x0 = kept.iter().map(|g| g.x).fold(f32::MAX, f32::min);
+    let x1 = kept.iter().map(|g| g.end()).fold(f32::MIN, f32::max);
+    let over: Vec<&&Glyph> = run
+        .iter()
+        .filter(|g| !g.text.trim().is_empty() && g.x >= x0 && g.x < x1)
+        .collect();
+    let again = over
+        .iter()
+        .filter(|g| {
+            kept.iter()
+                .any(|k| k.text == g.text && (k.x - g.x).abs() < 0.1 * k.size)
+        })
+        .count();
+    again * 5 >= over.len() * 4
+}
+
+/// The stretch of the baseline the runs `a` and `b` share, and the
+/// shorter and the longer of their own stretches (visible glyphs only).
+fn in_common(a: &[&Glyph], b: &[&Glyph]) -> (f32, f32, f32) {
     let span = |r: &[&Glyph]| {
-        let x0 = r.iter().map(|g| g.x).fold(f32::MAX, f32::min);
-        let x1 = r.iter().map(|g| g.end()).fold(f32::MIN, f32::max);
-        (x0, x1)
+        let visible = r.iter().filter(|g| !g.text.trim().is_empty());
+        let x0 = visible.clone().map(|g| g.x).fold(f32::MAX, f32::min);
+        let x1 = visible.map(|g| g.end()).fold(f32::MIN, f32::max);
+        (x0, x1.max(x0))
     };
-    let ((a0, a1), (b0, b1)) = (span(kept), span(run));
-    let overlap = a1.min(b1) - a0.max(b0);
-    overlap > 0.5 * (a1 - a0).min(b1 - b0) && text(kept) == text(run)
+    let ((a0, a1), (b0, b1)) = (span(a), span(b));
+    let (la, lb) = (a1 - a0, b1 - b0);
+    (a1.min(b1) - a0.max(b0), la.min(lb), la.max(lb))
 }
 
 fn segment(l: &[&Glyph], row: usize) -> Framed {
@@ -935,6 +979,34 @@ mod tests {
             rows.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
             ["是", "否", "是"]
         );
+    }
+
+    /// Two OCR layers that read one line differently ("Society" and
+    /// "Sooiety" over the same stretch, as a real scan has them) come out
+    /// as two lines, not as letters interleaved; runs side by side on a
+    /// row still make one line.
+    #[test]
+    fn two_readings_of_one_line_are_two_lines_not_interleaved() {
+        let run = |t: &str, x0: f32, dx: f32| -> Vec<Glyph> {
+            t.chars()
+                .enumerate()
+                .map(|(i, c)| upright(&c.to_string(), x0 + 10.0 * i as f32 + dx, 100.0, 20.0, Some(10.0)))
+                .collect()
+        };
+        let glyphs = [run("Society", 100.0, 0.0), run("Sooiety", 100.0, 3.0)].concat();
+        let lines = layer_lines(&glyphs, [0.0, 0.0, 2000.0, 2000.0]);
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["Society", "Sooiety"]);
+        // Part of a line drawn again in place is that line, once.
+        let again = [run("(1) Contents", 100.0, 0.0), run("Contents:", 140.0, 0.0)].concat();
+        let lines = layer_lines(&again, [0.0, 0.0, 2000.0, 2000.0]);
+        assert_eq!(
+            lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+            ["(1) Contents:"]
+        );
+        let side = [run("left", 100.0, 0.0), run("right", 150.0, 0.0)].concat();
+        let lines = layer_lines(&side, [0.0, 0.0, 2000.0, 2000.0]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
     }
 
     /// Letters each placed on their own (an OCR'd scan's layer: gaps of
