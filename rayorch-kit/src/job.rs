@@ -152,15 +152,24 @@ impl<T: Send + 'static> Opened<T> {
         interrupted: bool,
         figures: X,
     ) -> Result<(serde_json::Value, u8), rayorch::BoxError> {
-        let end = RunEnd {
-            tally,
-            roots: &self.roots,
-            names,
-            summary,
-            committed_before: self.committed_before,
+        let listing_error = self.roots.listing_error();
+        let report = RunReport {
+            inputs: self.roots.yielded(),
+            written: tally.written,
+            failed: tally.failed,
+            unexpected: tally.unexpected,
             interrupted,
+            resumed: summary.journal_skipped + self.committed_before,
+            not_started: names.remaining(),
+            first_written_s: tally.written_at.first(),
+            written_at_s: tally.written_at.times().to_vec(),
+            exit_status: match listing_error {
+                Some(_) => crate::outcome::exit::BROKE_OFF,
+                None => tally.exit_status(interrupted),
+            },
+            listing_error,
+            figures,
         };
-        let report = RunReport::new(&end, figures);
         let mut json = serde_json::to_value(summary)?;
         json["job"] = serde_json::to_value(&report)?;
         Ok((json, report.exit_status))
@@ -324,45 +333,4 @@ pub struct RunReport<X: serde::Serialize> {
     /// The job's own figures.
     #[serde(flatten)]
     pub figures: X,
-}
-
-/// How a run went, for its [`RunReport`]: what the sink counted, what
-/// the source saw and what the runner said.
-pub struct RunEnd<'a, T> {
-    /// The sink's counts.
-    pub tally: &'a Tally,
-    /// The run's roots (yielded, listing error).
-    pub roots: &'a crate::store::Roots<T>,
-    /// The root names never taken (inputs never ended).
-    pub names: &'a crate::names::RootNames,
-    /// The runner's summary (roots the journal skipped).
-    pub summary: &'a rayorch::RunSummary,
-    /// Roots committed at the URL by earlier runs ([`Opened::committed_before`]).
-    pub committed_before: u64,
-    /// Whether Ctrl-C stopped the run.
-    pub interrupted: bool,
-}
-
-impl<X: serde::Serialize> RunReport<X> {
-    /// The report of the run `ran`, with the job's `figures`.
-    pub fn new<T: Send + 'static>(ran: &RunEnd<'_, T>, figures: X) -> RunReport<X> {
-        let listing_error = ran.roots.listing_error();
-        RunReport {
-            inputs: ran.roots.yielded(),
-            written: ran.tally.written,
-            failed: ran.tally.failed,
-            unexpected: ran.tally.unexpected,
-            interrupted: ran.interrupted,
-            resumed: ran.summary.journal_skipped + ran.committed_before,
-            not_started: ran.names.remaining(),
-            first_written_s: ran.tally.written_at.first(),
-            written_at_s: ran.tally.written_at.times().to_vec(),
-            exit_status: match listing_error {
-                Some(_) => crate::outcome::exit::BROKE_OFF,
-                None => ran.tally.exit_status(ran.interrupted),
-            },
-            listing_error,
-            figures,
-        }
-    }
 }

@@ -907,6 +907,14 @@ mod tests {
         }
     }
 
+    /// The texts of the lines of `glyphs`, wherever they lie.
+    fn read(glyphs: &[Glyph]) -> Vec<String> {
+        layer_lines(glyphs, [f32::MIN, f32::MIN, f32::MAX, f32::MAX])
+            .into_iter()
+            .map(|l| l.text)
+            .collect()
+    }
+
     #[test]
     fn glyphs_group_into_lines_with_spaces_from_gaps() {
         let g = |t: &str, x: f32, y: f32| upright(t, x, y, 20.0, None);
@@ -939,13 +947,10 @@ mod tests {
             g("体", 627.0, 419.3),
             g("概", 649.0, 419.3),
         ];
-        let lines = layer_lines(&glyphs, [0.0, 0.0, 2000.0, 2000.0]);
-        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
-        assert_eq!(texts, ["项目总体概"]);
+        assert_eq!(read(&glyphs), ["项目总体概"]);
         // On the baseline, a space glyph still separates Latin words.
         let latin = vec![g("a", 100.0, 100.0), g(" ", 122.0, 100.0), g("b", 144.0, 100.0)];
-        let lines = layer_lines(&latin, [0.0, 0.0, 2000.0, 2000.0]);
-        assert_eq!(lines[0].text, "a b");
+        assert_eq!(read(&latin), ["a b"]);
     }
 
     /// Vertical Japanese (generated: a glyph per position, columns right
@@ -974,11 +979,7 @@ mod tests {
         // A column of one-ideograph cells, rows two em apart, stays rows.
         let cell = |t: &str, y: f32| upright(t, 100.0, y, 20.0, Some(20.0));
         let cells = [cell("是", 100.0), cell("否", 140.0), cell("是", 180.0)];
-        let rows = layer_lines(&cells, [0.0, 0.0, 2000.0, 2000.0]);
-        assert_eq!(
-            rows.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
-            ["是", "否", "是"]
-        );
+        assert_eq!(read(&cells), ["是", "否", "是"]);
     }
 
     /// Two OCR layers that read one line differently ("Society" and
@@ -994,19 +995,12 @@ mod tests {
                 .collect()
         };
         let glyphs = [run("Society", 100.0, 0.0), run("Sooiety", 100.0, 3.0)].concat();
-        let lines = layer_lines(&glyphs, [0.0, 0.0, 2000.0, 2000.0]);
-        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
-        assert_eq!(texts, ["Society", "Sooiety"]);
+        assert_eq!(read(&glyphs), ["Society", "Sooiety"]);
         // Part of a line drawn again in place is that line, once.
         let again = [run("(1) Contents", 100.0, 0.0), run("Contents:", 140.0, 0.0)].concat();
-        let lines = layer_lines(&again, [0.0, 0.0, 2000.0, 2000.0]);
-        assert_eq!(
-            lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
-            ["(1) Contents:"]
-        );
+        assert_eq!(read(&again), ["(1) Contents:"]);
         let side = [run("left", 100.0, 0.0), run("right", 150.0, 0.0)].concat();
-        let lines = layer_lines(&side, [0.0, 0.0, 2000.0, 2000.0]);
-        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(read(&side).len(), 1, "{:?}", read(&side));
     }
 
     /// Letters each placed on their own (an OCR'd scan's layer: gaps of
@@ -1027,8 +1021,7 @@ mod tests {
                 x += 0.5 * size + (0.10 + 0.01 * ((i * 7) % 13) as f32) * size;
             }
         }
-        let text = |g: &[Glyph]| layer_lines(g, [0.0, 0.0, 4000.0, 4000.0])[0].text.clone();
-        assert_eq!(text(&glyphs), "American agreement signed");
+        assert_eq!(read(&glyphs), ["American agreement signed"]);
         let digits: Vec<Glyph> = (0..6)
             .map(|i| {
                 upright(
@@ -1040,7 +1033,7 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(text(&digits), "0 1 2 3 4 5");
+        assert_eq!(read(&digits), ["0 1 2 3 4 5"]);
     }
 
     /// Spaces another text object drew across a line's letters (on the
@@ -1072,9 +1065,7 @@ mod tests {
         for (i, c) in "Maxim".chars().enumerate() {
             glyphs.push(g(&c.to_string(), x + 60.0 + 12.0 * i as f32));
         }
-        let lines = layer_lines(&glyphs, [0.0, 0.0, 2000.0, 2000.0]);
-        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
-        assert_eq!(texts, ["03/25/2016", "Maxim"]);
+        assert_eq!(read(&glyphs), ["03/25/2016", "Maxim"]);
     }
 
     /// The lines of every page of `pdf`, read from its text layer at 2
