@@ -43,8 +43,15 @@ impl AsyncRecordStage for FetchPdf {
     type Out = PdfFile;
 
     async fn run_one(self: Arc<Self>, file: PdfFile, cx: StageContext) -> RecordResult<PdfFile> {
-        let PdfSource::Url(url) = &file.source else {
-            return Ok(Outcome::Ok(file));
+        let url = match &file.source {
+            PdfSource::Url(url) => url,
+            // An input list's row that names no document.
+            PdfSource::Invalid(why) => {
+                return Ok(Outcome::RecordFailure(
+                    rayorch::Cause::new(why.to_string()).with_code("input.bad_list_row"),
+                ));
+            }
+            _ => return Ok(Outcome::Ok(file)),
         };
         #[cfg(feature = "store")]
         {

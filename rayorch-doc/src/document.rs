@@ -53,6 +53,11 @@ pub struct Document {
     /// `rayorch_models::pdf::text::Verdict::kind`).
     #[serde(default)]
     pub page_reason_kinds: Vec<String>,
+    /// The fields its `--input-list` row gave it beside its location (a
+    /// JSON object; none for an input not from a list). Set by the job's
+    /// sink, which has it from the source, not by the pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
 }
 
 impl Document {
@@ -91,6 +96,7 @@ impl Document {
             page_sources,
             page_reasons,
             page_reason_kinds,
+            metadata: None,
         }
     }
 }
@@ -110,6 +116,7 @@ impl Document {
             page_sources: doc.pages.iter().map(|p| p.text_source).collect(),
             page_reasons: doc.pages.iter().map(|p| p.verdict.to_string()).collect(),
             page_reason_kinds: doc.pages.iter().map(|p| p.verdict.kind().to_string()).collect(),
+            metadata: None,
         }
     }
 }
@@ -215,6 +222,7 @@ pub fn document_schema(dim: usize) -> SchemaRef {
         Field::new("page_sources", DataType::List(item(DataType::Utf8)), false),
         Field::new("page_reasons", DataType::List(item(DataType::Utf8)), false),
         Field::new("page_reason_kinds", DataType::List(item(DataType::Utf8)), false),
+        Field::new("metadata", DataType::Utf8, true),
     ]))
 }
 
@@ -255,6 +263,7 @@ impl Rows for DocumentRows {
             col::strings(rows, |(_, d)| d.page_sources.iter().map(|&s| source_name(s))),
             col::strings(rows, |(_, d)| &d.page_reasons),
             col::strings(rows, |(_, d)| &d.page_reason_kinds),
+            col::opt_string(rows, |(_, d)| d.metadata.as_ref().map(|m| m.to_string())),
         ])
     }
 }
@@ -293,6 +302,14 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
                 col(8)
                     .downcast_ref::<ListArray>()
                     .ok_or_else(|| bad("page_reason_kinds"))?,
+            ),
+            false => None,
+        };
+        let metadata = match batch.num_columns() > 9 {
+            true => Some(
+                col(9)
+                    .downcast_ref::<StringArray>()
+                    .ok_or_else(|| bad("metadata"))?,
             ),
             false => None,
         };
@@ -337,6 +354,12 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
                     page_reason_kinds: match kinds {
                         Some(k) => strings(k, r, "page_reason_kinds")?,
                         None => Vec::new(),
+                    },
+                    metadata: match metadata {
+                        Some(m) if m.is_valid(r) => Some(
+                            serde_json::from_str(m.value(r)).map_err(|e| bad(&format!("metadata ({e})")))?,
+                        ),
+                        _ => None,
                     },
                 },
             ));
@@ -384,6 +407,7 @@ mod wire {
                     .collect::<Result<_, _>>()?,
                 page_reasons: Vec::get(r)?,
                 page_reason_kinds: Vec::get(r)?,
+                metadata: None,
             })
         }
     }

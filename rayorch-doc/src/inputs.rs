@@ -23,19 +23,26 @@ pub fn discover(inputs: &[String]) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Split a document job's inputs into local PDF files ([`discover`]ed now,
-/// at most `limit`) and object-store inputs, checked to list
-/// (`rayorch_kit::store::split`); a URL in a build without `store` is
-/// refused naming `rebuild`.
+/// at most `--limit`) and object-store inputs, checked to list, and check
+/// that its `--input-list`s open (`rayorch_kit::store::split`); a URL in a
+/// build without `store` is refused naming `rebuild`. No inputs and no
+/// list: the bundled samples.
 pub fn split(
     inputs: &[String],
+    flags: &rayorch_kit::job::RunFlags,
     rebuild: &str,
-    limit: Option<usize>,
 ) -> Result<(Vec<PathBuf>, Vec<String>), Error> {
+    let samples = [crate::ocr::cli::samples_dir().display().to_string()];
     rayorch_kit::store::split(
-        inputs,
+        if runs_samples(flags, inputs) {
+            &samples
+        } else {
+            inputs
+        },
+        &flags.lists.lists(),
         cfg!(feature = "store"),
         rebuild,
-        limit,
+        flags.limit,
         is_pdf_url,
         "PDF files",
     )
@@ -55,18 +62,26 @@ pub const PDF_ROOTS: RootKind<PdfFile> = RootKind {
     accept: is_pdf_url,
     from_path: |p| PdfFile::from_path(p),
     from_url: PdfFile::from_url,
+    invalid: |name, why| PdfFile::invalid(name, why),
 };
 
 /// The folder whose `manifest.json` says which inputs must fail
 /// (`rayorch_kit::expect`): `expected` (`--expected`), or the bundled
 /// samples' when no inputs are given (the job then runs them).
-pub fn expected_dir(expected: &Option<PathBuf>, inputs: &[String]) -> Option<PathBuf> {
-    expected
+pub fn expected_dir(flags: &rayorch_kit::job::RunFlags, inputs: &[String]) -> Option<PathBuf> {
+    flags
+        .expected
         .clone()
-        .or_else(|| inputs.is_empty().then(crate::ocr::cli::samples_dir))
+        .or_else(|| runs_samples(flags, inputs).then(crate::ocr::cli::samples_dir))
 }
 
-/// Open a document job's run over `files` and the objects of `urls` into
+/// Does the job run the bundled samples (no inputs and no input list)?
+pub fn runs_samples(flags: &rayorch_kit::job::RunFlags, inputs: &[String]) -> bool {
+    inputs.is_empty() && flags.lists.input_lists.is_empty()
+}
+
+/// Open a document job's run over `files`, its input lists and the objects
+/// of `urls` into
 /// `out` (or its URL form `url`), as `flags` say
 /// (`rayorch_kit::job::open_run`).
 pub fn open_run(
@@ -80,6 +95,7 @@ pub fn open_run(
     let inputs = rayorch_kit::job::JobInputs {
         files,
         urls,
+        lists: flags.lists.lists(),
         what: "PDF files",
         kind: PDF_ROOTS,
     };

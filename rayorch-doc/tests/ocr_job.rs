@@ -787,3 +787,110 @@ fn both_document_jobs_killed_mid_run_resume_with_each_document_once() {
         );
     }
 }
+
+/// The line of `name` (ending with it) in `lines`.
+fn line_of<'a>(lines: &'a [serde_json::Value], name: &str) -> &'a serde_json::Value {
+    lines
+        .iter()
+        .find(|l| l["name"].as_str().is_some_and(|n| n.ends_with(name)))
+        .unwrap_or_else(|| panic!("no line for {name}: {lines:?}"))
+}
+
+#[test]
+fn input_lists_name_the_documents_and_each_rows_fields_ride_along_to_its_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("lists/docs")).unwrap();
+    std::fs::write(dir.join("lists/docs/a.pdf"), report(2)).unwrap();
+    std::fs::write(dir.join("lists/docs/c.pdf"), report(1)).unwrap();
+    std::fs::write(dir.join("b.pdf"), report(1)).unwrap();
+    let b = dir.join("b.pdf").display().to_string();
+    let list = dir.join("lists/corpus.jsonl");
+    // Relative locations are next to the list; a bad row is one failure.
+    std::fs::write(
+        &list,
+        format!(
+            "{{\"url\": \"docs/a.pdf\", \"lang\": \"en\", \"batch\": 7}}\n{{\"url\": \"{b}\"}}\nthis row is not JSON\n\n{{\"url\": \"docs/missing.pdf\", \"lang\": \"de\"}}\n"
+        ),
+    )
+    .unwrap();
+    let csv = dir.join("lists/more.csv");
+    std::fs::write(&csv, "title,url\n\"C, with a comma\",docs/c.pdf\n").unwrap();
+    let (list_s, csv_s) = (list.display().to_string(), csv.display().to_string());
+    let out = dir.join("out");
+    let args = ["--input-list", &list_s, "--input-list", &csv_s];
+    let ran = run_job(&[], &out, &args);
+
+    assert_eq!(
+        ran.exit, 3,
+        "a bad row and a missing file fail: {:?}",
+        ran.failures
+    );
+    assert_eq!(
+        (&ran.summary["job"]["written"], &ran.summary["job"]["failed"]),
+        (&3.into(), &2.into())
+    );
+    let a = line_of(&ran.written, "lists/docs/a.pdf");
+    assert_eq!(a["metadata"], serde_json::json!({"lang": "en", "batch": 7}));
+    assert_eq!(a["pages"], 2);
+    // Keyed by its location, as a listed object is.
+    let a_at = format!("{}/lists/docs/a.pdf", dir.display());
+    assert_eq!(a["key"], rayorch_kit::store::root_key(&a_at));
+    assert!(
+        line_of(&ran.written, &b).get("metadata").is_none(),
+        "no fields, no metadata"
+    );
+    let c = line_of(&ran.written, "lists/docs/c.pdf");
+    assert_eq!(c["metadata"], serde_json::json!({"title": "C, with a comma"}));
+
+    let failures = jsonl(&out.join("failures.jsonl"));
+    let bad = line_of(&failures, "corpus.jsonl:3");
+    let cause = bad["cause"].as_str().unwrap();
+    assert!(
+        cause.contains("corpus.jsonl line 3: not JSON") && cause.ends_with("fix or remove the row"),
+        "{cause}"
+    );
+    assert_eq!(bad["code"], "input.bad_list_row");
+    assert!(bad["at"].as_str().unwrap().contains("fetch"), "{bad}");
+    let missing = line_of(&failures, "lists/docs/missing.pdf");
+    assert_eq!(missing["code"], "input.missing");
+    assert_eq!(missing["metadata"], serde_json::json!({"lang": "de"}));
+
+    // The Parquet rows carry the fields too, as JSON text.
+    let (_, rows) = rayorch_doc::document::read_documents(&out.join("documents.parquet")).unwrap();
+    let from_parquet = rows
+        .iter()
+        .find(|(_, d)| d.name.ends_with("lists/docs/a.pdf"))
+        .unwrap();
+    assert_eq!(
+        from_parquet.1.metadata,
+        Some(serde_json::json!({"lang": "en", "batch": 7}))
+    );
+
+    // A list streams, so its run is resumed, and nothing is written twice.
+    let again = run_job(&[], &out, &[&args[..], &["--resume"]].concat());
+    assert_eq!(again.summary["job"]["written"], 0, "{:?}", again.summary["job"]);
+    assert_eq!(again.written.len(), 3);
+}
+
+#[test]
+fn an_input_list_that_cannot_be_read_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("list.csv");
+    std::fs::write(&csv, "id,path\n1,a.pdf\n").unwrap();
+    let out = tmp.path().join("out");
+    let out_s = out.display().to_string();
+    let csv_s = csv.display().to_string();
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["doc_ocr", "--no-progress", "--out", &out_s];
+        argv.extend_from_slice(extra);
+        rayorch_doc::ocr::run_from(&argv).map_err(|e| e.to_string())
+    };
+    let e = run(&["--input-list", &csv_s]).unwrap_err();
+    assert!(e.contains("no `url` column") && e.contains("--url-field"), "{e}");
+    let e = run(&["--input-list", "no/such/list.jsonl"]).unwrap_err();
+    assert!(e.starts_with("--input-list no/such/list.jsonl: "), "{e}");
+    let e = run(&["--input-list", &format!("{}.txt", csv_s)]).unwrap_err();
+    assert!(e.contains("`.jsonl`"), "{e}");
+    assert!(!out.exists(), "the output folder was made");
+}

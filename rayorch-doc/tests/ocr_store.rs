@@ -6,7 +6,9 @@
 //! - a run stopped by `--limit` resumes over the same listing and writes
 //!   the rest, nothing twice;
 //! - a bucket that does not exist is an error before any output is made;
-//! - the layout job reads the same inputs the same way.
+//! - the layout job reads the same inputs the same way;
+//! - an input list in the bucket names objects next to it, and its rows'
+//!   fields are written beside each document.
 //!
 //! The job reads credentials and endpoint from the environment only, and
 //! a test may not change its own process's environment: each run of the
@@ -202,4 +204,60 @@ fn the_layout_job_reads_the_same_inputs() {
         failures[0]["cause"].as_str().unwrap().contains("no such object"),
         "{failures:?}"
     );
+}
+
+#[test]
+fn an_input_list_in_the_bucket_names_objects_beside_it_and_their_fields() {
+    let s3 = S3Server::start().unwrap();
+    let list = concat!(
+        "{\"url\": \"docs/a.pdf\", \"lang\": \"en\"}\n",
+        "{\"url\": \"s3://lists/elsewhere/b.pdf\", \"lang\": \"fr\"}\n",
+        "{\"lang\": \"it\"}\n",
+        "{\"url\": \"docs/gone.pdf\"}",
+    );
+    upload(
+        &s3,
+        &[
+            ("s3://lists/m/docs/a.pdf", report("Alpha")),
+            ("s3://lists/elsewhere/b.pdf", report("Beta")),
+            ("s3://lists/m/list.jsonl", list.as_bytes().to_vec()),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (code, console) = job(&s3, &out, &["--input-list", "s3://lists/m/list.jsonl"]);
+    assert_eq!(code, Ok(3), "{console}");
+    let urls = ["s3://lists/m/docs/a.pdf", "s3://lists/elsewhere/b.pdf"];
+    let mut want: Vec<(u64, String)> = urls.iter().map(|u| (root_key(u), u.to_string())).collect();
+    want.sort();
+    assert_eq!(written(&out), want, "{console}");
+    let docs = jsonl(&out.join("documents.jsonl"));
+    let b = docs.iter().find(|d| d["name"] == urls[1]).unwrap();
+    assert_eq!(b["metadata"], serde_json::json!({"lang": "fr"}));
+    assert!(
+        b["page_texts"][0].as_str().unwrap().contains("Beta first page"),
+        "{b}"
+    );
+    let failures = jsonl(&out.join("failures.jsonl"));
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    let no_url = failures
+        .iter()
+        .find(|f| f["name"] == "s3://lists/m/list.jsonl:3")
+        .unwrap();
+    assert!(
+        no_url["cause"].as_str().unwrap().contains("line 3: no `url`"),
+        "{no_url}"
+    );
+    assert!(failures.iter().any(|f| f["name"] == "s3://lists/m/docs/gone.pdf"));
+    assert_eq!(summary(&out)["job"]["inputs"], 4);
+
+    // A list that is not there is an error before any output.
+    let other = dir.path().join("other");
+    let (code, _) = job(&s3, &other, &["--input-list", "s3://lists/m/none.jsonl"]);
+    let e = code.unwrap_err();
+    assert!(
+        e.contains("--input-list s3://lists/m/none.jsonl: no such object"),
+        "{e}"
+    );
+    assert!(!other.exists(), "the output folder was made");
 }

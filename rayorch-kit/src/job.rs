@@ -58,6 +58,9 @@ pub struct RunFlags {
     /// samples' manifest when a job runs them (no inputs given).
     #[arg(long, value_name = "DIR")]
     pub expected: Option<PathBuf>,
+    /// Inputs from lists (`--input-list`, `--url-field`).
+    #[command(flatten)]
+    pub lists: crate::store::ListFlags,
 }
 
 impl RunFlags {
@@ -85,6 +88,8 @@ pub struct JobInputs<T> {
     pub files: Vec<PathBuf>,
     /// Object-store inputs (URLs and patterns).
     pub urls: Vec<String>,
+    /// Input lists (`--input-list`).
+    pub lists: Vec<crate::store::InputList>,
     /// What they are, plural ("PDF files"): the journal's source names it.
     pub what: &'static str,
     /// How a root is made from a path or URL.
@@ -193,28 +198,37 @@ pub fn open_run<T: Send + 'static>(
     let JobInputs {
         files,
         urls,
+        lists,
         what,
         kind,
     } = inputs;
     let local: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-    let source = match urls.is_empty() {
-        true => crate::resume::source_digest(what, &local),
-        false => crate::resume::source_digest(
+    let listed: Vec<String> = lists
+        .iter()
+        .map(|l| format!("list {} ({})", l.at, l.field))
+        .collect();
+    let source = match (urls.is_empty(), lists.is_empty()) {
+        (true, true) => crate::resume::source_digest(what, &local),
+        (false, true) => crate::resume::source_digest(
             &format!("{what} and object-store inputs"),
             &[&local[..], &urls[..]].concat(),
+        ),
+        _ => crate::resume::source_digest(
+            &format!("{what}, input lists and object-store inputs"),
+            &[&local[..], &listed[..], &urls[..]].concat(),
         ),
     };
     let limit = flags.limit;
     match url {
         None => {
             let journal = out.join("journal.redb");
-            // A listing streams: its journal is never known to be finished.
-            let streamed = urls
-                .is_empty()
-                .then_some(files.len().min(limit.unwrap_or(usize::MAX)));
+            // A listing or a list streams: its journal is never known to be
+            // finished.
+            let streamed =
+                (urls.is_empty() && lists.is_empty()).then_some(files.len().min(limit.unwrap_or(usize::MAX)));
             let done = crate::resume::prepare(out, &journal, flags.start(), streamed, &source)?;
             Ok(Opened {
-                roots: crate::store::Roots::new(files, urls, limit, names, done, kind),
+                roots: crate::store::Roots::new(files, (lists, urls), limit, names, done, kind),
                 journal: Some(journal),
                 source,
                 committed_before: 0,
@@ -226,7 +240,8 @@ pub fn open_run<T: Send + 'static>(
             let (bucket, done) = crate::store::outputs::open_for(url, flags.start(), commit, &source)?;
             Ok(Opened {
                 committed_before: done.len() as u64,
-                roots: crate::store::Roots::new(files, urls, limit, names, done, kind).skipping_done(),
+                roots: crate::store::Roots::new(files, (lists, urls), limit, names, done, kind)
+                    .skipping_done(),
                 journal: None,
                 source,
                 bucket: Some(bucket),

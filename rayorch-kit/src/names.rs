@@ -16,9 +16,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// A root's metadata: the fields its input list gave it
+/// (`rayorch_kit::store::input_list`), a JSON object.
+pub type Meta = Arc<serde_json::Value>;
+
+/// A root's name and metadata.
+type Named = (Arc<str>, Option<Meta>);
+
 /// Root names by key (see the module note); shared by source and sink.
 #[derive(Debug, Default)]
-pub struct RootNames(Mutex<HashMap<u64, Arc<str>>>);
+pub struct RootNames(Mutex<HashMap<u64, Named>>);
 
 impl RootNames {
     /// An empty set, to share.
@@ -26,23 +33,40 @@ impl RootNames {
         Arc::new(RootNames::default())
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<str>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Named>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Name the root `key` (the source, as it yields it).
     pub fn insert(&self, key: u64, name: impl Into<Arc<str>>) {
-        self.map().insert(key, name.into());
+        self.map().insert(key, (name.into(), None));
+    }
+
+    /// Name the root `key` and give it `meta` (an input list's row).
+    ///
+    /// ```
+    /// let names = rayorch_kit::names::RootNames::new();
+    /// let meta = std::sync::Arc::new(serde_json::json!({"lang": "en"}));
+    /// names.insert_with(3, "s3://b/a.pdf", Some(meta.clone()));
+    /// assert_eq!(names.take_with_meta(3), Some(("s3://b/a.pdf".into(), Some(meta))));
+    /// ```
+    pub fn insert_with(&self, key: u64, name: impl Into<Arc<str>>, meta: Option<Meta>) {
+        self.map().insert(key, (name.into(), meta));
     }
 
     /// The name of `key`, forgotten (the sink, when the root ends).
     pub fn take(&self, key: u64) -> Option<Arc<str>> {
+        self.map().remove(&key).map(|(name, _)| name)
+    }
+
+    /// The name and metadata of `key`, forgotten.
+    pub fn take_with_meta(&self, key: u64) -> Option<Named> {
         self.map().remove(&key)
     }
 
     /// The names never taken, sorted: roots named and never ended.
     pub fn remaining(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.map().values().map(|n| n.to_string()).collect();
+        let mut v: Vec<String> = self.map().values().map(|(n, _)| n.to_string()).collect();
         v.sort();
         v
     }

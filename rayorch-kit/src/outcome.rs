@@ -62,6 +62,42 @@ pub fn failure_line(o: &RootOutcome, name: Option<String>) -> Option<FailureLine
     Some(line)
 }
 
+/// A failure line as the JSON of `failures.jsonl`, with the root's
+/// input-list `meta` beside it (`metadata`), if it has any.
+///
+/// ```
+/// use std::sync::Arc;
+/// let line = rayorch::sink::FailureLine {
+///     key: 7,
+///     name: Some("a.pdf".into()),
+///     outcome: "failed".into(),
+///     kind: None,
+///     code: None,
+///     cause: "corrupt".into(),
+///     at: None,
+///     call: None,
+///     entity: None,
+/// };
+/// let meta = Arc::new(serde_json::json!({"lang": "en"}));
+/// let json: serde_json::Value = serde_json::from_slice(&rayorch_kit::outcome::failure_json(&line, Some(&meta)).unwrap()).unwrap();
+/// assert_eq!((json["key"].as_u64(), &json["metadata"]["lang"]), (Some(7), &serde_json::json!("en")));
+/// let plain = rayorch_kit::outcome::failure_json(&line, None).unwrap();
+/// assert!(!String::from_utf8(plain).unwrap().contains("metadata"));
+/// ```
+pub fn failure_json(line: &FailureLine, meta: Option<&crate::names::Meta>) -> serde_json::Result<Vec<u8>> {
+    #[derive(serde::Serialize)]
+    struct WithMeta<'a> {
+        #[serde(flatten)]
+        line: &'a FailureLine,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metadata: Option<&'a serde_json::Value>,
+    }
+    serde_json::to_vec(&WithMeta {
+        line,
+        metadata: meta.map(|m| &**m),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -364,7 +364,7 @@ fn under(path: &str, root: &str) -> bool {
 #[cfg(feature = "pdf")]
 fn within(name: &str, source: &PdfSource, roots: &[String]) -> Result<(), String> {
     let (what, at) = match source {
-        PdfSource::Bytes(_) => return Ok(()),
+        PdfSource::Bytes(_) | PdfSource::Invalid(_) => return Ok(()),
         PdfSource::Url(u) => ("URL", u.to_string()),
         // Resolved as the file system will (symbolic links, `..`); a path
         // that does not resolve is judged as written, without `..`.
@@ -407,6 +407,10 @@ impl Wire for PdfFile {
                 out.push(2);
                 put_bytes(out, u.as_bytes());
             }
+            PdfSource::Invalid(why) => {
+                out.push(3);
+                put_bytes(out, why.as_bytes());
+            }
         }
     }
     fn get(r: &mut Reader<'_>) -> Result<PdfFile, String> {
@@ -420,6 +424,7 @@ impl Wire for PdfFile {
             }
             1 => PdfSource::Bytes(r.bytes("document bytes")?.into()),
             2 => PdfSource::Url(r.string("a document URL")?.into()),
+            3 => PdfSource::Invalid(r.string("why an input names no document")?.into()),
             t => return Err(format!("{name}: unknown document source tag {t}")),
         };
         if let Some(roots) = r.roots {
@@ -439,7 +444,7 @@ fn same_source(a: &PdfSource, b: &PdfSource) -> bool {
     match (a, b) {
         (PdfSource::Path(x), PdfSource::Path(y)) => x == y,
         (PdfSource::Bytes(x), PdfSource::Bytes(y)) => Arc::ptr_eq(x, y) || x[..] == y[..],
-        (PdfSource::Url(x), PdfSource::Url(y)) => x == y,
+        (PdfSource::Url(x), PdfSource::Url(y)) | (PdfSource::Invalid(x), PdfSource::Invalid(y)) => x == y,
         _ => false,
     }
 }
@@ -744,6 +749,16 @@ mod tests {
         assert_eq!(&*back.name, "s3://bucket/a.pdf");
         let e = open_document(&back).unwrap_err().to_string();
         assert!(e.contains("s3://bucket/a.pdf was not fetched"), "{e}");
+    }
+
+    #[test]
+    fn an_input_that_names_no_document_crosses_the_wire_and_fails_with_its_reason() {
+        let file = PdfFile::invalid("list.jsonl:3", "input list list.jsonl line 3: not JSON");
+        let back = PdfFile::from_wire(&file.to_wire()).unwrap();
+        assert!(same_source(&file.source, &back.source));
+        assert_eq!(&*back.name, "list.jsonl:3");
+        let e = open_document(&back).unwrap_err().to_string();
+        assert!(e.contains("line 3: not JSON"), "{e}");
     }
 
     #[test]

@@ -20,8 +20,8 @@ use rayorch_video::job::{self, Args};
 type Inputs = (Vec<PathBuf>, Vec<String>, HashSet<String>);
 
 fn inputs(args: &Args) -> Result<Inputs, rayorch::BoxError> {
-    if !args.inputs.is_empty() {
-        let (files, urls) = job::split(&args.inputs)?;
+    if !args.inputs.is_empty() || !args.run.lists.input_lists.is_empty() {
+        let (files, urls) = job::split(&args.inputs, &args.run)?;
         return Ok((files, urls, HashSet::new()));
     }
     let dir = PathBuf::from("target/video_samples");

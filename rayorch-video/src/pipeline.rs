@@ -56,6 +56,9 @@ pub enum VideoInput {
     File(PathBuf),
     /// An object's URL (`--features store`).
     Url(Arc<str>),
+    /// No video: why the input names none (an input list's bad row); the
+    /// fetch Call fails with it.
+    Invalid(Arc<str>),
 }
 
 /// What `clip_merge` takes.

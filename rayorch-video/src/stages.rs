@@ -86,6 +86,10 @@ impl AsyncRecordStage for FetchVideo {
         let url = match input {
             crate::pipeline::VideoInput::File(p) => return Ok(Outcome::Ok(p)),
             crate::pipeline::VideoInput::Url(u) => u,
+            crate::pipeline::VideoInput::Invalid(why) => {
+                let cause = Cause::new(why.to_string()).with_code("input.bad_list_row");
+                return Ok(Outcome::RecordFailure(cause));
+            }
         };
         #[cfg(feature = "store")]
         {

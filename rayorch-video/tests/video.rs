@@ -363,7 +363,7 @@ fn the_pipeline_writes_every_good_video_and_fails_every_bad_one() {
 #[test]
 #[cfg(not(feature = "store"))]
 fn a_build_without_store_refuses_a_url_with_the_command_that_adds_it() {
-    let err = rayorch_video::job::split(&["s3://videos/in/".to_string()])
+    let err = rayorch_video::job::split(&["s3://videos/in/".to_string()], &Default::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -391,7 +391,7 @@ fn the_job_reports_a_bad_file_as_failed_and_exits_3_unless_it_was_expected() {
         let mut argv = vec!["video_index", "--no-progress", "--out", &o];
         argv.extend(inputs.iter().map(String::as_str));
         let args = rayorch_video::job::Args::parse_from(argv);
-        let (files, urls) = rayorch_video::job::split(&args.inputs).unwrap();
+        let (files, urls) = rayorch_video::job::split(&args.inputs, &args.run).unwrap();
         let bad_name = bad.display().to_string();
         let known = rayorch_kit::expect::Expected::failing(expected.then_some(&bad_name));
         let code = rayorch_video::job::run(&args, &files, &urls, known).unwrap();
@@ -421,7 +421,7 @@ fn the_job_reports_a_bad_file_as_failed_and_exits_3_unless_it_was_expected() {
     let mut argv = vec!["video_index", "--no-progress", "--expected", &k, "--out", &o];
     argv.extend(inputs.iter().map(String::as_str));
     let args = rayorch_video::job::Args::parse_from(argv);
-    let (files, urls) = rayorch_video::job::split(&args.inputs).unwrap();
+    let (files, urls) = rayorch_video::job::split(&args.inputs, &args.run).unwrap();
     let none = rayorch_kit::expect::Expected::none();
     assert_eq!(rayorch_video::job::run(&args, &files, &urls, none).unwrap(), 0);
 }
@@ -443,7 +443,7 @@ fn a_video_run_cut_short_is_continued_by_resume_with_each_video_once() {
         argv.extend_from_slice(extra);
         argv.extend(inputs.iter().map(String::as_str));
         let args = rayorch_video::job::Args::parse_from(argv);
-        let (files, urls) = rayorch_video::job::split(&args.inputs).unwrap();
+        let (files, urls) = rayorch_video::job::split(&args.inputs, &args.run).unwrap();
         rayorch_video::job::run(&args, &files, &urls, rayorch_kit::expect::Expected::none())
     };
     let keys = || -> Vec<u64> { rayorch_kit::check::jsonl_keys(&out.join("videos.jsonl")).unwrap() };
@@ -466,4 +466,38 @@ fn a_video_run_cut_short_is_continued_by_resume_with_each_video_once() {
         (Some(1), Some(1)),
         "{r}"
     );
+}
+
+/// The video job reads an input list as the document jobs do: each row's
+/// video, its other fields in the video's line, a bad row one failure.
+#[test]
+fn the_video_job_reads_an_input_list_and_writes_each_rows_fields_beside_its_video() {
+    use clap::Parser;
+    let tmp = tempfile::tempdir().unwrap();
+    let list = tmp.path().join("videos.csv");
+    let shots = four_shots().display().to_string();
+    std::fs::write(&list, format!("url,camera\n{shots},north\n,south\n")).unwrap();
+    let (o, l) = (
+        tmp.path().join("out").display().to_string(),
+        list.display().to_string(),
+    );
+    let args = rayorch_video::job::Args::parse_from([
+        "video_index",
+        "--no-progress",
+        "--out",
+        &o,
+        "--input-list",
+        &l,
+    ]);
+    let (files, urls) = rayorch_video::job::split(&args.inputs, &args.run).unwrap();
+    let code = rayorch_video::job::run(&args, &files, &urls, rayorch_kit::expect::Expected::none()).unwrap();
+    assert_eq!(code, 3, "the row without a video fails");
+    let out = tmp.path().join("out");
+    let videos = rayorch_kit::check::jsonl_lines(&out.join("videos.jsonl")).unwrap();
+    assert_eq!(videos.len(), 1);
+    assert_eq!(videos[0]["metadata"], serde_json::json!({"camera": "north"}));
+    let failures = rayorch_kit::check::jsonl_lines(&out.join("failures.jsonl")).unwrap();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0]["name"], format!("{l}:3"));
+    assert_eq!(failures[0]["code"], "input.bad_list_row");
 }

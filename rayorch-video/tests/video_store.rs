@@ -18,7 +18,7 @@ use rayorch_kit::store::testing::S3Server;
 fn child_runs_the_job() {
     let argv: Vec<String> = serde_json::from_str(&std::env::var("RAYORCH_TEST_ARGV").unwrap()).unwrap();
     let args = rayorch_video::job::Args::parse_from(argv);
-    let r = rayorch_video::job::split(&args.inputs).and_then(|(files, urls)| {
+    let r = rayorch_video::job::split(&args.inputs, &args.run).and_then(|(files, urls)| {
         rayorch_video::job::run(&args, &files, &urls, rayorch_kit::expect::Expected::none())
     });
     match r {

@@ -190,10 +190,14 @@ impl Outputs {
 impl Sink for Outputs {
     fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
         let t = self.start.elapsed().as_secs_f64();
-        let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
+        let (name, meta) = self
+            .names
+            .take_with_meta(o.key)
+            .map_or_else(Default::default, |(n, m)| (n.to_string(), m));
         match o.get(self.out) {
             Item::Present(doc) => {
-                let record = Document::from_layout(&doc);
+                let mut record = Document::from_layout(&doc);
+                record.metadata = meta.map(|m| (*m).clone());
                 self.write_doc(o.key, &doc, &record)?;
                 self.tally.written(&name, doc.pages.len(), t);
                 let layer = self.pages.add(&record);
@@ -211,7 +215,7 @@ impl Sink for Outputs {
                     );
                 };
                 let cause = line.cause.clone();
-                let bytes = serde_json::to_vec(&line)?;
+                let bytes = rayorch_kit::outcome::failure_json(&line, meta.as_ref())?;
                 self.files.failure(o.key, &bytes)?;
                 self.tally.failed(&name);
                 self.progress

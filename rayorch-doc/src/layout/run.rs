@@ -67,12 +67,8 @@ pub(crate) fn run_as(
     // output folder is made.
     let traces = rayorch_kit::otlp::job_traces(args.run.otlp.as_deref(), program.name)?;
     let out_url = rayorch_kit::store::output_url(&args.out, cfg!(feature = "store"), program.rebuild_store)?;
-    let inputs = match args.inputs.is_empty() {
-        true => vec![crate::ocr::cli::samples_dir().display().to_string()],
-        false => args.inputs.clone(),
-    };
-    let (files, urls) = inputs::split(&inputs, program.rebuild_store, args.run.limit)?;
-    let expected = match inputs::expected_dir(&args.run.expected, &args.inputs) {
+    let (files, urls) = inputs::split(&args.inputs, &args.run, program.rebuild_store)?;
+    let expected = match inputs::expected_dir(&args.run, &args.inputs) {
         Some(d) => Expected::read(&d)?,
         None => Expected::none(),
     };

@@ -257,7 +257,7 @@ impl Args {
     /// The folder whose `manifest.json` says which inputs must fail:
     /// `--expected`, or the bundled samples' when no inputs are given.
     pub fn expected_dir(&self) -> Option<PathBuf> {
-        crate::inputs::expected_dir(&self.run.expected, &self.inputs)
+        crate::inputs::expected_dir(&self.run, &self.inputs)
     }
 }
 

@@ -124,9 +124,13 @@ impl Outputs {
 impl Sink for Outputs {
     fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
         let t = self.start.elapsed().as_secs_f64();
-        let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
+        let (name, meta) = self
+            .names
+            .take_with_meta(o.key)
+            .map_or_else(Default::default, |(n, m)| (n.to_string(), m));
         match o.get(self.out) {
-            Item::Present(doc) => {
+            Item::Present(mut doc) => {
+                doc.metadata = meta.map(|m| (*m).clone());
                 let line = serde_json::to_vec(&DocLine {
                     key: o.key,
                     doc: &doc,
@@ -148,7 +152,7 @@ impl Sink for Outputs {
                 let Some(line) = outcome::failure_line(o, Some(name.clone())) else {
                     return Err(format!("{name}: a present root without its document").into());
                 };
-                let bytes = serde_json::to_vec(&line)?;
+                let bytes = rayorch_kit::outcome::failure_json(&line, meta.as_ref())?;
                 self.files.failure(o.key, &bytes)?;
                 self.tally.failed(&name);
                 self.progress

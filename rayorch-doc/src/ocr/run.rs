@@ -43,7 +43,7 @@ use rayorch_kit::resume;
 use rayorch_kit::timeline::{self, SpanLog};
 use rayorch_kit::watch;
 
-use super::cli::{self, Args};
+use super::cli::Args;
 use super::outputs::Outputs;
 use super::{Line, OcrJob, Page, Pdf, embedding_dim, machine_cores};
 use crate::document::{Document, read_documents};
@@ -180,13 +180,7 @@ pub(super) fn run_here(
     // First: a bad --otlp fails before any output is touched.
     let traces = rayorch_kit::otlp::job_traces(args.run.otlp.as_deref(), "doc_ocr")?;
     let bucket_url = output_url(args)?;
-    let default_inputs = args.inputs.is_empty();
-    let inputs = if default_inputs {
-        vec![cli::samples_dir().display().to_string()]
-    } else {
-        args.inputs.clone()
-    };
-    let (files, urls) = inputs::split(&inputs, REBUILD_STORE, args.run.limit)?;
+    let (files, urls) = inputs::split(&args.inputs, &args.run, REBUILD_STORE)?;
     let expected = match &args.expected_dir() {
         Some(d) => Expected::read(d)?,
         None => Expected::none(),

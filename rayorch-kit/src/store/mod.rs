@@ -31,6 +31,7 @@
 
 #[cfg(feature = "store")]
 pub mod commits;
+pub mod input_list;
 #[cfg(feature = "store")]
 pub mod outputs;
 #[cfg(feature = "store")]
@@ -39,6 +40,7 @@ mod roots;
 #[cfg(feature = "store")]
 pub mod testing;
 
+pub use input_list::{InputList, ListFlags};
 #[cfg(all(feature = "store", feature = "otlp"))]
 pub(crate) use remote::install_crypto;
 #[cfg(feature = "store")]

@@ -9,16 +9,19 @@ use std::sync::{Arc, Mutex};
 
 use futures::stream::{self, BoxStream, StreamExt};
 
-use crate::names::RootNames;
+use super::input_list::{self, InputList, RowError};
+use crate::names::{Meta, RootNames};
 
 /// Split a job's inputs into local files ([`discover`]ed now, at most
 /// `limit`) and object-store inputs (each checked to list before the run
-/// touches anything); `file://` URLs are local paths. In a job built
-/// without object-storage inputs (`built` false) a URL is refused, naming
-/// `rebuild`. Inputs that hold nothing `accept`able are an error naming
-/// `what` ("PDF files").
+/// touches anything); `file://` URLs are local paths. Its input `lists`
+/// are checked to open ([`input_list::check`]). In a job built without
+/// object-storage inputs (`built` false) a URL is refused, naming
+/// `rebuild`. Inputs that hold nothing `accept`able, with no list beside
+/// them, are an error naming `what` ("PDF files").
 pub fn split(
     inputs: &[String],
+    lists: &[InputList],
     built: bool,
     rebuild: &str,
     limit: Option<usize>,
@@ -26,6 +29,7 @@ pub fn split(
     what: &str,
 ) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
     super::refuse_urls(inputs, built, rebuild)?;
+    input_list::check(lists, built, rebuild)?;
     let (urls, local): (Vec<String>, Vec<String>) = inputs
         .iter()
         .map(|i| super::file_url_path(i).unwrap_or_else(|| i.clone()))
@@ -35,7 +39,7 @@ pub fn split(
         files.truncate(n);
     }
     let listable = check(&urls, accept)?;
-    if files.is_empty() && listable == 0 {
+    if files.is_empty() && listable == 0 && lists.is_empty() {
         return Err(format!("no {what} found in {}", inputs.join(", ")).into());
     }
     Ok((files, urls))
@@ -122,9 +126,10 @@ fn check(_urls: &[String], _accept: fn(&str) -> bool) -> Result<usize, rayorch::
 }
 
 /// The roots of a run: local files first, keyed by their place in the
-/// list, then each object of the object-store inputs as it is listed,
-/// keyed by its URL ([`root_key`](super::root_key)), at most `limit` in
-/// all. Local names are given before the run; an object's name (its URL)
+/// list, then the rows of the input lists as they are read, keyed by
+/// their location ([`input_list`]), then each object of the object-store
+/// inputs as it is listed, keyed by its URL
+/// ([`root_key`](super::root_key)), at most `limit` in all. Local names are given before the run; an object's name (its URL)
 /// is given to [`RootNames`] as it is yielded (unless the journal holds it
 /// already). A listing error ends the stream and is kept for the report
 /// ([`Roots::listing_error`]).
@@ -133,6 +138,8 @@ pub struct Roots<T> {
     pub files: Vec<PathBuf>,
     /// Object-store inputs (URLs and patterns), listed as the run goes.
     pub urls: Vec<String>,
+    /// Input lists, read as the run goes.
+    pub lists: Vec<InputList>,
     limit: Option<usize>,
     names: Arc<RootNames>,
     done: Arc<HashSet<u64>>,
@@ -142,6 +149,7 @@ pub struct Roots<T> {
     accept: fn(&str) -> bool,
     from_path: fn(&Path) -> T,
     from_url: fn(Arc<str>) -> T,
+    invalid: fn(Arc<str>, String) -> T,
 }
 
 /// The listing's count and its error, filled while the run goes.
@@ -161,15 +169,19 @@ pub struct RootKind<T> {
     pub from_path: fn(&Path) -> T,
     /// The root of an object (fetched by the job's fetch Call).
     pub from_url: fn(Arc<str>) -> T,
+    /// The root, named by its first argument, of an input list's row that
+    /// names no input: it fails at its first Call with the second, the
+    /// row's [`RowError`].
+    pub invalid: fn(Arc<str>, String) -> T,
 }
 
 impl<T: Send + 'static> Roots<T> {
-    /// The roots of `files` and `urls` (from [`split`]), at most `limit`;
-    /// `names` gets the local files' names now (but those in `done`, the
-    /// keys the journal holds).
+    /// The roots of `files`, `lists` and `urls` (from [`split`]), at most
+    /// `limit`; `names` gets the local files' names now (but those in
+    /// `done`, the keys the journal holds).
     pub fn new(
         files: Vec<PathBuf>,
-        urls: Vec<String>,
+        (lists, urls): (Vec<InputList>, Vec<String>),
         limit: Option<usize>,
         names: Arc<RootNames>,
         done: HashSet<u64>,
@@ -183,6 +195,7 @@ impl<T: Send + 'static> Roots<T> {
         Roots {
             files,
             urls,
+            lists,
             limit,
             names,
             done: Arc::new(done),
@@ -191,6 +204,7 @@ impl<T: Send + 'static> Roots<T> {
             accept: kind.accept,
             from_path: kind.from_path,
             from_url: kind.from_url,
+            invalid: kind.invalid,
         }
     }
 
@@ -203,15 +217,20 @@ impl<T: Send + 'static> Roots<T> {
         self
     }
 
-    /// "N `what`" (local) and the object-store inputs, for the console.
+    /// "N `what`" (local), the input lists and the object-store inputs,
+    /// for the console.
     pub fn describe(&self, what: &str) -> String {
-        match self.urls.len() {
+        let mut streamed: Vec<String> = self
+            .lists
+            .iter()
+            .map(|l| format!("the rows of {}", l.at))
+            .collect();
+        if !self.urls.is_empty() {
+            streamed.push(format!("the objects of {}", self.urls.join(", ")));
+        }
+        match streamed.len() {
             0 => format!("{} {what}", self.files.len()),
-            _ => format!(
-                "{} local {what} and the objects of {}",
-                self.files.len(),
-                self.urls.join(", ")
-            ),
+            _ => format!("{} local {what} and {}", self.files.len(), streamed.join(" and ")),
         }
     }
 
@@ -225,10 +244,13 @@ impl<T: Send + 'static> Roots<T> {
             .map(|(i, p)| (i as u64, from_path(p)))
             .collect();
         let (names, done, listed) = (self.names.clone(), self.done.clone(), self.listed.clone());
-        let remote = self.remote().map(move |(k, url, root)| {
+        let remote = self
+            .rows()
+            .chain(self.remote().map(|(k, url, root)| (k, url, None, root)));
+        let remote = remote.map(move |(k, name, meta, root)| {
             listed.objects.fetch_add(1, Ordering::Relaxed);
             if !done.contains(&k) {
-                names.insert(k, url);
+                names.insert_with(k, name, meta);
             }
             (k, root)
         });
@@ -237,6 +259,36 @@ impl<T: Send + 'static> Roots<T> {
             .chain(remote)
             .take(self.limit.unwrap_or(usize::MAX))
             .filter(move |(k, _)| futures::future::ready(!(skip && done.contains(k))))
+            .boxed()
+    }
+
+    /// The input lists' rows: a good row's root from its location (a URL
+    /// or a path), a bad row's failing root named `LIST:LINE`.
+    fn rows(&self) -> BoxStream<'static, (u64, Arc<str>, Option<Meta>, T)> {
+        if self.lists.is_empty() {
+            return stream::empty().boxed();
+        }
+        let (listed, from_path, from_url, invalid) =
+            (self.listed.clone(), self.from_path, self.from_url, self.invalid);
+        input_list::rows(self.lists.clone())
+            .scan((), move |_, (list, row)| {
+                let item = match row {
+                    Ok(row) => {
+                        let name: Arc<str> = row.name(&list.at).into();
+                        let key = super::root_key(&name);
+                        Some(match row.entry {
+                            Ok(e) if super::is_url(&e.at) => (key, name.clone(), e.meta, from_url(name)),
+                            Ok(e) => (key, name, e.meta, from_path(Path::new(&e.at))),
+                            Err(RowError(why)) => (key, name.clone(), None, invalid(name, why)),
+                        })
+                    }
+                    Err(e) => {
+                        *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        None
+                    }
+                };
+                futures::future::ready(item)
+            })
             .boxed()
     }
 
@@ -276,7 +328,7 @@ impl<T: Send + 'static> Roots<T> {
         self.limit.map_or(all, |n| all.min(n as u64))
     }
 
-    /// Why the listing stopped early, if it did.
+    /// Why the listing (or an input list) stopped early, if it did.
     pub fn listing_error(&self) -> Option<String> {
         self.listed
             .error

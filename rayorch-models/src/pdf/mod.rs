@@ -44,6 +44,9 @@ pub enum PdfSource {
     /// job's fetch Call into [`PdfSource::Bytes`] before it is opened;
     /// opening it unfetched is an error.
     Url(Arc<str>),
+    /// No document: why the input names none (an input list's bad row).
+    /// The job's first Call fails with it.
+    Invalid(Arc<str>),
 }
 
 impl PdfFile {
@@ -63,6 +66,15 @@ impl PdfFile {
         PdfFile {
             name: url.clone(),
             source: PdfSource::Url(url),
+        }
+    }
+
+    /// An input that names no document (an input list's bad row), named
+    /// `name`: reading it fails with `why`.
+    pub fn invalid(name: impl Into<Arc<str>>, why: impl Into<Arc<str>>) -> PdfFile {
+        PdfFile {
+            name: name.into(),
+            source: PdfSource::Invalid(why.into()),
         }
     }
 

@@ -443,6 +443,11 @@ pub fn document_bytes(file: &PdfFile) -> Result<Arc<[u8]>, RenderError> {
             cause: format!("{u} was not fetched (a pipeline opens a URL's document after its fetch Call)"),
             missing: false,
         }),
+        PdfSource::Invalid(why) => Err(RenderError::Read {
+            doc: doc(),
+            cause: why.to_string(),
+            missing: false,
+        }),
     }
 }
 

@@ -132,9 +132,13 @@ const REBUILD_STORE: &str = "cargo run --release -p rayorch-video --features sto
 /// folders searched recursively, glob patterns expanded) and object-store
 /// inputs (checked to list before anything is written); a URL in a build
 /// without `store` is refused with the command that adds it.
-pub fn split(inputs: &[String]) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
+pub fn split(
+    inputs: &[String],
+    flags: &rayorch_kit::job::RunFlags,
+) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
     rayorch_kit::store::split(
         inputs,
+        &flags.lists.lists(),
         cfg!(feature = "store"),
         REBUILD_STORE,
         None,
@@ -153,7 +157,7 @@ pub fn run(
     urls: &[String],
     expected: rayorch_kit::expect::Expected,
 ) -> Result<u8, rayorch::BoxError> {
-    if files.is_empty() && urls.is_empty() {
+    if files.is_empty() && urls.is_empty() && args.run.lists.input_lists.is_empty() {
         return Err("no video files found".into());
     }
     // Flags and `--out` first: a bad one is refused before anything is
@@ -204,10 +208,12 @@ pub fn run(
         accept: is_video_name,
         from_path: |p| VideoInput::File(p.to_path_buf()),
         from_url: VideoInput::Url,
+        invalid: |_, why| VideoInput::Invalid(why.into()),
     };
     let inputs = JobInputs {
         files: files.to_vec(),
         urls: urls.to_vec(),
+        lists: args.run.lists.lists(),
         what: "video files",
         kind,
     };

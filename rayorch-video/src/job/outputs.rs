@@ -34,6 +34,9 @@ struct VideoLine<'a> {
     key: u64,
     #[serde(flatten)]
     video: &'a VideoRecord,
+    /// The video's `--input-list` fields (JSON lines only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<&'a serde_json::Value>,
 }
 
 /// The job's segment kinds at a URL.
@@ -123,7 +126,10 @@ impl Outputs {
 impl Sink for Outputs {
     fn root(&mut self, o: &RootOutcome) -> Result<(), BoxError> {
         let t = self.start.elapsed().as_secs_f64();
-        let name = self.names.take(o.key).map_or_else(String::new, |n| n.to_string());
+        let (name, meta) = self
+            .names
+            .take_with_meta(o.key)
+            .map_or_else(Default::default, |(n, m)| (n.to_string(), m));
         let from_store = rayorch_kit::store::is_url(&name);
         if from_store {
             // The spooled file served its purpose (written or failed).
@@ -138,6 +144,7 @@ impl Sink for Outputs {
                 let line = serde_json::to_vec(&VideoLine {
                     key: o.key,
                     video: &v,
+                    metadata: meta.as_deref(),
                 })?;
                 // A video's parts, as an expectation may count them: its clips.
                 self.tally.written(&name, v.clips.len(), t);
@@ -158,7 +165,7 @@ impl Sink for Outputs {
                         format!("{name}: a present root without its record ({:?})", other.kind()).into(),
                     );
                 };
-                let bytes = serde_json::to_vec(&line)?;
+                let bytes = rayorch_kit::outcome::failure_json(&line, meta.as_ref())?;
                 self.files.failure(o.key, &bytes)?;
                 self.tally.failed(&name);
                 self.bars
