@@ -48,7 +48,7 @@ impl AsyncRecordStage for FetchPdf {
             // An input list's row that names no document.
             PdfSource::Invalid(why) => {
                 return Ok(Outcome::RecordFailure(
-                    rayorch::Cause::new(why.to_string()).with_code("input.bad_list_row"),
+                    rayorch::Cause::new(why.to_string()).with_code("input.bad_row"),
                 ));
             }
             _ => return Ok(Outcome::Ok(file)),

@@ -39,7 +39,7 @@ pub fn split(
         } else {
             inputs
         },
-        &flags.lists.lists(),
+        &rayorch_kit::store::Streamed::of(flags)?,
         cfg!(feature = "store"),
         rebuild,
         flags.limit,
@@ -63,6 +63,7 @@ pub const PDF_ROOTS: RootKind<PdfFile> = RootKind {
     from_path: |p| PdfFile::from_path(p),
     from_url: PdfFile::from_url,
     invalid: |name, why| PdfFile::invalid(name, why),
+    from_bytes: Some(PdfFile::from_bytes),
 };
 
 /// The folder whose `manifest.json` says which inputs must fail
@@ -75,9 +76,10 @@ pub fn expected_dir(flags: &rayorch_kit::job::RunFlags, inputs: &[String]) -> Op
         .or_else(|| runs_samples(flags, inputs).then(crate::ocr::cli::samples_dir))
 }
 
-/// Does the job run the bundled samples (no inputs and no input list)?
+/// Does the job run the bundled samples (no inputs, no input list, no
+/// shard)?
 pub fn runs_samples(flags: &rayorch_kit::job::RunFlags, inputs: &[String]) -> bool {
-    inputs.is_empty() && flags.lists.input_lists.is_empty()
+    inputs.is_empty() && flags.lists.input_lists.is_empty() && flags.shards.input_parquet.is_empty()
 }
 
 /// Open a document job's run over `files`, its input lists and the objects
@@ -95,7 +97,7 @@ pub fn open_run(
     let inputs = rayorch_kit::job::JobInputs {
         files,
         urls,
-        lists: flags.lists.lists(),
+        streamed: rayorch_kit::store::Streamed::of(flags)?,
         what: "PDF files",
         kind: PDF_ROOTS,
     };

@@ -850,7 +850,7 @@ fn input_lists_name_the_documents_and_each_rows_fields_ride_along_to_its_outputs
         cause.contains("corpus.jsonl line 3: not JSON") && cause.ends_with("fix or remove the row"),
         "{cause}"
     );
-    assert_eq!(bad["code"], "input.bad_list_row");
+    assert_eq!(bad["code"], "input.bad_row");
     assert!(bad["at"].as_str().unwrap().contains("fetch"), "{bad}");
     let missing = line_of(&failures, "lists/docs/missing.pdf");
     assert_eq!(missing["code"], "input.missing");
@@ -893,4 +893,96 @@ fn an_input_list_that_cannot_be_read_is_refused_before_anything_is_written() {
     let e = run(&["--input-list", &format!("{}.txt", csv_s)]).unwrap_err();
     assert!(e.contains("`.jsonl`"), "{e}");
     assert!(!out.exists(), "the output folder was made");
+}
+
+#[test]
+fn parquet_shards_give_a_document_per_row_keyed_by_their_key_column_and_a_failure_per_bad_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let shards = dir.join("shards");
+    std::fs::create_dir_all(&shards).unwrap();
+    let first = common::shard(vec![
+        ("doc-a", Some(report(2)), Some("en")),
+        ("doc-b", None, Some("de")),
+        ("doc-c", Some(b"notes, not a PDF".to_vec()), None),
+    ]);
+    std::fs::write(shards.join("train-0.parquet"), first).unwrap();
+    std::fs::write(
+        shards.join("train-1.parquet"),
+        common::shard(vec![("doc-d", Some(report(1)), Some("fr"))]),
+    )
+    .unwrap();
+    std::fs::write(shards.join("train-2.parquet"), b"PAR1 a shard cut short").unwrap();
+    std::fs::write(shards.join("notes.txt"), b"not a shard").unwrap();
+    let s = shards.display().to_string();
+    let out = dir.join("out");
+    let args = [
+        "--input-parquet",
+        &s,
+        "--bytes-column",
+        "pdf",
+        "--key-column",
+        "id",
+    ];
+    let ran = run_job(&[], &out, &args);
+    assert_eq!(ran.exit, 3, "{:?}", ran.failures);
+    let mut names: Vec<&str> = ran.written.iter().map(|d| d["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["doc-a", "doc-d"]);
+    let a = line_of(&ran.written, "doc-a");
+    assert_eq!(
+        (&a["pages"], &a["metadata"]),
+        (&2.into(), &serde_json::json!({"lang": "en"}))
+    );
+    // Keyed by the key column: the same key in any shard.
+    assert_eq!(a["key"], rayorch_kit::store::root_key("doc-a"));
+    let failures = jsonl(&out.join("failures.jsonl"));
+    assert_eq!(failures.len(), 3, "{failures:?}");
+    let b = line_of(&failures, "doc-b");
+    assert!(b["cause"].as_str().unwrap().contains("`pdf` is null"), "{b}");
+    assert_eq!(
+        (&b["code"], &b["metadata"]),
+        (&"input.bad_row".into(), &serde_json::json!({"lang": "de"}))
+    );
+    assert_eq!(line_of(&failures, "doc-c")["code"], "input.not_pdf");
+    let cut = line_of(&failures, "train-2.parquet");
+    assert!(
+        cut["cause"]
+            .as_str()
+            .unwrap()
+            .contains("not a readable Parquet file"),
+        "{cut}"
+    );
+    assert_eq!(ran.summary["job"]["inputs"], 5);
+
+    // Shards stream: the run resumes, nothing is written twice.
+    let again = run_job(&[], &out, &[&args[..], &["--resume"]].concat());
+    assert_eq!(again.summary["job"]["written"], 0, "{:?}", again.summary["job"]);
+    assert_eq!(again.written.len(), 2);
+
+    // A column the shards lack is refused before anything is written.
+    let other = dir.join("other");
+    let o = other.display().to_string();
+    let argv = [
+        "doc_ocr",
+        "--no-progress",
+        "--out",
+        &o,
+        "--input-parquet",
+        &s,
+        "--bytes-column",
+        "bytes",
+    ];
+    let e = rayorch_doc::ocr::run_from(argv).unwrap_err().to_string();
+    assert!(
+        e.contains("--bytes-column bytes: the shard has no such column"),
+        "{e}"
+    );
+    let argv = ["doc_ocr", "--no-progress", "--out", &o, "--input-parquet", &s];
+    let e = rayorch_doc::ocr::run_from(argv).unwrap_err().to_string();
+    assert!(
+        e.contains("--bytes-column NAME") && e.contains("--url-column NAME"),
+        "{e}"
+    );
+    assert!(!other.exists(), "the output folder was made");
 }

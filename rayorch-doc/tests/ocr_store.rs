@@ -8,7 +8,9 @@
 //! - a bucket that does not exist is an error before any output is made;
 //! - the layout job reads the same inputs the same way;
 //! - an input list in the bucket names objects next to it, and its rows'
-//!   fields are written beside each document.
+//!   fields are written beside each document;
+//! - Parquet shards in the bucket, read by byte range: a document per row,
+//!   a failure per bad row or unreadable shard.
 //!
 //! The job reads credentials and endpoint from the environment only, and
 //! a test may not change its own process's environment: each run of the
@@ -257,6 +259,75 @@ fn an_input_list_in_the_bucket_names_objects_beside_it_and_their_fields() {
     let e = code.unwrap_err();
     assert!(
         e.contains("--input-list s3://lists/m/none.jsonl: no such object"),
+        "{e}"
+    );
+    assert!(!other.exists(), "the output folder was made");
+}
+
+#[test]
+fn parquet_shards_in_the_bucket_give_a_document_per_row() {
+    let s3 = S3Server::start().unwrap();
+    let ids: Vec<String> = (0..5).map(|i| format!("r{i}")).collect();
+    let rows: Vec<common::ShardRow> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            (
+                id.as_str(),
+                (i != 2).then(|| report(&format!("Row {i}"))),
+                Some("en"),
+            )
+        })
+        .collect();
+    let first = common::shard(rows);
+    upload(
+        &s3,
+        &[
+            ("s3://shards/train/part-0.parquet", first),
+            ("s3://shards/train/part-1.parquet", b"PAR1 cut short".to_vec()),
+            ("s3://shards/train/readme.md", b"not a shard".to_vec()),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let args = ["--input-parquet", "s3://shards/train/", "--bytes-column", "pdf"];
+    let (code, console) = job(&s3, &out, &args);
+    assert_eq!(code, Ok(3), "{console}");
+    // Without a key column: the shard's URL and the row.
+    let shard = "s3://shards/train/part-0.parquet";
+    let mut want: Vec<(u64, String)> = [0, 1, 3, 4]
+        .iter()
+        .map(|i| format!("{shard}#{i}"))
+        .map(|n| (root_key(&n), n))
+        .collect();
+    want.sort();
+    assert_eq!(written(&out), want, "{console}");
+    let docs = jsonl(&out.join("documents.jsonl"));
+    let r3 = docs.iter().find(|d| d["name"] == format!("{shard}#3")).unwrap();
+    assert!(
+        r3["page_texts"][0].as_str().unwrap().contains("Row 3 first page"),
+        "{r3}"
+    );
+    assert_eq!(r3["metadata"], serde_json::json!({"id": "r3", "lang": "en"}));
+    let failures = jsonl(&out.join("failures.jsonl"));
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(failures.iter().any(|f| f["name"] == format!("{shard}#2")));
+    assert!(
+        failures
+            .iter()
+            .any(|f| f["name"] == "s3://shards/train/part-1.parquet")
+    );
+
+    // A column the first shard lacks is refused before any output.
+    let other = dir.path().join("other");
+    let (code, _) = job(
+        &s3,
+        &other,
+        &["--input-parquet", "s3://shards/train/", "--bytes-column", "doc"],
+    );
+    let e = code.unwrap_err();
+    assert!(
+        e.contains("--bytes-column doc: the shard has no such column"),
         "{e}"
     );
     assert!(!other.exists(), "the output folder was made");

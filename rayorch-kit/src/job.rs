@@ -61,6 +61,10 @@ pub struct RunFlags {
     /// Inputs from lists (`--input-list`, `--url-field`).
     #[command(flatten)]
     pub lists: crate::store::ListFlags,
+    /// Inputs from Parquet shards (`--input-parquet`, `--bytes-column`,
+    /// `--url-column`, `--key-column`).
+    #[command(flatten)]
+    pub shards: crate::store::shards::ShardFlags,
 }
 
 impl RunFlags {
@@ -88,8 +92,8 @@ pub struct JobInputs<T> {
     pub files: Vec<PathBuf>,
     /// Object-store inputs (URLs and patterns).
     pub urls: Vec<String>,
-    /// Input lists (`--input-list`).
-    pub lists: Vec<crate::store::InputList>,
+    /// Input lists and Parquet shards.
+    pub streamed: crate::store::Streamed,
     /// What they are, plural ("PDF files"): the journal's source names it.
     pub what: &'static str,
     /// How a root is made from a path or URL.
@@ -198,23 +202,20 @@ pub fn open_run<T: Send + 'static>(
     let JobInputs {
         files,
         urls,
-        lists,
+        streamed,
         what,
         kind,
     } = inputs;
     let local: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-    let listed: Vec<String> = lists
-        .iter()
-        .map(|l| format!("list {} ({})", l.at, l.field))
-        .collect();
-    let source = match (urls.is_empty(), lists.is_empty()) {
+    let listed = streamed.describe();
+    let source = match (urls.is_empty(), streamed.is_empty()) {
         (true, true) => crate::resume::source_digest(what, &local),
         (false, true) => crate::resume::source_digest(
             &format!("{what} and object-store inputs"),
             &[&local[..], &urls[..]].concat(),
         ),
         _ => crate::resume::source_digest(
-            &format!("{what}, input lists and object-store inputs"),
+            &format!("{what}, input lists or shards, and object-store inputs"),
             &[&local[..], &listed[..], &urls[..]].concat(),
         ),
     };
@@ -222,13 +223,13 @@ pub fn open_run<T: Send + 'static>(
     match url {
         None => {
             let journal = out.join("journal.redb");
-            // A listing or a list streams: its journal is never known to be
-            // finished.
-            let streamed =
-                (urls.is_empty() && lists.is_empty()).then_some(files.len().min(limit.unwrap_or(usize::MAX)));
-            let done = crate::resume::prepare(out, &journal, flags.start(), streamed, &source)?;
+            // A listing, a list or a shard streams: its journal is never
+            // known to be finished.
+            let finite = (urls.is_empty() && streamed.is_empty())
+                .then_some(files.len().min(limit.unwrap_or(usize::MAX)));
+            let done = crate::resume::prepare(out, &journal, flags.start(), finite, &source)?;
             Ok(Opened {
-                roots: crate::store::Roots::new(files, (lists, urls), limit, names, done, kind),
+                roots: crate::store::Roots::new(files, (streamed, urls), limit, names, done, kind),
                 journal: Some(journal),
                 source,
                 committed_before: 0,
@@ -240,7 +241,7 @@ pub fn open_run<T: Send + 'static>(
             let (bucket, done) = crate::store::outputs::open_for(url, flags.start(), commit, &source)?;
             Ok(Opened {
                 committed_before: done.len() as u64,
-                roots: crate::store::Roots::new(files, (lists, urls), limit, names, done, kind)
+                roots: crate::store::Roots::new(files, (streamed, urls), limit, names, done, kind)
                     .skipping_done(),
                 journal: None,
                 source,

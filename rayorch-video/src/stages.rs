@@ -87,7 +87,7 @@ impl AsyncRecordStage for FetchVideo {
             crate::pipeline::VideoInput::File(p) => return Ok(Outcome::Ok(p)),
             crate::pipeline::VideoInput::Url(u) => u,
             crate::pipeline::VideoInput::Invalid(why) => {
-                let cause = Cause::new(why.to_string()).with_code("input.bad_list_row");
+                let cause = Cause::new(why.to_string()).with_code("input.bad_row");
                 return Ok(Outcome::RecordFailure(cause));
             }
         };

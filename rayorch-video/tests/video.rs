@@ -499,5 +499,5 @@ fn the_video_job_reads_an_input_list_and_writes_each_rows_fields_beside_its_vide
     let failures = rayorch_kit::check::jsonl_lines(&out.join("failures.jsonl")).unwrap();
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0]["name"], format!("{l}:3"));
-    assert_eq!(failures[0]["code"], "input.bad_list_row");
+    assert_eq!(failures[0]["code"], "input.bad_row");
 }

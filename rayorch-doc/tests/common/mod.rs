@@ -39,3 +39,42 @@ pub(crate) fn child_result(child: &std::process::Output) -> (Result<u8, String>,
     };
     (result, console)
 }
+
+/// Rows of a Parquet shard of documents, as the HF datasets layout has
+/// them: `id`, the PDF's bytes in `pdf` (null: none), a `lang`.
+pub(crate) struct ShardRows;
+
+impl rayorch_kit::parquet::Rows for ShardRows {
+    type Row = (String, Option<Vec<u8>>, Option<String>);
+
+    fn schema(&self) -> arrow_schema::SchemaRef {
+        use arrow_schema::{DataType, Field, Schema};
+        std::sync::Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new("pdf", DataType::Binary, true),
+            Field::new("lang", DataType::Utf8, true),
+        ]))
+    }
+
+    fn columns(&self, rows: &[Self::Row]) -> Result<Vec<arrow_array::ArrayRef>, String> {
+        use arrow_array::{BinaryArray, StringArray};
+        Ok(vec![
+            std::sync::Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &r.0))),
+            std::sync::Arc::new(BinaryArray::from_iter(rows.iter().map(|r| r.1.as_deref()))),
+            std::sync::Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2.as_deref()))),
+        ])
+    }
+}
+
+/// A row to write: `id`, PDF bytes, `lang`.
+pub(crate) type ShardRow<'a> = (&'a str, Option<Vec<u8>>, Option<&'a str>);
+
+/// A shard of `rows`, two rows per row group.
+#[allow(dead_code, reason = "ocr_bucket includes this module and writes no shard")]
+pub(crate) fn shard(rows: Vec<ShardRow<'_>>) -> Vec<u8> {
+    let mut f = rayorch_kit::parquet::ParquetFile::in_memory("shard", ShardRows, 2).unwrap();
+    for (id, pdf, lang) in rows {
+        f.write((id.to_string(), pdf, lang.map(str::to_string))).unwrap();
+    }
+    f.into_bytes().unwrap()
+}

@@ -37,6 +37,7 @@ pub mod outputs;
 #[cfg(feature = "store")]
 mod remote;
 mod roots;
+pub mod shards;
 #[cfg(feature = "store")]
 pub mod testing;
 
@@ -47,7 +48,7 @@ pub(crate) use remote::install_crypto;
 pub use remote::{
     Fetch, FetchToFile, Fetched, Object, StoreError, StoreOptions, Stores, check_listing, list,
 };
-pub use roots::{RootKind, Roots, discover, split};
+pub use roots::{FromBytes, RootKind, Roots, Streamed, discover, split};
 
 /// The URL schemes inputs may use (`file://` is read as a local path).
 pub const SCHEMES: &[&str] = &[

@@ -10,18 +10,59 @@ use std::sync::{Arc, Mutex};
 use futures::stream::{self, BoxStream, StreamExt};
 
 use super::input_list::{self, InputList, RowError};
+use super::shards::{self, RowInput, ShardColumns};
 use crate::names::{Meta, RootNames};
+
+/// How a job makes a root from a name and an input's bytes.
+pub type FromBytes<T> = fn(Arc<str>, Arc<[u8]>) -> T;
+
+/// What a run reads as it goes besides listed objects: its input lists
+/// (`--input-list`) and Parquet shards (`--input-parquet`).
+#[derive(Clone, Debug, Default)]
+pub struct Streamed {
+    /// Input lists.
+    pub lists: Vec<InputList>,
+    /// Parquet shard inputs and the columns to read.
+    pub shards: Option<(Vec<String>, ShardColumns)>,
+}
+
+impl Streamed {
+    /// What the job's flags name.
+    pub fn of(flags: &crate::job::RunFlags) -> Result<Streamed, String> {
+        Ok(Streamed {
+            lists: flags.lists.lists(),
+            shards: flags.shards.shards()?,
+        })
+    }
+
+    /// Neither lists nor shards.
+    pub fn is_empty(&self) -> bool {
+        self.lists.is_empty() && self.shards.is_none()
+    }
+
+    /// How the journal's source digest names them.
+    pub fn describe(&self) -> Vec<String> {
+        let lists = self.lists.iter().map(|l| format!("list {} ({})", l.at, l.field));
+        let shards = self.shards.iter().flat_map(|(inputs, cols)| {
+            inputs
+                .iter()
+                .map(move |i| format!("shards {i} ({:?}, key {:?})", cols.input, cols.key))
+        });
+        lists.chain(shards).collect()
+    }
+}
 
 /// Split a job's inputs into local files ([`discover`]ed now, at most
 /// `limit`) and object-store inputs (each checked to list before the run
-/// touches anything); `file://` URLs are local paths. Its input `lists`
-/// are checked to open ([`input_list::check`]). In a job built without
+/// touches anything); `file://` URLs are local paths. Its input lists and
+/// shards (`streamed`) are checked to open ([`input_list::check`],
+/// [`shards::check`]). In a job built without
 /// object-storage inputs (`built` false) a URL is refused, naming
 /// `rebuild`. Inputs that hold nothing `accept`able, with no list beside
 /// them, are an error naming `what` ("PDF files").
 pub fn split(
     inputs: &[String],
-    lists: &[InputList],
+    streamed: &Streamed,
     built: bool,
     rebuild: &str,
     limit: Option<usize>,
@@ -29,7 +70,10 @@ pub fn split(
     what: &str,
 ) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
     super::refuse_urls(inputs, built, rebuild)?;
-    input_list::check(lists, built, rebuild)?;
+    input_list::check(&streamed.lists, built, rebuild)?;
+    if let Some((shard_inputs, cols)) = &streamed.shards {
+        shards::check(shard_inputs, cols, built, rebuild)?;
+    }
     let (urls, local): (Vec<String>, Vec<String>) = inputs
         .iter()
         .map(|i| super::file_url_path(i).unwrap_or_else(|| i.clone()))
@@ -39,7 +83,7 @@ pub fn split(
         files.truncate(n);
     }
     let listable = check(&urls, accept)?;
-    if files.is_empty() && listable == 0 && lists.is_empty() {
+    if files.is_empty() && listable == 0 && streamed.is_empty() {
         return Err(format!("no {what} found in {}", inputs.join(", ")).into());
     }
     Ok((files, urls))
@@ -138,8 +182,8 @@ pub struct Roots<T> {
     pub files: Vec<PathBuf>,
     /// Object-store inputs (URLs and patterns), listed as the run goes.
     pub urls: Vec<String>,
-    /// Input lists, read as the run goes.
-    pub lists: Vec<InputList>,
+    /// Input lists and shards, read as the run goes.
+    pub streamed: Streamed,
     limit: Option<usize>,
     names: Arc<RootNames>,
     done: Arc<HashSet<u64>>,
@@ -150,6 +194,7 @@ pub struct Roots<T> {
     from_path: fn(&Path) -> T,
     from_url: fn(Arc<str>) -> T,
     invalid: fn(Arc<str>, String) -> T,
+    from_bytes: Option<FromBytes<T>>,
 }
 
 /// The listing's count and its error, filled while the run goes.
@@ -173,6 +218,10 @@ pub struct RootKind<T> {
     /// names no input: it fails at its first Call with the second, the
     /// row's [`RowError`].
     pub invalid: fn(Arc<str>, String) -> T,
+    /// The root of an input given as bytes (a Parquet shard's bytes
+    /// column), named by its first argument; `None`: the job takes no
+    /// bytes (such a row fails, saying so).
+    pub from_bytes: Option<FromBytes<T>>,
 }
 
 impl<T: Send + 'static> Roots<T> {
@@ -181,7 +230,7 @@ impl<T: Send + 'static> Roots<T> {
     /// `done`, the keys the journal holds).
     pub fn new(
         files: Vec<PathBuf>,
-        (lists, urls): (Vec<InputList>, Vec<String>),
+        (streamed, urls): (Streamed, Vec<String>),
         limit: Option<usize>,
         names: Arc<RootNames>,
         done: HashSet<u64>,
@@ -195,7 +244,7 @@ impl<T: Send + 'static> Roots<T> {
         Roots {
             files,
             urls,
-            lists,
+            streamed,
             limit,
             names,
             done: Arc::new(done),
@@ -205,6 +254,7 @@ impl<T: Send + 'static> Roots<T> {
             from_path: kind.from_path,
             from_url: kind.from_url,
             invalid: kind.invalid,
+            from_bytes: kind.from_bytes,
         }
     }
 
@@ -221,10 +271,14 @@ impl<T: Send + 'static> Roots<T> {
     /// for the console.
     pub fn describe(&self, what: &str) -> String {
         let mut streamed: Vec<String> = self
+            .streamed
             .lists
             .iter()
             .map(|l| format!("the rows of {}", l.at))
             .collect();
+        if let Some((inputs, _)) = &self.streamed.shards {
+            streamed.push(format!("the rows of the Parquet shards {}", inputs.join(", ")));
+        }
         if !self.urls.is_empty() {
             streamed.push(format!("the objects of {}", self.urls.join(", ")));
         }
@@ -246,6 +300,7 @@ impl<T: Send + 'static> Roots<T> {
         let (names, done, listed) = (self.names.clone(), self.done.clone(), self.listed.clone());
         let remote = self
             .rows()
+            .chain(self.shard_rows())
             .chain(self.remote().map(|(k, url, root)| (k, url, None, root)));
         let remote = remote.map(move |(k, name, meta, root)| {
             listed.objects.fetch_add(1, Ordering::Relaxed);
@@ -265,12 +320,12 @@ impl<T: Send + 'static> Roots<T> {
     /// The input lists' rows: a good row's root from its location (a URL
     /// or a path), a bad row's failing root named `LIST:LINE`.
     fn rows(&self) -> BoxStream<'static, (u64, Arc<str>, Option<Meta>, T)> {
-        if self.lists.is_empty() {
+        if self.streamed.lists.is_empty() {
             return stream::empty().boxed();
         }
         let (listed, from_path, from_url, invalid) =
             (self.listed.clone(), self.from_path, self.from_url, self.invalid);
-        input_list::rows(self.lists.clone())
+        input_list::rows(self.streamed.lists.clone())
             .scan((), move |_, (list, row)| {
                 let item = match row {
                     Ok(row) => {
@@ -281,6 +336,47 @@ impl<T: Send + 'static> Roots<T> {
                             Ok(e) => (key, name, e.meta, from_path(Path::new(&e.at))),
                             Err(RowError(why)) => (key, name.clone(), None, invalid(name, why)),
                         })
+                    }
+                    Err(e) => {
+                        *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        None
+                    }
+                };
+                futures::future::ready(item)
+            })
+            .boxed()
+    }
+
+    /// The Parquet shards' rows: bytes, a location, or a failing root.
+    fn shard_rows(&self) -> BoxStream<'static, (u64, Arc<str>, Option<Meta>, T)> {
+        let Some((inputs, cols)) = self.streamed.shards.clone() else {
+            return stream::empty().boxed();
+        };
+        let (listed, from_path, from_url, invalid, from_bytes) = (
+            self.listed.clone(),
+            self.from_path,
+            self.from_url,
+            self.invalid,
+            self.from_bytes,
+        );
+        shards::rows(inputs, cols)
+            .scan((), move |_, row| {
+                let item = match row {
+                    Ok(row) => {
+                        let name = row.name.clone();
+                        let root = match row.input {
+                            Ok(RowInput::Bytes(b)) => match from_bytes {
+                                Some(f) => f(name.clone(), b),
+                                None => invalid(
+                                    name.clone(),
+                                    format!("{name}: this job reads no bytes from a shard; give its locations with --url-column"),
+                                ),
+                            },
+                            Ok(RowInput::At(at)) if super::is_url(&at) => from_url(at.into()),
+                            Ok(RowInput::At(at)) => from_path(Path::new(&at)),
+                            Err(why) => invalid(name.clone(), why),
+                        };
+                        Some((row.key, name, row.meta, root))
                     }
                     Err(e) => {
                         *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);

@@ -39,6 +39,7 @@ use rayorch_kit::watch;
 
 use rayorch_kit::names::RootNames;
 use rayorch_kit::store::RootKind;
+use rayorch_kit::store::shards::{InputColumn, ShardColumns};
 
 use crate::pipeline::{Clip, Frame, IndexConfig, Video, VideoIndex, VideoInput};
 use crate::{BatchMix, ShotConfig};
@@ -136,9 +137,23 @@ pub fn split(
     inputs: &[String],
     flags: &rayorch_kit::job::RunFlags,
 ) -> Result<(Vec<PathBuf>, Vec<String>), rayorch::BoxError> {
+    let streamed = rayorch_kit::store::Streamed::of(flags)?;
+    if let Some((
+        _,
+        ShardColumns {
+            input: InputColumn::Bytes(c),
+            ..
+        },
+    )) = &streamed.shards
+    {
+        return Err(format!(
+            "--bytes-column {c}: video_index reads each video from a file or a URL (FFmpeg seeks in it); give the shards' column of locations with --url-column"
+        )
+        .into());
+    }
     rayorch_kit::store::split(
         inputs,
-        &flags.lists.lists(),
+        &streamed,
         cfg!(feature = "store"),
         REBUILD_STORE,
         None,
@@ -157,7 +172,8 @@ pub fn run(
     urls: &[String],
     expected: rayorch_kit::expect::Expected,
 ) -> Result<u8, rayorch::BoxError> {
-    if files.is_empty() && urls.is_empty() && args.run.lists.input_lists.is_empty() {
+    let streamed = rayorch_kit::store::Streamed::of(&args.run)?;
+    if files.is_empty() && urls.is_empty() && streamed.is_empty() {
         return Err("no video files found".into());
     }
     // Flags and `--out` first: a bad one is refused before anything is
@@ -209,11 +225,12 @@ pub fn run(
         from_path: |p| VideoInput::File(p.to_path_buf()),
         from_url: VideoInput::Url,
         invalid: |_, why| VideoInput::Invalid(why.into()),
+        from_bytes: None,
     };
     let inputs = JobInputs {
         files: files.to_vec(),
         urls: urls.to_vec(),
-        lists: args.run.lists.lists(),
+        streamed,
         what: "video files",
         kind,
     };
