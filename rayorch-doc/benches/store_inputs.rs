@@ -20,11 +20,16 @@
 //!    `s3://bench/out-N/` (committed segments, `--out URL`) and to a local
 //!    folder, alternating; reported: the child's wall time, pages/s and
 //!    the objects the outputs made.
+//! 4. Parquet shards (BENCHMARKS.md, "Parquet shards"): the same PDFs as
+//!    the rows of one shard in the bucket (bytes column `pdf`, key column
+//!    `id`, 64 rows per row group), read with `--input-parquet`, against
+//!    the local folder, alternating; then the peak RSS of the job over a
+//!    shard of `BENCH_DOCS` rows against one of ten times as many.
 //!
 //! `cargo bench -p rayorch-doc --features store --bench store_inputs`
 //! (env `BENCH_DOCS`, `BENCH_ROUNDS`, `BENCH_FETCH` the job's
 //! `--fetch-concurrency`, default the job's; `BENCH_LISTING`, default
-//! `1000,10000`; `BENCH_PARTS`, default `inputs,listing,outputs`). The
+//! `1000,10000`; `BENCH_PARTS`, default `inputs,listing,outputs,shards`). The
 //! machine's load is printed before and after.
 
 use std::path::Path;
@@ -141,9 +146,9 @@ fn run_child(s3: &S3Server, spec: serde_json::Value) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
 
-/// One run of the job over `input` into `out` (a folder, emptied first,
-/// or an `s3://` URL): (first written s, pages/s, peak RSS MiB, the
-/// child's wall s, its summary).
+/// One run of the job over `input` (inputs and flags, split at spaces)
+/// into `out` (a folder, emptied first, or an `s3://` URL): (first written
+/// s, pages/s, peak RSS MiB, the child's wall s, its summary).
 fn job(
     s3: &S3Server,
     input: &str,
@@ -159,8 +164,8 @@ fn job(
         "--no-progress".into(),
         "--out".into(),
         out.to_string(),
-        input.into(),
     ];
+    argv.extend(input.split(' ').map(str::to_string));
     if let Some(f) = fetch {
         argv.extend(["--fetch-concurrency".into(), f.to_string()]);
     }
@@ -220,7 +225,7 @@ fn main() {
         t.elapsed().as_secs_f64(),
         fetch.map_or_else(|| "the job's default".to_string(), |f| f.to_string())
     );
-    let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "inputs,listing,outputs".into());
+    let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "inputs,listing,outputs,shards".into());
     let (mut store_runs, mut local_runs) = (Vec::new(), Vec::new());
     for round in (0..rounds).filter(|_| parts.contains("inputs")) {
         // Alternate which side goes first.
@@ -255,6 +260,9 @@ fn main() {
     }
     if parts.contains("listing") {
         listing(&s3);
+    }
+    if parts.contains("shards") {
+        shards(&s3, &local, dir.path(), &pdfs, rounds);
     }
     println!("load after: {}", loadavg());
 }
@@ -304,6 +312,85 @@ fn outputs(s3: &S3Server, local: &Path, dir: &Path, rounds: usize) {
         median(store.clone()),
         median(disk.clone()),
         median(ratios)
+    );
+}
+
+/// Part 4: the job over Parquet shards in the store against the same PDFs
+/// in a local folder, then peak RSS over a shard of 1× and 10× the rows.
+fn shards(s3: &S3Server, local: &Path, dir: &Path, pdfs: &[(String, Vec<u8>)], rounds: usize) {
+    let shard = |copies: usize| {
+        let ids: Vec<String> = (0..copies)
+            .flat_map(|c| pdfs.iter().map(move |(n, _)| format!("{c}-{n}")))
+            .collect();
+        let rows: Vec<rayorch_kit::store::shards::SpecRow> = ids
+            .iter()
+            .zip(pdfs.iter().cycle())
+            .map(|(id, (_, b))| (id.as_str(), Some(&b[..]), Some("en")))
+            .collect();
+        rayorch_kit::store::shards::shard_of("pdf", &rows, 64).unwrap()
+    };
+    let one = shard(1);
+    println!(
+        "shard of {} rows: {:.1} MiB",
+        pdfs.len(),
+        one.len() as f64 / (1 << 20) as f64
+    );
+    s3.put(&[("s3://bench/shards/train-0.parquet", &one[..])])
+        .unwrap();
+    let flags = "--input-parquet s3://bench/shards/ --bytes-column pdf --key-column id";
+    let out = dir.join("out").display().to_string();
+    let (mut store, mut disk) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let sides = if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for from_shard in sides {
+            let input = match from_shard {
+                true => flags.to_string(),
+                false => local.display().to_string(),
+            };
+            let r = job(s3, &input, &out, None);
+            println!(
+                "round {round} {:>5}: {:.1} pages/s, peak RSS {:.0} MiB",
+                if from_shard { "shard" } else { "local" },
+                r.1,
+                r.2
+            );
+            match from_shard {
+                true => store.push((r.1, r.2)),
+                false => disk.push((r.1, r.2)),
+            }
+        }
+    }
+    let ratios: Vec<f64> = store.iter().zip(&disk).map(|(s, l)| s.0 / l.0).collect();
+    println!(
+        "shards, medians of {rounds}: pages/s shard {:.1} / local {:.1} (shard/local {:.3}, median of per-round ratios); peak RSS shard {:.0} / local {:.0} MiB",
+        median(store.iter().map(|r| r.0).collect()),
+        median(disk.iter().map(|r| r.0).collect()),
+        median(ratios),
+        median(store.iter().map(|r| r.1).collect()),
+        median(disk.iter().map(|r| r.1).collect()),
+    );
+    let ten = shard(10);
+    println!(
+        "shard of {} rows: {:.1} MiB",
+        pdfs.len() * 10,
+        ten.len() as f64 / (1 << 20) as f64
+    );
+    s3.put(&[("s3://bench/shards10/train-0.parquet", &ten[..])])
+        .unwrap();
+    let flags10 = "--input-parquet s3://bench/shards10/ --bytes-column pdf --key-column id";
+    let small = job(s3, flags, &out, None);
+    let big = job(s3, flags10, &out, None);
+    println!(
+        "peak RSS over {} rows {:.1} MiB, over {} rows {:.1} MiB: {:.3}",
+        pdfs.len(),
+        small.2,
+        pdfs.len() * 10,
+        big.2,
+        big.2 / small.2
     );
 }
 

@@ -79,7 +79,7 @@ pub fn expected_dir(flags: &rayorch_kit::job::RunFlags, inputs: &[String]) -> Op
 /// Does the job run the bundled samples (no inputs, no input list, no
 /// shard)?
 pub fn runs_samples(flags: &rayorch_kit::job::RunFlags, inputs: &[String]) -> bool {
-    inputs.is_empty() && flags.lists.input_lists.is_empty() && flags.shards.input_parquet.is_empty()
+    inputs.is_empty() && !flags.names_inputs()
 }
 
 /// Open a document job's run over `files`, its input lists and the objects

@@ -901,15 +901,19 @@ fn parquet_shards_give_a_document_per_row_keyed_by_their_key_column_and_a_failur
     let dir = tmp.path();
     let shards = dir.join("shards");
     std::fs::create_dir_all(&shards).unwrap();
-    let first = common::shard(vec![
-        ("doc-a", Some(report(2)), Some("en")),
+    let (a, d) = (report(2), report(1));
+    let shard = |rows: &[rayorch_kit::store::shards::SpecRow]| {
+        rayorch_kit::store::shards::shard_of("pdf", rows, 2).unwrap()
+    };
+    let first = shard(&[
+        ("doc-a", Some(&a), Some("en")),
         ("doc-b", None, Some("de")),
-        ("doc-c", Some(b"notes, not a PDF".to_vec()), None),
+        ("doc-c", Some(b"notes, not a PDF"), None),
     ]);
     std::fs::write(shards.join("train-0.parquet"), first).unwrap();
     std::fs::write(
         shards.join("train-1.parquet"),
-        common::shard(vec![("doc-d", Some(report(1)), Some("fr"))]),
+        shard(&[("doc-d", Some(&d), Some("fr"))]),
     )
     .unwrap();
     std::fs::write(shards.join("train-2.parquet"), b"PAR1 a shard cut short").unwrap();
@@ -985,4 +989,76 @@ fn parquet_shards_give_a_document_per_row_keyed_by_their_key_column_and_a_failur
         "{e}"
     );
     assert!(!other.exists(), "the output folder was made");
+}
+
+#[test]
+fn webdataset_tar_shards_give_a_document_per_sample_with_its_members_as_metadata() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (a, b) = (report(2), report(1));
+    let shard = rayorch_kit::store::tars::tar_of(&[
+        ("s/0001.pdf", &a),
+        ("s/0001.json", br#"{"lang": "en", "source": "crawl"}"#),
+        ("s/0001.txt", b"two pages"),
+        ("s/0002.json", br#"{"lang": "de"}"#),
+        ("s/0003.pdf", b"notes, not a PDF"),
+        ("s/0004.pdf", &b),
+        ("s/0004.jpg", &[0xff, 0xd8, 0xff, 0xe0, 0, 0x10, 0xff]),
+    ])
+    .unwrap();
+    let tars = dir.join("tars");
+    std::fs::create_dir_all(&tars).unwrap();
+    std::fs::write(tars.join("train-0.tar"), &shard).unwrap();
+    // A shard cut inside its second sample's first header: the first
+    // sample is read, the cut is one failure.
+    let cut = a.len().div_ceil(512) * 512 + 2560 + 100;
+    std::fs::write(tars.join("train-1.tar"), &shard[..cut]).unwrap();
+    let t = tars.display().to_string();
+    let out = dir.join("out");
+    let ran = run_job(&[], &out, &["--input-tar", &t]);
+    assert_eq!(ran.exit, 3, "{:?}", ran.failures);
+    let shard0 = format!("{t}/train-0.tar");
+    let mut names: Vec<&str> = ran.written.iter().map(|d| d["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    let want = [
+        format!("{shard0}#s/0001"),
+        format!("{shard0}#s/0004"),
+        format!("{t}/train-1.tar#s/0001"),
+    ];
+    assert_eq!(names, want);
+    let first = line_of(&ran.written, &want[0]);
+    assert_eq!(first["pages"], 2);
+    assert_eq!(
+        first["metadata"],
+        serde_json::json!({"lang": "en", "source": "crawl", "txt": "two pages"})
+    );
+    assert_eq!(first["key"], rayorch_kit::store::root_key(&want[0]));
+    assert!(
+        line_of(&ran.written, &want[1]).get("metadata").is_none(),
+        "a JPEG is no metadata"
+    );
+    let failures = jsonl(&out.join("failures.jsonl"));
+    let no_pdf = line_of(&failures, "train-0.tar#s/0002");
+    assert!(
+        no_pdf["cause"]
+            .as_str()
+            .unwrap()
+            .contains("no member this job reads"),
+        "{no_pdf}"
+    );
+    assert_eq!(no_pdf["metadata"], serde_json::json!({"lang": "de"}));
+    assert_eq!(line_of(&failures, "train-0.tar#s/0003")["code"], "input.not_pdf");
+    assert_eq!(failures.len(), 3, "{failures:?}");
+    let cut_at = format!("{t}/train-1.tar@{}", cut - 100);
+    assert!(
+        line_of(&failures, &cut_at)["cause"]
+            .as_str()
+            .unwrap()
+            .contains("cut short")
+    );
+
+    // A resumed run skips every sample its journal holds.
+    let again = run_job(&[], &out, &["--input-tar", &t, "--resume"]);
+    assert_eq!(again.summary["job"]["written"], 0, "{:?}", again.summary["job"]);
+    assert_eq!(again.written.len(), 3);
 }

@@ -10,7 +10,8 @@
 //! - an input list in the bucket names objects next to it, and its rows'
 //!   fields are written beside each document;
 //! - Parquet shards in the bucket, read by byte range: a document per row,
-//!   a failure per bad row or unreadable shard.
+//!   a failure per bad row or unreadable shard;
+//! - a WebDataset tar shard in the bucket: a document per sample.
 //!
 //! The job reads credentials and endpoint from the environment only, and
 //! a test may not change its own process's environment: each run of the
@@ -268,18 +269,14 @@ fn an_input_list_in_the_bucket_names_objects_beside_it_and_their_fields() {
 fn parquet_shards_in_the_bucket_give_a_document_per_row() {
     let s3 = S3Server::start().unwrap();
     let ids: Vec<String> = (0..5).map(|i| format!("r{i}")).collect();
-    let rows: Vec<common::ShardRow> = ids
+    let pdfs: Vec<Vec<u8>> = (0..5).map(|i| report(&format!("Row {i}"))).collect();
+    let rows: Vec<rayorch_kit::store::shards::SpecRow> = ids
         .iter()
+        .zip(&pdfs)
         .enumerate()
-        .map(|(i, id)| {
-            (
-                id.as_str(),
-                (i != 2).then(|| report(&format!("Row {i}"))),
-                Some("en"),
-            )
-        })
+        .map(|(i, (id, pdf))| (id.as_str(), (i != 2).then_some(&pdf[..]), Some("en")))
         .collect();
-    let first = common::shard(rows);
+    let first = rayorch_kit::store::shards::shard_of("pdf", &rows, 2).unwrap();
     upload(
         &s3,
         &[
@@ -331,4 +328,41 @@ fn parquet_shards_in_the_bucket_give_a_document_per_row() {
         "{e}"
     );
     assert!(!other.exists(), "the output folder was made");
+}
+
+#[test]
+fn a_webdataset_shard_in_the_bucket_gives_a_document_per_sample() {
+    let s3 = S3Server::start().unwrap();
+    let (a, b) = (report("Alpha"), report("Beta"));
+    let big_image = vec![0u8; 3 << 20];
+    let shard = rayorch_kit::store::tars::tar_of(&[
+        ("0001.pdf", &a),
+        ("0001.json", br#"{"lang": "en"}"#),
+        ("0001.jpg", &big_image),
+        ("0002.pdf", &b),
+    ])
+    .unwrap();
+    upload(&s3, &[("s3://wds/train/shard-0000.tar", shard)]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (code, console) = job(&s3, &out, &["--input-tar", "s3://wds/train/"]);
+    assert_eq!(code, Ok(0), "{console}");
+    let url = "s3://wds/train/shard-0000.tar";
+    let mut want: Vec<(u64, String)> = ["0001", "0002"]
+        .iter()
+        .map(|k| format!("{url}#{k}"))
+        .map(|n| (root_key(&n), n))
+        .collect();
+    want.sort();
+    assert_eq!(written(&out), want, "{console}");
+    let docs = jsonl(&out.join("documents.jsonl"));
+    let first = docs.iter().find(|d| d["name"] == format!("{url}#0001")).unwrap();
+    assert_eq!(first["metadata"], serde_json::json!({"lang": "en"}));
+    assert!(
+        first["page_texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("Alpha first page"),
+        "{first}"
+    );
 }

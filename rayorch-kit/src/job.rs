@@ -68,6 +68,13 @@ pub struct RunFlags {
 }
 
 impl RunFlags {
+    /// Do the flags name inputs of their own (input lists, shards)?
+    pub fn names_inputs(&self) -> bool {
+        !(self.lists.input_lists.is_empty()
+            && self.shards.input_parquet.is_empty()
+            && self.shards.input_tar.is_empty())
+    }
+
     /// How the run starts in its output folder.
     pub fn start(&self) -> Start {
         Start::from_flags(self.resume, self.force)

@@ -20,8 +20,7 @@ use rayorch_video::job::{self, Args};
 type Inputs = (Vec<PathBuf>, Vec<String>, HashSet<String>);
 
 fn inputs(args: &Args) -> Result<Inputs, rayorch::BoxError> {
-    let streamed = !args.run.lists.input_lists.is_empty() || !args.run.shards.input_parquet.is_empty();
-    if !args.inputs.is_empty() || streamed {
+    if !args.inputs.is_empty() || args.run.names_inputs() {
         let (files, urls) = job::split(&args.inputs, &args.run)?;
         return Ok((files, urls, HashSet::new()));
     }

@@ -501,3 +501,25 @@ fn the_video_job_reads_an_input_list_and_writes_each_rows_fields_beside_its_vide
     assert_eq!(failures[0]["name"], format!("{l}:3"));
     assert_eq!(failures[0]["code"], "input.bad_row");
 }
+
+/// Videos are read where FFmpeg can seek: a tar member or a shard's bytes
+/// column is refused before anything is written, with what to give instead.
+#[test]
+fn the_video_job_refuses_inputs_it_cannot_seek_in() {
+    use clap::Parser;
+    for (flags, says) in [
+        (&["--input-tar", "videos.tar"][..], "not from a tar member"),
+        (
+            &["--input-parquet", "v.parquet", "--bytes-column", "mp4"][..],
+            "--url-column",
+        ),
+    ] {
+        let mut argv = vec!["video_index", "--no-progress"];
+        argv.extend_from_slice(flags);
+        let args = rayorch_video::job::Args::parse_from(argv);
+        let e = rayorch_video::job::split(&args.inputs, &args.run)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{e}");
+    }
+}

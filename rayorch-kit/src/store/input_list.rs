@@ -196,7 +196,14 @@ impl RowReader {
     pub fn line(&mut self, text: Result<&str, String>) -> Result<Option<Row>, String> {
         self.line += 1;
         let text = match text {
-            Ok(t) => t.strip_suffix('\r').unwrap_or(t),
+            Ok(t) => {
+                // A byte-order mark (spreadsheet exports write one) is no text.
+                let t = match self.line {
+                    1 => t.strip_prefix('\u{feff}').unwrap_or(t),
+                    _ => t,
+                };
+                t.strip_suffix('\r').unwrap_or(t)
+            }
             Err(why) => {
                 self.pending = None;
                 return Ok(Some(
@@ -644,7 +651,7 @@ mod tests {
             "lists/x.csv",
             "path",
             &[
-                "id,path,title\r",
+                "\u{feff}id,path,title\r",
                 "1,a.pdf,plain",
                 r#"2,"b, c.pdf","a ""quoted"" title""#,
                 r#"3,d.pdf,"two"#,

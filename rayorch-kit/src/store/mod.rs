@@ -38,6 +38,7 @@ pub mod outputs;
 mod remote;
 mod roots;
 pub mod shards;
+pub mod tars;
 #[cfg(feature = "store")]
 pub mod testing;
 

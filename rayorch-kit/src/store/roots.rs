@@ -24,6 +24,8 @@ pub struct Streamed {
     pub lists: Vec<InputList>,
     /// Parquet shard inputs and the columns to read.
     pub shards: Option<(Vec<String>, ShardColumns)>,
+    /// WebDataset tar shard inputs.
+    pub tars: Vec<String>,
 }
 
 impl Streamed {
@@ -32,12 +34,13 @@ impl Streamed {
         Ok(Streamed {
             lists: flags.lists.lists(),
             shards: flags.shards.shards()?,
+            tars: flags.shards.input_tar.clone(),
         })
     }
 
     /// Neither lists nor shards.
     pub fn is_empty(&self) -> bool {
-        self.lists.is_empty() && self.shards.is_none()
+        self.lists.is_empty() && self.shards.is_none() && self.tars.is_empty()
     }
 
     /// How the journal's source digest names them.
@@ -48,7 +51,8 @@ impl Streamed {
                 .iter()
                 .map(move |i| format!("shards {i} ({:?}, key {:?})", cols.input, cols.key))
         });
-        lists.chain(shards).collect()
+        let tars = self.tars.iter().map(|t| format!("tars {t}"));
+        lists.chain(shards).chain(tars).collect()
     }
 }
 
@@ -72,8 +76,9 @@ pub fn split(
     super::refuse_urls(inputs, built, rebuild)?;
     input_list::check(&streamed.lists, built, rebuild)?;
     if let Some((shard_inputs, cols)) = &streamed.shards {
-        shards::check(shard_inputs, cols, built, rebuild)?;
+        shards::check(shard_inputs, &shards::Kind::Parquet(cols.clone()), built, rebuild)?;
     }
+    shards::check(&streamed.tars, &shards::Kind::Tar(accept), built, rebuild)?;
     let (urls, local): (Vec<String>, Vec<String>) = inputs
         .iter()
         .map(|i| super::file_url_path(i).unwrap_or_else(|| i.clone()))
@@ -279,6 +284,12 @@ impl<T: Send + 'static> Roots<T> {
         if let Some((inputs, _)) = &self.streamed.shards {
             streamed.push(format!("the rows of the Parquet shards {}", inputs.join(", ")));
         }
+        if !self.streamed.tars.is_empty() {
+            streamed.push(format!(
+                "the samples of the tar shards {}",
+                self.streamed.tars.join(", ")
+            ));
+        }
         if !self.urls.is_empty() {
             streamed.push(format!("the objects of {}", self.urls.join(", ")));
         }
@@ -301,6 +312,7 @@ impl<T: Send + 'static> Roots<T> {
         let remote = self
             .rows()
             .chain(self.shard_rows())
+            .chain(self.tar_rows())
             .chain(self.remote().map(|(k, url, root)| (k, url, None, root)));
         let remote = remote.map(move |(k, name, meta, root)| {
             listed.objects.fetch_add(1, Ordering::Relaxed);
@@ -349,9 +361,28 @@ impl<T: Send + 'static> Roots<T> {
 
     /// The Parquet shards' rows: bytes, a location, or a failing root.
     fn shard_rows(&self) -> BoxStream<'static, (u64, Arc<str>, Option<Meta>, T)> {
-        let Some((inputs, cols)) = self.streamed.shards.clone() else {
-            return stream::empty().boxed();
-        };
+        match self.streamed.shards.clone() {
+            None => stream::empty().boxed(),
+            Some((inputs, cols)) => self.rooted(shards::rows(inputs, shards::Kind::Parquet(cols))),
+        }
+    }
+
+    /// The tar shards' samples: the input member's bytes, or a failing root.
+    fn tar_rows(&self) -> BoxStream<'static, (u64, Arc<str>, Option<Meta>, T)> {
+        match self.streamed.tars.is_empty() {
+            true => stream::empty().boxed(),
+            false => self.rooted(shards::rows(
+                self.streamed.tars.clone(),
+                shards::Kind::Tar(self.accept),
+            )),
+        }
+    }
+
+    /// Roots of shard rows (see [`shard_rows`](Self::shard_rows)).
+    fn rooted(
+        &self,
+        rows: BoxStream<'static, Result<shards::ShardRow, String>>,
+    ) -> BoxStream<'static, (u64, Arc<str>, Option<Meta>, T)> {
         let (listed, from_path, from_url, invalid, from_bytes) = (
             self.listed.clone(),
             self.from_path,
@@ -359,8 +390,7 @@ impl<T: Send + 'static> Roots<T> {
             self.invalid,
             self.from_bytes,
         );
-        shards::rows(inputs, cols)
-            .scan((), move |_, row| {
+        rows.scan((), move |_, row| {
                 let item = match row {
                     Ok(row) => {
                         let name = row.name.clone();
@@ -369,7 +399,7 @@ impl<T: Send + 'static> Roots<T> {
                                 Some(f) => f(name.clone(), b),
                                 None => invalid(
                                     name.clone(),
-                                    format!("{name}: this job reads no bytes from a shard; give its locations with --url-column"),
+                                    format!("{name}: this job reads its inputs from files or URLs, not from a shard's bytes; for Parquet shards give a column of locations with --url-column"),
                                 ),
                             },
                             Ok(RowInput::At(at)) if super::is_url(&at) => from_url(at.into()),

@@ -85,6 +85,12 @@ pub struct ShardFlags {
     /// default: the shard and the row's number.
     #[arg(long, value_name = "NAME", requires = "input_parquet")]
     pub key_column: Option<String>,
+    /// WebDataset tar shards as inputs, one input per sample (members
+    /// grouped by key: `0001.pdf`, `0001.json`): the member the job reads
+    /// is its input, `.json` and text members its metadata. A file, a
+    /// folder, a glob, or (`--features store`) a URL or URL pattern.
+    #[arg(long = "input-tar", value_name = "SHARDS")]
+    pub input_tar: Vec<String>,
 }
 
 impl ShardFlags {
@@ -372,6 +378,47 @@ mod read {
         Ok(())
     }
 
+    /// A row of [`shard_of`]: `id`, the input's bytes (`None`: null), `lang`.
+    pub type SpecRow<'a> = (&'a str, Option<&'a [u8]>, Option<&'a str>);
+
+    /// A Parquet shard in the Hugging Face datasets layout, for tests,
+    /// benches and tools: columns `id` (string), `bytes_column` (binary,
+    /// null where `None`) and `lang` (string, nullable), `rows_per_group`
+    /// rows per row group.
+    ///
+    /// ```
+    /// use rayorch_kit::store::shards::shard_of;
+    /// let shard = shard_of("pdf", &[("a", Some(b"%PDF"), Some("en")), ("b", None, None)], 1).unwrap();
+    /// assert_eq!(&shard[..4], b"PAR1");
+    /// ```
+    pub fn shard_of(bytes_column: &str, rows: &[SpecRow], rows_per_group: usize) -> Result<Vec<u8>, String> {
+        use arrow_array::{BinaryArray, StringArray};
+        use arrow_schema::{Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new(bytes_column, DataType::Binary, true),
+            Field::new("lang", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(BinaryArray::from_iter(rows.iter().map(|r| r.1))),
+                Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2))),
+            ],
+        )
+        .map_err(|e| e.to_string())?;
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_size(rows_per_group.max(1))
+            .build();
+        let mut out = Vec::new();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(&mut out, schema, Some(props)).map_err(|e| e.to_string())?;
+        w.write(&batch).map_err(|e| e.to_string())?;
+        w.close().map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+
     /// A local shard's reader.
     pub fn local_reader(path: &str) -> Result<LocalShard, String> {
         let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
@@ -430,18 +477,19 @@ mod read {
     type Item = Result<ShardRow, String>;
 
     /// The rows of the shards of `inputs` (files, folders and globs; URLs and
-    /// URL patterns with `store`), in order, read on a thread of their own and
-    /// handed over a bounded channel (see the module note). An `Err` ends the
-    /// stream. Dropping the stream stops the thread at its next row.
-    pub fn rows(inputs: Vec<String>, cols: ShardColumns) -> futures::stream::BoxStream<'static, Item> {
+    /// URL patterns with `store`) of `kind`, in order, read on a thread of
+    /// their own and handed over a bounded channel (see the module note). An
+    /// `Err` ends the stream. Dropping the stream stops the thread at its
+    /// next row.
+    pub fn rows(inputs: Vec<String>, kind: Kind) -> futures::stream::BoxStream<'static, Item> {
         use futures::SinkExt;
         use futures::stream::{self, StreamExt};
         let (mut tx, rx) = futures::channel::mpsc::channel(BATCH_ROWS);
         let spawned = std::thread::Builder::new()
-            .name("parquet shards".into())
+            .name(format!("{} shards", kind.what()))
             .spawn(move || {
                 let mut emit = |item: Item| futures::executor::block_on(tx.send(item)).is_ok();
-                read_all(&inputs, &cols, &mut emit);
+                read_all(&inputs, &kind, &mut emit);
             });
         match spawned {
             Ok(_) => rx.boxed(),
@@ -454,13 +502,13 @@ mod read {
         crate::store::is_url(at) && crate::store::file_url_path(at).is_none()
     }
 
-    fn read_all(inputs: &[String], cols: &ShardColumns, emit: &mut dyn FnMut(Item) -> bool) {
+    fn read_all(inputs: &[String], kind: &Kind, emit: &mut dyn FnMut(Item) -> bool) {
         #[cfg(feature = "store")]
         let remote = remote::Remote::default();
         for input in inputs {
             if is_remote(input) {
                 #[cfg(feature = "store")]
-                if !remote.read(input, cols, emit) {
+                if !remote.read(input, kind, emit) {
                     return;
                 }
                 #[cfg(not(feature = "store"))]
@@ -470,7 +518,7 @@ mod read {
                 continue;
             }
             let local = crate::store::file_url_path(input).unwrap_or_else(|| input.clone());
-            let files = match crate::store::discover(&[local], is_parquet) {
+            let files = match crate::store::discover(&[local], kind.accepts()) {
                 Ok(f) => f,
                 Err(e) => {
                     emit(Err(e));
@@ -478,20 +526,84 @@ mod read {
                 }
             };
             for f in files {
-                let at = f.display().to_string();
-                let go = match local_reader(&at) {
-                    Ok(r) => read_rows(&at, r, cols, emit),
-                    Err(why) => emit(Ok(failed(
-                        crate::store::root_key(&at),
-                        at.clone(),
-                        format!("{why}; give a readable shard"),
-                    ))),
-                };
-                if !go {
+                if !read_local(&f.display().to_string(), kind, emit) {
                     return;
                 }
             }
         }
+    }
+
+    /// Which shards are read, and how.
+    #[derive(Clone, Debug)]
+    pub enum Kind {
+        /// Parquet shards, these columns.
+        Parquet(ShardColumns),
+        /// WebDataset tars; the job's input member is the one its name
+        /// function takes.
+        Tar(fn(&str) -> bool),
+    }
+
+    impl Kind {
+        fn what(&self) -> &'static str {
+            match self {
+                Kind::Parquet(_) => "parquet",
+                Kind::Tar(_) => "tar",
+            }
+        }
+
+        fn flag(&self) -> &'static str {
+            match self {
+                Kind::Parquet(_) => "--input-parquet",
+                Kind::Tar(_) => "--input-tar",
+            }
+        }
+
+        /// The names a folder or prefix listing keeps.
+        fn accepts(&self) -> fn(&str) -> bool {
+            match self {
+                Kind::Parquet(_) => is_parquet,
+                Kind::Tar(_) => crate::store::tars::is_tar,
+            }
+        }
+    }
+
+    /// A shard that cannot be opened: one failed input named by it.
+    fn unreadable(at: &str, why: String) -> ShardRow {
+        failed(
+            crate::store::root_key(at),
+            at.to_string(),
+            format!("{why}; give a readable shard"),
+        )
+    }
+
+    /// Read the local shard `at`; false once `emit` is.
+    fn read_local(at: &str, kind: &Kind, emit: &mut dyn FnMut(Item) -> bool) -> bool {
+        match kind {
+            Kind::Parquet(cols) => match local_reader(at) {
+                Ok(r) => read_rows(at, r, cols, emit),
+                Err(why) => emit(Ok(unreadable(at, why))),
+            },
+            Kind::Tar(accept) => match std::fs::File::open(at) {
+                Ok(f) => read_tar_rows(at, &crate::store::tars::Windowed::new(f), *accept, emit),
+                Err(e) => emit(Ok(unreadable(at, format!("{at}: {e}")))),
+            },
+        }
+    }
+
+    /// [`read_tar`](crate::store::tars::read_tar), each group emitted as an
+    /// item; false once `emit` is.
+    fn read_tar_rows(
+        at: &str,
+        r: &impl crate::store::tars::ReadAt,
+        accept: fn(&str) -> bool,
+        emit: &mut dyn FnMut(Item) -> bool,
+    ) -> bool {
+        let mut go = true;
+        crate::store::tars::read_tar(at, r, accept, &mut |row| {
+            go = emit(Ok(row));
+            go
+        });
+        go
     }
 
     /// [`read_shard`], each row emitted as an item; false once `emit` is.
@@ -509,26 +621,31 @@ mod read {
         go
     }
 
-    /// Check, before a run, that the shard inputs name their columns, that
-    /// the first shard has them (local shards; a remote one with `store`), and
-    /// that a build without `store` is given no URL (refused naming
+    /// Check, before a run, that the first shard opens and (Parquet) has
+    /// the columns the flags name (local shards; a remote one with `store`),
+    /// and that a build without `store` is given no URL (refused naming
     /// `rebuild`).
-    pub fn check(inputs: &[String], cols: &ShardColumns, built: bool, rebuild: &str) -> Result<(), String> {
+    pub fn check(inputs: &[String], kind: &Kind, built: bool, rebuild: &str) -> Result<(), String> {
         for input in inputs {
             if is_remote(input) {
                 crate::store::refuse_urls(
                     std::slice::from_ref(input),
                     built,
-                    &format!("{rebuild} --input-parquet"),
+                    &format!("{rebuild} {}", kind.flag()),
                 )?;
                 #[cfg(feature = "store")]
-                return remote::Remote::default().check(input, cols);
+                return remote::Remote::default().check(input, kind);
             }
             let local = crate::store::file_url_path(input).unwrap_or_else(|| input.clone());
-            let files = crate::store::discover(&[local], is_parquet)?;
+            let files = crate::store::discover(&[local], kind.accepts())?;
             if let Some(first) = files.iter().find(|f| f.is_file()) {
                 let at = first.display().to_string();
-                return check_columns(&at, &local_reader(&at)?, cols);
+                return match kind {
+                    Kind::Parquet(cols) => check_columns(&at, &local_reader(&at)?, cols),
+                    Kind::Tar(_) => std::fs::File::open(&at)
+                        .map(drop)
+                        .map_err(|e| format!("{} {at}: {e}", kind.flag())),
+                };
             }
         }
         Ok(())
@@ -545,7 +662,7 @@ mod read {
         use parquet::errors::ParquetError;
         use parquet::file::reader::{ChunkReader, Length};
 
-        use super::{Item, ShardColumns, ShardReader};
+        use super::{Item, Kind, ShardReader};
         use crate::store::{StoreOptions, Stores};
 
         /// The shard thread's clients and the runtime their requests run on.
@@ -575,10 +692,10 @@ mod read {
             }
 
             /// The shard URLs of `input` (a URL, a prefix or a pattern).
-            fn list(&self, input: &str) -> Result<Vec<Arc<str>>, String> {
+            fn list(&self, input: &str, kind: &Kind) -> Result<Vec<Arc<str>>, String> {
                 let rt = self.rt()?;
                 let listed: Vec<_> = rt.block_on(
-                    crate::store::list(self.stores(), vec![input.to_string()], super::is_parquet).collect(),
+                    crate::store::list(self.stores(), vec![input.to_string()], kind.accepts()).collect(),
                 );
                 listed
                     .into_iter()
@@ -607,13 +724,8 @@ mod read {
 
             /// Read every shard of `input`; false once `emit` is, or when the
             /// listing failed (emitted as the stream's last item).
-            pub(super) fn read(
-                &self,
-                input: &str,
-                cols: &ShardColumns,
-                emit: &mut dyn FnMut(Item) -> bool,
-            ) -> bool {
-                let urls = match self.list(input) {
+            pub(super) fn read(&self, input: &str, kind: &Kind, emit: &mut dyn FnMut(Item) -> bool) -> bool {
+                let urls = match self.list(input, kind) {
                     Ok(u) => u,
                     Err(e) => {
                         emit(Err(e));
@@ -621,13 +733,12 @@ mod read {
                     }
                 };
                 for url in urls {
-                    let go = match self.open(&url) {
-                        Ok(r) => super::read_rows(&url, r, cols, emit),
-                        Err(why) => emit(Ok(super::failed(
-                            crate::store::root_key(&url),
-                            url.to_string(),
-                            format!("{why}; give a readable shard"),
-                        ))),
+                    let go = match (self.open(&url), kind) {
+                        (Ok(r), Kind::Parquet(cols)) => super::read_rows(&url, r, cols, emit),
+                        (Ok(r), Kind::Tar(accept)) => {
+                            super::read_tar_rows(&url, &crate::store::tars::Windowed::new(r), *accept, emit)
+                        }
+                        (Err(why), _) => emit(Ok(super::unreadable(&url, why))),
                     };
                     if !go {
                         return false;
@@ -636,14 +747,16 @@ mod read {
                 true
             }
 
-            /// The first shard of `input` lists and has the columns.
-            pub(super) fn check(&self, input: &str, cols: &ShardColumns) -> Result<(), String> {
+            /// The first shard of `input` lists, opens and (Parquet) has the
+            /// columns.
+            pub(super) fn check(&self, input: &str, kind: &Kind) -> Result<(), String> {
                 let urls = self
-                    .list(input)
-                    .map_err(|e| format!("--input-parquet {input}: {e}"))?;
-                match urls.first() {
-                    None => Ok(()),
-                    Some(url) => super::check_columns(url, &self.open(url)?, cols),
+                    .list(input, kind)
+                    .map_err(|e| format!("{} {input}: {e}", kind.flag()))?;
+                match (urls.first(), kind) {
+                    (None, _) => Ok(()),
+                    (Some(url), Kind::Parquet(cols)) => super::check_columns(url, &self.open(url)?, cols),
+                    (Some(url), Kind::Tar(_)) => self.open(url).map(drop),
                 }
             }
         }
@@ -713,6 +826,18 @@ mod read {
             }
         }
 
+        impl crate::store::tars::ReadAt for RemoteShard {
+            fn size(&self) -> u64 {
+                self.len
+            }
+
+            fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>, String> {
+                self.fetch(offset..offset + len as u64)
+                    .map(|b| b.to_vec())
+                    .map_err(|e| format!("{len} bytes at offset {offset}: {e}"))
+            }
+        }
+
         impl ShardReader for RemoteShard {
             fn prefetch(&self, range: std::ops::Range<u64>) {
                 let start = range.start;
@@ -724,10 +849,20 @@ mod read {
     }
 }
 
+/// Which shards are read (a build without `parquet` reads none).
+#[cfg(not(feature = "parquet"))]
+#[derive(Clone, Debug)]
+pub enum Kind {
+    /// Parquet shards, these columns.
+    Parquet(ShardColumns),
+    /// WebDataset tars.
+    Tar(fn(&str) -> bool),
+}
+
 /// A build without the kit's `parquet` feature reads no shards: the
 /// check refuses them.
 #[cfg(not(feature = "parquet"))]
-pub fn check(inputs: &[String], _cols: &ShardColumns, _built: bool, _rebuild: &str) -> Result<(), String> {
+pub fn check(inputs: &[String], _kind: &Kind, _built: bool, _rebuild: &str) -> Result<(), String> {
     match inputs.first() {
         None => Ok(()),
         Some(i) => Err(format!(
@@ -740,7 +875,7 @@ pub fn check(inputs: &[String], _cols: &ShardColumns, _built: bool, _rebuild: &s
 #[cfg(not(feature = "parquet"))]
 pub fn rows(
     _inputs: Vec<String>,
-    _cols: ShardColumns,
+    _kind: Kind,
 ) -> futures::stream::BoxStream<'static, Result<ShardRow, String>> {
     use futures::stream::StreamExt;
     futures::stream::empty().boxed()

@@ -151,6 +151,12 @@ pub fn split(
         )
         .into());
     }
+    if let Some(t) = streamed.tars.first() {
+        return Err(format!(
+            "--input-tar {t}: video_index reads each video from a file or a URL (FFmpeg seeks in it), not from a tar member"
+        )
+        .into());
+    }
     rayorch_kit::store::split(
         inputs,
         &streamed,
