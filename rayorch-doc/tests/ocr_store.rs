@@ -10,7 +10,8 @@
 //! - an input list in the bucket names objects next to it, and its rows'
 //!   fields are written beside each document;
 //! - Parquet shards in the bucket, read by byte range: a document per row,
-//!   a failure per bad row or unreadable shard;
+//!   a failure per bad row or unreadable shard; a shard of locations names
+//!   objects beside it;
 //! - a WebDataset tar shard in the bucket: a document per sample.
 //!
 //! The job reads credentials and endpoint from the environment only, and
@@ -364,5 +365,58 @@ fn a_webdataset_shard_in_the_bucket_gives_a_document_per_sample() {
             .unwrap()
             .contains("Alpha first page"),
         "{first}"
+    );
+}
+
+#[test]
+fn a_parquet_shard_of_locations_names_objects_beside_it() {
+    let s3 = S3Server::start().unwrap();
+    let shard = rayorch_kit::store::shards::locations_shard_of(
+        "url",
+        &[
+            ("a", "docs/a.pdf"),
+            ("b", "s3://elsewhere/b.pdf"),
+            ("c", "docs/none.pdf"),
+        ],
+    )
+    .unwrap();
+    upload(
+        &s3,
+        &[
+            ("s3://locs/m/docs/a.pdf", report("Alpha")),
+            ("s3://elsewhere/b.pdf", report("Beta")),
+            ("s3://locs/m/index.parquet", shard),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let args = [
+        "--input-parquet",
+        "s3://locs/m/index.parquet",
+        "--url-column",
+        "url",
+        "--key-column",
+        "id",
+    ];
+    let (code, console) = job(&s3, &out, &args);
+    assert_eq!(code, Ok(3), "{console}");
+    // Keyed and named by the key column; the location is fetched.
+    let mut want: Vec<(u64, String)> = ["a", "b"].iter().map(|k| (root_key(k), k.to_string())).collect();
+    want.sort();
+    assert_eq!(written(&out), want, "{console}");
+    let docs = jsonl(&out.join("documents.jsonl"));
+    let a = docs.iter().find(|d| d["name"] == "a").unwrap();
+    assert!(
+        a["page_texts"][0].as_str().unwrap().contains("Alpha first page"),
+        "{a}"
+    );
+    assert_eq!(a["metadata"], serde_json::json!({"url": "docs/a.pdf"}));
+    let failures = jsonl(&out.join("failures.jsonl"));
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(
+        failures[0]["cause"]
+            .as_str()
+            .unwrap()
+            .contains("s3://locs/m/docs/none.pdf: no such object")
     );
 }

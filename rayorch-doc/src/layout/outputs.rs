@@ -198,6 +198,9 @@ impl Sink for Outputs {
             Item::Present(doc) => {
                 let mut record = Document::from_layout(&doc);
                 record.metadata = meta.map(|m| (*m).clone());
+                if !name.is_empty() {
+                    record.name.clone_from(&name);
+                }
                 self.write_doc(o.key, &doc, &record)?;
                 self.tally.written(&name, doc.pages.len(), t);
                 let layer = self.pages.add(&record);

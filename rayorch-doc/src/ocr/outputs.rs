@@ -131,6 +131,11 @@ impl Sink for Outputs {
         match o.get(self.out) {
             Item::Present(mut doc) => {
                 doc.metadata = meta.map(|m| (*m).clone());
+                // The root's name (a shard row's key names it, not the
+                // location its document was fetched from).
+                if !name.is_empty() {
+                    doc.name.clone_from(&name);
+                }
                 let line = serde_json::to_vec(&DocLine {
                     key: o.key,
                     doc: &doc,

@@ -22,8 +22,10 @@
 //!   is wrong and what to do. Only a shard list that cannot be listed, or a
 //!   column the flags name that the first shard lacks, is an error before
 //!   the run.
-//! - Metadata: strings, integers, floats and booleans keep their JSON type;
-//!   other types are written as their Arrow display text; nulls are left out.
+//! - Metadata: every column but the bytes and the key (a location column
+//!   included, as written in the shard); strings, integers, floats and
+//!   booleans keep their JSON type, other types are written as their Arrow
+//!   display text, nulls are left out.
 
 use std::sync::Arc;
 
@@ -189,8 +191,10 @@ mod read {
                 };
                 let mut meta = Map::new();
                 for (f, c) in schema.fields().iter().zip(batch.columns()) {
-                    let skip =
-                        f.name() == cols.input.name() || cols.key.as_deref() == Some(f.name().as_str());
+                    // The bytes and the key are no metadata; a location is
+                    // (the row is named by its key).
+                    let bytes = matches!(cols.input, InputColumn::Bytes(_)) && f.name() == cols.input.name();
+                    let skip = bytes || cols.key.as_deref() == Some(f.name().as_str());
                     if !skip && c.is_valid(i) {
                         meta.insert(f.name().clone(), json(c, i));
                     }
@@ -408,13 +412,47 @@ mod read {
             ],
         )
         .map_err(|e| e.to_string())?;
+        write_shard(schema, &batch, rows_per_group)
+    }
+
+    /// A Parquet shard of locations, for tests, benches and tools: columns
+    /// `id` and `column` (strings), one row per `(id, location)`.
+    ///
+    /// ```
+    /// let shard = rayorch_kit::store::shards::locations_shard_of("url", &[("a", "s3://b/a.pdf")]).unwrap();
+    /// assert_eq!(&shard[..4], b"PAR1");
+    /// ```
+    pub fn locations_shard_of(column: &str, rows: &[(&str, &str)]) -> Result<Vec<u8>, String> {
+        use arrow_array::StringArray;
+        use arrow_schema::{Field, Schema};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new(column, DataType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )
+        .map_err(|e| e.to_string())?;
+        write_shard(schema, &batch, rows.len())
+    }
+
+    /// `batch` as a Parquet file, `rows_per_group` rows per row group.
+    fn write_shard(
+        schema: arrow_schema::SchemaRef,
+        batch: &RecordBatch,
+        rows_per_group: usize,
+    ) -> Result<Vec<u8>, String> {
         let props = parquet::file::properties::WriterProperties::builder()
             .set_max_row_group_size(rows_per_group.max(1))
             .build();
         let mut out = Vec::new();
         let mut w =
             parquet::arrow::ArrowWriter::try_new(&mut out, schema, Some(props)).map_err(|e| e.to_string())?;
-        w.write(&batch).map_err(|e| e.to_string())?;
+        w.write(batch).map_err(|e| e.to_string())?;
         w.close().map_err(|e| e.to_string())?;
         Ok(out)
     }
