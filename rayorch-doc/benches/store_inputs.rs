@@ -392,6 +392,25 @@ fn shards(s3: &S3Server, local: &Path, dir: &Path, pdfs: &[(String, Vec<u8>)], r
         big.2,
         big.2 / small.2
     );
+    // The control: the same job over local folders of 1× and 10× the
+    // documents (how the job's own memory grows with the run's length).
+    let ten_dir = dir.join("local10");
+    std::fs::create_dir_all(&ten_dir).unwrap();
+    for c in 0..10 {
+        for (n, b) in pdfs {
+            std::fs::write(ten_dir.join(format!("{c}-{n}")), b).unwrap();
+        }
+    }
+    let small = job(s3, &local.display().to_string(), &out, None);
+    let big = job(s3, &ten_dir.display().to_string(), &out, None);
+    println!(
+        "control, local folders: peak RSS over {} documents {:.1} MiB, over {} {:.1} MiB: {:.3}",
+        pdfs.len(),
+        small.2,
+        pdfs.len() * 10,
+        big.2,
+        big.2 / small.2
+    );
 }
 
 /// Part 1's medians.
