@@ -17,7 +17,7 @@
 //! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
 //! | [`otlp`] | the run's batch and root spans posted to an OpenTelemetry collector over OTLP/HTTP (the exporter: feature `otlp`) |
 //! | [`role`] | local, owner, worker or broker from one command line (the distributed roles: feature `dist`) |
-//! | [`store`] | inputs from object storage: `s3://`, `gs://`, `az://`, `http(s)://` URLs and patterns, listed as a stream and fetched by a Call (the clients: feature `store`) |
+//! | [`store`] | inputs from object storage: `s3://`, `gs://`, `az://`, `http(s)://` URLs and patterns, listed as a stream and fetched by a Call (the clients: feature `store`); input lists (`store::input_list`), Parquet shards (`store::shards`) and WebDataset tars (`store::tars`), local or in a store, read as the run goes with each row's metadata |
 //!
 //! Failure lines are the runtime's ([`rayorch::sink::FailuresSink`],
 //! [`rayorch::sink::FailureLine`]); the document jobs (`rayorch-doc`) and

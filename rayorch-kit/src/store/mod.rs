@@ -4,7 +4,10 @@
 //!
 //! What every build has: [`is_url`] (which inputs are URLs) and
 //! [`refuse_urls`] (the clear error of a build without the `store`
-//! feature), and [`root_key`]. With `store`: `Stores` (one client per
+//! feature), [`root_key`], and the dataset sources a run reads as it goes
+//! ([`Streamed`]): input lists ([`input_list`]), Parquet shards
+//! ([`shards`], with the kit's `parquet` feature) and WebDataset tars
+//! ([`tars`]), each local, or in a store with `store`. With `store`: `Stores` (one client per
 //! bucket or origin, configured from the environment), `list` (the
 //! streaming listing), `Object` and `Fetch` (the per-object Call), and
 //! `testing` (a real S3 server and a fault proxy for tests and benches).
