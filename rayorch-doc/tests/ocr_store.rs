@@ -12,7 +12,9 @@
 //! - Parquet shards in the bucket, read by byte range: a document per row,
 //!   a failure per bad row or unreadable shard; a shard of locations names
 //!   objects beside it;
-//! - a WebDataset tar shard in the bucket: a document per sample.
+//! - a WebDataset tar shard in the bucket: a document per sample;
+//! - a shard as pyarrow (the datasets library's writer) writes it: large
+//!   binary and string columns, dictionary-encoded strings, lists.
 //!
 //! The job reads credentials and endpoint from the environment only, and
 //! a test may not change its own process's environment: each run of the
@@ -418,5 +420,88 @@ fn a_parquet_shard_of_locations_names_objects_beside_it() {
             .as_str()
             .unwrap()
             .contains("s3://locs/m/docs/none.pdf: no such object")
+    );
+}
+
+#[test]
+fn a_shard_written_by_pyarrow_is_read_with_its_types() {
+    let s3 = S3Server::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.pdf"), dir.path().join("b.pdf"));
+    std::fs::write(&a, report("Alpha")).unwrap();
+    std::fs::write(&b, report("Beta")).unwrap();
+    let shard = dir.path().join("train-00000-of-00001.parquet");
+    let script = format!(
+        r#"
+import pyarrow as pa, pyarrow.parquet as pq
+docs = [open(p, 'rb').read() for p in [{a:?}, {b:?}]]
+t = pa.table({{
+    'id': pa.array(['x1', 'x2', 'x3'], pa.large_string()),
+    'pdf': pa.array(docs + [None], pa.large_binary()),
+    'lang': pa.array(['en', 'de', 'en']).dictionary_encode(),
+    'pages': pa.array([2, 2, 0], pa.int64()),
+    'score': pa.array([0.5, None, 1.0], pa.float32()),
+    'tags': pa.array([['a', 'b'], [], None], pa.list_(pa.string())),
+}})
+pq.write_table(t, {shard:?}, row_group_size=2)
+"#
+    );
+    let pyarrow = rayorch_kit::store::testing::pyarrow().unwrap();
+    let py = std::process::Command::new(std::env::var("RAYORCH_PYTHON").unwrap_or_else(|_| "python3".into()))
+        .arg("-c")
+        .arg(&script)
+        .env("PYTHONPATH", &pyarrow)
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+    upload(
+        &s3,
+        &[(
+            "s3://datasets/data/train-00000-of-00001.parquet",
+            std::fs::read(&shard).unwrap(),
+        )],
+    );
+    let out = dir.path().join("out");
+    let args = [
+        "--input-parquet",
+        "s3://datasets/data/*.parquet",
+        "--bytes-column",
+        "pdf",
+        "--key-column",
+        "id",
+    ];
+    let (code, console) = job(&s3, &out, &args);
+    assert_eq!(code, Ok(3), "x3 has no bytes: {console}");
+    let mut want: Vec<(u64, String)> = ["x1", "x2"]
+        .iter()
+        .map(|k| (root_key(k), k.to_string()))
+        .collect();
+    want.sort();
+    assert_eq!(written(&out), want, "{console}");
+    let docs = jsonl(&out.join("documents.jsonl"));
+    let x1 = docs.iter().find(|d| d["name"] == "x1").unwrap();
+    assert!(
+        x1["page_texts"][0].as_str().unwrap().contains("Alpha first page"),
+        "{x1}"
+    );
+    let meta = &x1["metadata"];
+    assert_eq!(
+        (&meta["lang"], &meta["pages"], &meta["score"]),
+        (&"en".into(), &2.into(), &0.5.into()),
+        "{meta}"
+    );
+    assert!(
+        meta["tags"]
+            .as_str()
+            .is_some_and(|t| t.contains('a') && t.contains('b')),
+        "{meta}"
+    );
+    let x2 = docs.iter().find(|d| d["name"] == "x2").unwrap();
+    assert!(x2["metadata"].get("score").is_none(), "a null is left out: {x2}");
+    let failures = jsonl(&out.join("failures.jsonl"));
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(
+        failures[0]["cause"].as_str().unwrap().contains("`pdf` is null"),
+        "{failures:?}"
     );
 }
