@@ -1,5 +1,9 @@
 //! Output checks a job prints after its run: every root written once, the
 //! same roots in each of its outputs.
+//!
+//! Invariant: a check reads keys only, a line or a column at a time: its
+//! memory is 8 bytes a root, never the outputs (a run of millions of
+//! documents ends with the same peak it ran at).
 
 use std::path::Path;
 
@@ -16,17 +20,32 @@ pub fn jsonl_lines(path: &Path) -> Result<Vec<serde_json::Value>, BoxError> {
         .collect()
 }
 
-/// The `key` of every line of a JSON-lines output, in file order.
+/// The `key` of every line of a JSON-lines output, in file order: read a
+/// line at a time, only the key parsed out of it.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let p = dir.path().join("d.jsonl");
+/// std::fs::write(&p, "{\"key\": 7, \"page_embeddings\": [[0.5, 1.0]]}\n{\"name\": \"a\", \"key\": 3}\n").unwrap();
+/// assert_eq!(rayorch_kit::check::jsonl_keys(&p).unwrap(), [7, 3]);
+/// std::fs::write(&p, "{\"name\": \"a\"}\n").unwrap();
+/// assert!(rayorch_kit::check::jsonl_keys(&p).unwrap_err().to_string().ends_with("line 1: no `key`"));
+/// ```
 pub fn jsonl_keys(path: &Path) -> Result<Vec<u64>, BoxError> {
-    jsonl_lines(path)?
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v["key"]
-                .as_u64()
-                .ok_or_else(|| format!("{} line {}: no `key`", path.display(), i + 1).into())
-        })
-        .collect()
+    use std::io::BufRead;
+    #[derive(serde::Deserialize)]
+    struct Keyed {
+        key: Option<u64>,
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut keys = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let at = || format!("{} line {}", path.display(), i + 1);
+        let line = line.map_err(|e| format!("{}: {e}", at()))?;
+        let keyed: Keyed = serde_json::from_str(&line).map_err(|e| format!("{}: {e}", at()))?;
+        keys.push(keyed.key.ok_or_else(|| format!("{}: no `key`", at()))?);
+    }
+    Ok(keys)
 }
 
 /// Check that two outputs hold the same roots, each once; `Ok` says how

@@ -317,6 +317,42 @@ pub fn read_batches(path: &Path) -> Result<(Option<SchemaRef>, Vec<RecordBatch>)
     Ok((schema, out))
 }
 
+/// The `u64` column `name` of a Parquet file, or of a [`ParquetSegments`]
+/// folder in segment order: only that column is read (a run's keys, not
+/// its documents).
+pub fn read_u64_column(path: &Path, name: &str) -> Result<Vec<u64>, OutputError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::UInt64Type;
+    let files: Vec<PathBuf> = if path.is_dir() {
+        segments(path)?.into_iter().map(|i| segment(path, i)).collect()
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut out = Vec::new();
+    for f in files {
+        let err = OutputError::at(&f);
+        let file = File::open(&f).map_err(|e| err(e.to_string()))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(e.to_string()))?;
+        let Some(at) = builder.schema().fields().iter().position(|c| c.name() == name) else {
+            return Err(err(format!("no column `{name}`")));
+        };
+        let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), [at]);
+        for batch in builder
+            .with_projection(mask)
+            .build()
+            .map_err(|e| err(e.to_string()))?
+        {
+            let batch = batch.map_err(|e| err(e.to_string()))?;
+            let col = batch.column(0);
+            let Some(keys) = col.as_primitive_opt::<UInt64Type>() else {
+                return Err(err(format!("column `{name}` is {}, not u64", col.data_type())));
+            };
+            out.extend(keys.values().iter().copied());
+        }
+    }
+    Ok(out)
+}
+
 /// Column builders for [`Rows::columns`]: each takes the rows and a field
 /// accessor.
 pub mod col {
@@ -673,6 +709,26 @@ mod tests {
                 (0..k.len()).map(|i| k.value(i)).collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    #[test]
+    fn a_key_column_is_read_alone_from_a_file_or_its_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = dir.path().join("segs");
+        let mut s = ParquetSegments::open(&seg, Named, 2, true).unwrap();
+        for (i, k) in [5u64, 2, 9, 4, 1].into_iter().enumerate() {
+            s.write((k, format!("n{k}"))).unwrap();
+            if i % 2 == 1 {
+                s.sync(false).unwrap();
+            }
+        }
+        s.sync(false).unwrap();
+        assert_eq!(read_u64_column(&seg, "key").unwrap(), [5, 2, 9, 4, 1]);
+        assert_eq!(read_u64_column(&seg, "key").unwrap(), keys(&seg));
+        let e = read_u64_column(&seg, "name").unwrap_err().to_string();
+        assert!(e.contains("column `name` is Utf8, not u64"), "{e}");
+        let e = read_u64_column(&seg, "id").unwrap_err().to_string();
+        assert!(e.contains("no column `id`"), "{e}");
     }
 
     #[test]
