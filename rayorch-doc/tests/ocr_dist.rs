@@ -188,6 +188,36 @@ fn plain_tcp_is_refused_without_insecure() {
     }
 }
 
+/// An owner sends local files only: input lists and shards are refused
+/// before anything is written, never ignored.
+#[test]
+fn an_owner_refuses_input_lists_and_shards_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.display().to_string();
+    for flags in [
+        &["--input-list", "l.jsonl"][..],
+        &["--input-parquet", "s.parquet", "--bytes-column", "pdf"],
+        &["--input-tar", "s.tar"],
+    ] {
+        let mut args = vec![
+            "doc_ocr",
+            "--nats",
+            "nats://127.0.0.1:9",
+            "--insecure",
+            "--out",
+            &o,
+        ];
+        args.extend_from_slice(flags);
+        let e = doc_ocr::run_from(&args).unwrap_err().to_string();
+        assert!(
+            e.contains("run in one process for now") && e.contains("without --nats"),
+            "{e}"
+        );
+        assert!(!out.exists(), "nothing written before the refusal");
+    }
+}
+
 /// A worker reads documents only under its input roots: the owner announces
 /// `corpus/` (`--input-root`), the worker narrows it to `corpus/a`; the
 /// document in `corpus/b` fails, its cause naming the path and the roots,

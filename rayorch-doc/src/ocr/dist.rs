@@ -98,6 +98,10 @@ pub(super) fn run_role(args: &Args, role: Role, inspect: Option<Inspect<Document
             "object-store inputs run in one process for now: a distributed run reads local files at the owner's absolute paths (a shared file system); run without --nats, or copy the objects to a shared folder"
                 .into(),
         ),
+        Role::Owner { .. } if args.run.names_inputs() => Err(
+            "input lists and shards (--input-list, --input-parquet, --input-tar) run in one process for now: a distributed owner sends local files, by their absolute paths; run without --nats"
+                .into(),
+        ),
         Role::Owner { url } => run_here(args, inspect, |here, outputs| {
             let mut owner = role::owner(
                 here.plan,
