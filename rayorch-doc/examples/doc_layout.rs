@@ -28,7 +28,9 @@ fn main() -> ExitCode {
 
 fn run(mut args: Args) -> Result<u8, rayorch::BoxError> {
     let (mut truth, mut temporary) = (Vec::new(), None);
-    if args.inputs.is_empty() {
+    // No inputs and no input list or shard: the generated corpus and the
+    // samples, scored.
+    if args.inputs.is_empty() && !args.run.names_inputs() {
         // The corpus goes beside local outputs, or to a temporary folder
         // when they are at a URL.
         let at_url = args.out.to_string_lossy().contains("://");
