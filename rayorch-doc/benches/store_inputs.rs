@@ -229,12 +229,7 @@ fn main() {
     let (mut store_runs, mut local_runs) = (Vec::new(), Vec::new());
     for round in (0..rounds).filter(|_| parts.contains("inputs")) {
         // Alternate which side goes first.
-        let sides = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for from_store in sides {
+        for from_store in sides(round) {
             let (input, runs) = if from_store {
                 ("s3://bench/docs/".to_string(), &mut store_runs)
             } else {
@@ -272,12 +267,7 @@ fn outputs(s3: &S3Server, local: &Path, dir: &Path, rounds: usize) {
     s3.put(&[("s3://bench/README", b"outputs")]).unwrap();
     let (mut store, mut disk) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let sides = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for to_store in sides {
+        for to_store in sides(round) {
             let out = match to_store {
                 true => format!("s3://bench/out-{round}/"),
                 false => dir.join("out").display().to_string(),
@@ -341,12 +331,7 @@ fn shards(s3: &S3Server, local: &Path, dir: &Path, pdfs: &[(String, Vec<u8>)], r
     let out = dir.join("out").display().to_string();
     let (mut store, mut disk) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let sides = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for from_shard in sides {
+        for from_shard in sides(round) {
             let input = match from_shard {
                 true => flags.to_string(),
                 false => local.display().to_string(),
@@ -411,6 +396,12 @@ fn shards(s3: &S3Server, local: &Path, dir: &Path, pdfs: &[(String, Vec<u8>)], r
         big.2,
         big.2 / small.2
     );
+}
+
+/// Which side of an A/B round runs first: `true` first in even rounds.
+fn sides(round: usize) -> [bool; 2] {
+    let even = round.is_multiple_of(2);
+    [even, !even]
 }
 
 /// Part 1's medians.

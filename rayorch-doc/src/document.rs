@@ -297,22 +297,17 @@ pub fn read_documents(path: &Path) -> Result<(SchemaRef, Vec<(u64, Document)>), 
         let reasons = col(7)
             .downcast_ref::<ListArray>()
             .ok_or_else(|| bad("page_reasons"))?;
-        let kinds = match batch.num_columns() > 8 {
-            true => Some(
-                col(8)
-                    .downcast_ref::<ListArray>()
-                    .ok_or_else(|| bad("page_reason_kinds"))?,
-            ),
-            false => None,
-        };
-        let metadata = match batch.num_columns() > 9 {
-            true => Some(
-                col(9)
-                    .downcast_ref::<StringArray>()
-                    .ok_or_else(|| bad("metadata"))?,
-            ),
-            false => None,
-        };
+        // Columns later versions added; files written before lack them.
+        let later = |i: usize| (batch.num_columns() > i).then(|| col(i));
+        let kinds = later(8)
+            .map(|c| {
+                c.downcast_ref::<ListArray>()
+                    .ok_or_else(|| bad("page_reason_kinds"))
+            })
+            .transpose()?;
+        let metadata = later(9)
+            .map(|c| c.downcast_ref::<StringArray>().ok_or_else(|| bad("metadata")))
+            .transpose()?;
         let strings = |list: &ListArray, r: usize, what: &str| -> Result<Vec<String>, OutputError> {
             let v = list.value(r);
             let v = v

@@ -71,6 +71,17 @@ fn report(title: &str) -> Vec<u8> {
     )
 }
 
+/// (key, name) of each of `names` as a run keys them (their URLs or keys),
+/// sorted: what [`written`] returns when exactly these were written.
+fn keyed<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = names
+        .into_iter()
+        .map(|n| (root_key(n.as_ref()), n.as_ref().to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
 /// (key, name) of each written document, sorted.
 fn written(out: &Path) -> Vec<(u64, String)> {
     let mut v: Vec<(u64, String)> = jsonl(&out.join("documents.jsonl"))
@@ -109,9 +120,7 @@ fn objects_below_a_prefix_are_written_once_under_their_urls_and_bad_ones_are_fai
         "s3://corpus/docs/c.PDF",
         "s3://corpus/docs/sub/b.pdf",
     ];
-    let mut want: Vec<(u64, String)> = urls.iter().map(|u| (root_key(u), u.to_string())).collect();
-    want.sort();
-    assert_eq!(written(&out), want, "{console}");
+    assert_eq!(written(&out), keyed(urls), "{console}");
     let docs = jsonl(&out.join("documents.jsonl"));
     let alpha = docs
         .iter()
@@ -162,9 +171,7 @@ fn a_run_cut_short_resumes_over_the_same_listing_and_writes_the_rest_once() {
     );
     let (code, console) = job(&s3, &out, &["s3://resume/in/", "--resume"]);
     assert_eq!(code, Ok(0), "{console}");
-    let mut want: Vec<(u64, String)> = objects.iter().map(|(u, _)| (root_key(u), u.clone())).collect();
-    want.sort();
-    assert_eq!(written(&out), want, "{console}");
+    assert_eq!(written(&out), keyed(objects.iter().map(|(u, _)| u)), "{console}");
     let summary = summary(&out);
     assert_eq!(summary["job"]["resumed"], 2);
 }
@@ -234,9 +241,7 @@ fn an_input_list_in_the_bucket_names_objects_beside_it_and_their_fields() {
     let (code, console) = job(&s3, &out, &["--input-list", "s3://lists/m/list.jsonl"]);
     assert_eq!(code, Ok(3), "{console}");
     let urls = ["s3://lists/m/docs/a.pdf", "s3://lists/elsewhere/b.pdf"];
-    let mut want: Vec<(u64, String)> = urls.iter().map(|u| (root_key(u), u.to_string())).collect();
-    want.sort();
-    assert_eq!(written(&out), want, "{console}");
+    assert_eq!(written(&out), keyed(urls), "{console}");
     let docs = jsonl(&out.join("documents.jsonl"));
     let b = docs.iter().find(|d| d["name"] == urls[1]).unwrap();
     assert_eq!(b["metadata"], serde_json::json!({"lang": "fr"}));
@@ -295,13 +300,8 @@ fn parquet_shards_in_the_bucket_give_a_document_per_row() {
     assert_eq!(code, Ok(3), "{console}");
     // Without a key column: the shard's URL and the row.
     let shard = "s3://shards/train/part-0.parquet";
-    let mut want: Vec<(u64, String)> = [0, 1, 3, 4]
-        .iter()
-        .map(|i| format!("{shard}#{i}"))
-        .map(|n| (root_key(&n), n))
-        .collect();
-    want.sort();
-    assert_eq!(written(&out), want, "{console}");
+    let rows = [0, 1, 3, 4].map(|i| format!("{shard}#{i}"));
+    assert_eq!(written(&out), keyed(rows), "{console}");
     let docs = jsonl(&out.join("documents.jsonl"));
     let r3 = docs.iter().find(|d| d["name"] == format!("{shard}#3")).unwrap();
     assert!(
@@ -351,13 +351,8 @@ fn a_webdataset_shard_in_the_bucket_gives_a_document_per_sample() {
     let (code, console) = job(&s3, &out, &["--input-tar", "s3://wds/train/"]);
     assert_eq!(code, Ok(0), "{console}");
     let url = "s3://wds/train/shard-0000.tar";
-    let mut want: Vec<(u64, String)> = ["0001", "0002"]
-        .iter()
-        .map(|k| format!("{url}#{k}"))
-        .map(|n| (root_key(&n), n))
-        .collect();
-    want.sort();
-    assert_eq!(written(&out), want, "{console}");
+    let samples = ["0001", "0002"].map(|k| format!("{url}#{k}"));
+    assert_eq!(written(&out), keyed(samples), "{console}");
     let docs = jsonl(&out.join("documents.jsonl"));
     let first = docs.iter().find(|d| d["name"] == format!("{url}#0001")).unwrap();
     assert_eq!(first["metadata"], serde_json::json!({"lang": "en"}));
@@ -403,9 +398,7 @@ fn a_parquet_shard_of_locations_names_objects_beside_it() {
     let (code, console) = job(&s3, &out, &args);
     assert_eq!(code, Ok(3), "{console}");
     // Keyed and named by the key column; the location is fetched.
-    let mut want: Vec<(u64, String)> = ["a", "b"].iter().map(|k| (root_key(k), k.to_string())).collect();
-    want.sort();
-    assert_eq!(written(&out), want, "{console}");
+    assert_eq!(written(&out), keyed(["a", "b"]), "{console}");
     let docs = jsonl(&out.join("documents.jsonl"));
     let a = docs.iter().find(|d| d["name"] == "a").unwrap();
     assert!(
@@ -472,12 +465,7 @@ pq.write_table(t, {shard:?}, row_group_size=2)
     ];
     let (code, console) = job(&s3, &out, &args);
     assert_eq!(code, Ok(3), "x3 has no bytes: {console}");
-    let mut want: Vec<(u64, String)> = ["x1", "x2"]
-        .iter()
-        .map(|k| (root_key(k), k.to_string()))
-        .collect();
-    want.sort();
-    assert_eq!(written(&out), want, "{console}");
+    assert_eq!(written(&out), keyed(["x1", "x2"]), "{console}");
     let docs = jsonl(&out.join("documents.jsonl"));
     let x1 = docs.iter().find(|d| d["name"] == "x1").unwrap();
     assert!(

@@ -8,7 +8,7 @@
 //! let names = rayorch_kit::names::RootNames::new();
 //! names.insert(7, "s3://b/a.pdf");
 //! names.insert(9, "s3://b/c.pdf");
-//! assert_eq!(names.take(7).as_deref(), Some("s3://b/a.pdf"));
+//! assert_eq!(names.take(7), Some(("s3://b/a.pdf".into(), None)));
 //! assert_eq!(names.take(7), None);
 //! assert_eq!(names.remaining(), ["s3://b/c.pdf"]);
 //! ```
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 pub type Meta = Arc<serde_json::Value>;
 
 /// A root's name and metadata.
-type Named = (Arc<str>, Option<Meta>);
+pub type Named = (Arc<str>, Option<Meta>);
 
 /// Root names by key (see the module note); shared by source and sink.
 #[derive(Debug, Default)]
@@ -48,19 +48,15 @@ impl RootNames {
     /// let names = rayorch_kit::names::RootNames::new();
     /// let meta = std::sync::Arc::new(serde_json::json!({"lang": "en"}));
     /// names.insert_with(3, "s3://b/a.pdf", Some(meta.clone()));
-    /// assert_eq!(names.take_with_meta(3), Some(("s3://b/a.pdf".into(), Some(meta))));
+    /// assert_eq!(names.take(3), Some(("s3://b/a.pdf".into(), Some(meta))));
     /// ```
     pub fn insert_with(&self, key: u64, name: impl Into<Arc<str>>, meta: Option<Meta>) {
         self.map().insert(key, (name.into(), meta));
     }
 
-    /// The name of `key`, forgotten (the sink, when the root ends).
-    pub fn take(&self, key: u64) -> Option<Arc<str>> {
-        self.map().remove(&key).map(|(name, _)| name)
-    }
-
-    /// The name and metadata of `key`, forgotten.
-    pub fn take_with_meta(&self, key: u64) -> Option<Named> {
+    /// The name and metadata of `key`, forgotten (the sink, when the root
+    /// ends).
+    pub fn take(&self, key: u64) -> Option<Named> {
         self.map().remove(&key)
     }
 

@@ -126,7 +126,7 @@ impl Sink for Outputs {
         let t = self.start.elapsed().as_secs_f64();
         let (name, meta) = self
             .names
-            .take_with_meta(o.key)
+            .take(o.key)
             .map_or_else(Default::default, |(n, m)| (n.to_string(), m));
         match o.get(self.out) {
             Item::Present(mut doc) => {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use futures::stream::{self, BoxStream, StreamExt};
 
 use super::input_list::{self, InputList, RowError};
-use super::shards::{self, RowInput, ShardColumns};
+use super::shards::{self, RowInput, ShardColumns, ShardRow};
 use crate::names::{Meta, RootNames};
 
 /// How a job makes a root from a name and an input's bytes.
@@ -335,28 +335,22 @@ impl<T: Send + 'static> Roots<T> {
         if self.streamed.lists.is_empty() {
             return stream::empty().boxed();
         }
-        let (listed, from_path, from_url, invalid) =
-            (self.listed.clone(), self.from_path, self.from_url, self.invalid);
-        input_list::rows(self.streamed.lists.clone())
-            .scan((), move |_, (list, row)| {
-                let item = match row {
-                    Ok(row) => {
-                        let name: Arc<str> = row.name(&list.at).into();
-                        let key = super::root_key(&name);
-                        Some(match row.entry {
-                            Ok(e) if super::is_url(&e.at) => (key, name.clone(), e.meta, from_url(name)),
-                            Ok(e) => (key, name, e.meta, from_path(Path::new(&e.at))),
-                            Err(RowError(why)) => (key, name.clone(), None, invalid(name, why)),
-                        })
-                    }
-                    Err(e) => {
-                        *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        None
-                    }
+        let rows = input_list::rows(self.streamed.lists.clone()).map(|(list, row)| {
+            row.map(|row| {
+                let name: Arc<str> = row.name(&list.at).into();
+                let (meta, input) = match row.entry {
+                    Ok(e) => (e.meta, Ok(RowInput::At(e.at))),
+                    Err(RowError(why)) => (None, Err(why)),
                 };
-                futures::future::ready(item)
+                ShardRow {
+                    key: super::root_key(&name),
+                    name,
+                    meta,
+                    input,
+                }
             })
-            .boxed()
+        });
+        self.rooted(rows.boxed())
     }
 
     /// The Parquet shards' rows: bytes, a location, or a failing root.
@@ -378,44 +372,40 @@ impl<T: Send + 'static> Roots<T> {
         }
     }
 
-    /// Roots of shard rows (see [`shard_rows`](Self::shard_rows)).
+    /// Roots of the rows of a list or shard: bytes, a location, or a
+    /// failing root. An `Err` ends the stream and is kept for the report.
     fn rooted(
         &self,
-        rows: BoxStream<'static, Result<shards::ShardRow, String>>,
+        rows: BoxStream<'static, Result<ShardRow, String>>,
     ) -> BoxStream<'static, (u64, Arc<str>, Option<Meta>, T)> {
-        let (listed, from_path, from_url, invalid, from_bytes) = (
-            self.listed.clone(),
-            self.from_path,
-            self.from_url,
-            self.invalid,
-            self.from_bytes,
-        );
+        let (from_path, from_url, invalid, from_bytes) =
+            (self.from_path, self.from_url, self.invalid, self.from_bytes);
+        let root = move |name: &Arc<str>, input: Result<RowInput, String>| match input {
+            Ok(RowInput::Bytes(b)) => match from_bytes {
+                Some(f) => f(name.clone(), b),
+                None => invalid(
+                    name.clone(),
+                    format!(
+                        "{name}: this job reads its inputs from files or URLs, not from a shard's bytes; for Parquet shards give a column of locations with --url-column"
+                    ),
+                ),
+            },
+            Ok(RowInput::At(at)) if super::is_url(&at) => from_url(at.into()),
+            Ok(RowInput::At(at)) => from_path(Path::new(&at)),
+            Err(why) => invalid(name.clone(), why),
+        };
+        let listed = self.listed.clone();
         rows.scan((), move |_, row| {
-                let item = match row {
-                    Ok(row) => {
-                        let name = row.name.clone();
-                        let root = match row.input {
-                            Ok(RowInput::Bytes(b)) => match from_bytes {
-                                Some(f) => f(name.clone(), b),
-                                None => invalid(
-                                    name.clone(),
-                                    format!("{name}: this job reads its inputs from files or URLs, not from a shard's bytes; for Parquet shards give a column of locations with --url-column"),
-                                ),
-                            },
-                            Ok(RowInput::At(at)) if super::is_url(&at) => from_url(at.into()),
-                            Ok(RowInput::At(at)) => from_path(Path::new(&at)),
-                            Err(why) => invalid(name.clone(), why),
-                        };
-                        Some((row.key, name, row.meta, root))
-                    }
-                    Err(e) => {
-                        *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        None
-                    }
-                };
-                futures::future::ready(item)
-            })
-            .boxed()
+            let item = match row {
+                Ok(row) => Some((row.key, row.name.clone(), row.meta, root(&row.name, row.input))),
+                Err(e) => {
+                    *listed.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    None
+                }
+            };
+            futures::future::ready(item)
+        })
+        .boxed()
     }
 
     #[cfg(feature = "store")]

@@ -123,8 +123,8 @@ impl ShardFlags {
     }
 }
 
-/// What one row of a shard gives: its key, name, metadata, and the input
-/// or why there is none.
+/// What one row of a shard (or of an input list, or one tar sample) gives:
+/// its key, name, metadata, and the input or why there is none.
 #[derive(Clone, Debug)]
 pub struct ShardRow {
     /// The root key (see the module note).
@@ -535,16 +535,11 @@ mod read {
         }
     }
 
-    /// Is the shard input `at` in object storage?
-    fn is_remote(at: &str) -> bool {
-        crate::store::is_url(at) && crate::store::file_url_path(at).is_none()
-    }
-
     fn read_all(inputs: &[String], kind: &Kind, emit: &mut dyn FnMut(Item) -> bool) {
         #[cfg(feature = "store")]
         let remote = remote::Remote::default();
         for input in inputs {
-            if is_remote(input) {
+            if crate::store::input_list::is_remote(input) {
                 #[cfg(feature = "store")]
                 if !remote.read(input, kind, emit) {
                     return;
@@ -665,7 +660,7 @@ mod read {
     /// `rebuild`).
     pub fn check(inputs: &[String], kind: &Kind, built: bool, rebuild: &str) -> Result<(), String> {
         for input in inputs {
-            if is_remote(input) {
+            if crate::store::input_list::is_remote(input) {
                 crate::store::refuse_urls(
                     std::slice::from_ref(input),
                     built,
@@ -817,12 +812,12 @@ mod read {
                     .map_err(|e| ParquetError::External(Box::new(e)))
             }
 
-            fn cached(&self, start: u64, length: u64) -> Option<Bytes> {
+            /// The cached bytes from `start` to the cache's end.
+            fn cached_rest(&self, start: u64) -> Option<Bytes> {
                 let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
                 let (at, bytes) = cache.as_ref()?;
                 let from = start.checked_sub(*at)? as usize;
-                (from as u64 + length <= bytes.len() as u64)
-                    .then(|| bytes.slice(from..from + length as usize))
+                (from < bytes.len()).then(|| bytes.slice(from..))
             }
         }
 
@@ -847,20 +842,10 @@ mod read {
             }
 
             fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-                match self.cached(start, length as u64) {
-                    Some(b) => Ok(b),
+                match self.cached_rest(start).filter(|b| b.len() >= length) {
+                    Some(b) => Ok(b.slice(..length)),
                     None => self.fetch(start..start + length as u64),
                 }
-            }
-        }
-
-        impl RemoteShard {
-            /// The cached bytes from `start` to the cache's end.
-            fn cached_rest(&self, start: u64) -> Option<Bytes> {
-                let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-                let (at, bytes) = cache.as_ref()?;
-                let from = start.checked_sub(*at)? as usize;
-                (from < bytes.len()).then(|| bytes.slice(from..))
             }
         }
 

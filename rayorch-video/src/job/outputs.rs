@@ -128,7 +128,7 @@ impl Sink for Outputs {
         let t = self.start.elapsed().as_secs_f64();
         let (name, meta) = self
             .names
-            .take_with_meta(o.key)
+            .take(o.key)
             .map_or_else(Default::default, |(n, m)| (n.to_string(), m));
         let from_store = rayorch_kit::store::is_url(&name);
         if from_store {
