@@ -28,6 +28,18 @@ pub enum DistError {
         /// The owner's fingerprint.
         owner: String,
     },
+    /// The worker's payload store is not the owner's.
+    #[error(
+        "the owner of job `{job}` keeps large payloads in {owner} and this worker in {worker}; give every process of the run the same store (`--payload-store`, or none for the broker's own)"
+    )]
+    PayloadStoreMismatch {
+        /// The job name.
+        job: String,
+        /// The owner's store (its URL, or the broker's bucket).
+        owner: String,
+        /// The worker's.
+        worker: String,
+    },
     /// No owner answered the worker's hello in time.
     #[error(
         "no owner of job `{job}` answered at {url} within {waited_s:.0} s; start the owner (`--role owner`) or check the job name and URL"

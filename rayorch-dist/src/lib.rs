@@ -64,7 +64,7 @@ use std::time::Duration;
 pub use codec::Codecs;
 pub use error::DistError;
 pub use owner::{Owner, OwnerStats};
-pub use payload_store::{JetStreamObjects, PayloadStore, TOO_LARGE, WireBytes};
+pub use payload_store::{GONE, JetStreamObjects, PayloadStore, SharedPayloads, TOO_LARGE, WireBytes};
 pub use security::{Credentials, Security};
 pub use worker::{WorkerSummary, parse_calls, worker};
 #[cfg(feature = "fault-injection")]
@@ -144,6 +144,11 @@ pub struct DistConfig {
     /// Delete a previous run's leftover streams of this job instead of
     /// refusing to start ([`DistError::OwnerRestart`]).
     pub fresh: bool,
+    /// Where payloads too large to travel inline go: `None`, the run's
+    /// JetStream Object Store bucket on the broker; else a store outside
+    /// it that the owner and every worker reach (the same on each, which
+    /// the owner's hello answer checks).
+    pub payloads: Option<SharedPayloads>,
 }
 
 impl DistConfig {
@@ -171,6 +176,7 @@ impl DistConfig {
             backpressure: Some(rayorch_runtime::DEFAULT_BACKPRESSURE),
             fresh: false,
             input_roots: Vec::new(),
+            payloads: None,
         }
     }
 

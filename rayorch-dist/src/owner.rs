@@ -455,6 +455,12 @@ impl Owner {
             .await
             .map_err(DistError::nats_any(format!("create consumer on {name}")))?;
         }
+        // A store outside the broker: nothing to create (its keys are
+        // unique per owner run).
+        if let Some(shared) = &cfg.payloads {
+            self.payloads.store = shared.store.clone();
+            return Ok(());
+        }
         let _ = js.delete_object_store(cfg.bucket()).await;
         let store = js
             .create_object_store(object_store::Config {
@@ -798,7 +804,8 @@ impl DistBackend {
         counter.fetch_add(1, Ordering::Relaxed);
         if let Some(reply) = m.reply {
             let roots = serde_json::to_string(&self.cfg.input_roots).unwrap_or_else(|_| "[]".into());
-            let body = format!("{} {}\n{roots}", self.fingerprint, self.run_id);
+            let store = self.cfg.payloads.as_ref().map_or("", |p| p.url.as_str());
+            let body = format!("{} {}\n{roots}\n{store}", self.fingerprint, self.run_id);
             let client = self.client.clone();
             tokio::spawn(async move {
                 let _ = client.publish(reply, body.into()).await;

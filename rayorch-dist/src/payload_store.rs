@@ -3,8 +3,9 @@
 //! A value whose encoding is at most `inline_max` bytes travels inside the
 //! batch or report message, as long as the message's inline payloads stay
 //! within `inline_total` (NATS refuses messages over its `max_payload`). A larger one is written to a [`PayloadStore`]
-//! both sides reach (the JetStream Object Store to start: no extra service),
-//! and the message carries its key and size. Anything over `cap` is refused
+//! both sides reach (by default the run's JetStream Object Store bucket: no
+//! extra service; or a store outside the broker, [`SharedPayloads`], which
+//! keeps large payloads off it), and the message carries its key and size. Anything over `cap` is refused
 //! with a typed error before it is sent. Every byte put on the wire, inline or
 //! stored, is counted in [`WireBytes`].
 //!
@@ -43,8 +44,32 @@ pub trait PayloadStore: Send + Sync {
 pub struct JetStreamObjects(pub ObjectStore);
 
 /// How a store error says the object is not there (no retry can help: its
-/// batch was decided and its payloads released).
-pub(crate) const GONE: &str = "not in the store: ";
+/// batch was decided and its payloads released). A [`PayloadStore`] of
+/// another crate starts its not-found errors with it.
+pub const GONE: &str = "not in the store: ";
+
+/// A payload store outside the broker (an object-store prefix, say), which
+/// the owner and every worker reach: `DistConfig::payloads`. Large payloads
+/// then never cross the broker, only their keys. The owner tells each
+/// worker its `url` when it says hello; a worker whose own is another
+/// (or none) is refused before it serves anything
+/// (`DistError::PayloadStoreMismatch`): it would read keys that are not in
+/// its store.
+#[derive(Clone)]
+pub struct SharedPayloads {
+    /// Where the store is, as the owner and the workers name it.
+    pub url: String,
+    /// The store.
+    pub store: Arc<dyn PayloadStore>,
+}
+
+impl std::fmt::Debug for SharedPayloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedPayloads")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a store error says the object is larger than the caller allows
 /// (no retry can help either).

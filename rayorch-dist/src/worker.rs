@@ -35,7 +35,7 @@ use crate::error::DistError;
 #[cfg(feature = "fault-injection")]
 use crate::fault::{Fault, Injector};
 use crate::messages::{BatchMsg, Claim, Ctl, Hello, Report, Slot, WireFailure, WireOutcome};
-use crate::payload_store::{JetStreamObjects, Payloads, WireBytes};
+use crate::payload_store::{JetStreamObjects, PayloadStore, Payloads, WireBytes};
 
 /// What a worker did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -178,7 +178,19 @@ async fn run_worker(
         .subscribe(cfg.done_subject())
         .await
         .map_err(DistError::nats_any("subscribe"))?;
-    let (run, announced) = hello_roots(&client, &cfg, &hello).await?;
+    let (run, announced, owner_store) = hello_roots(&client, &cfg, &hello).await?;
+    let own_store = cfg.payloads.as_ref().map_or("", |p| p.url.as_str());
+    if owner_store != own_store {
+        let named = |s: &str| match s {
+            "" => "the broker's object store".to_string(),
+            url => url.to_string(),
+        };
+        return Err(DistError::PayloadStoreMismatch {
+            job: cfg.job.clone(),
+            owner: named(&owner_store),
+            worker: named(own_store),
+        });
+    }
     codecs.apply_input_roots(&narrow_roots(&announced, &cfg.input_roots)?)?;
     let js = jetstream::new(client.clone());
     let (store, consumers) = match open_queues(&js, &cfg, &serve).await {
@@ -198,7 +210,7 @@ async fn run_worker(
         client: client.clone(),
         payloads: Payloads {
             codecs,
-            store: Arc::new(JetStreamObjects(store)),
+            store,
             inline_max: cfg.inline_max,
             cap: cfg.payload_cap,
             bytes: Arc::new(WireBytes::default()),
@@ -261,17 +273,22 @@ async fn run_worker(
     })
 }
 
-/// The run's payload bucket and a consumer per Call served, as the owner
+/// The run's payload store (its bucket on the broker, or the store outside
+/// it that the run shares) and a consumer per Call served, as the owner
 /// made them before it answered the worker's hello.
 async fn open_queues(
     js: &jetstream::Context,
     cfg: &DistConfig,
     serve: &[(usize, u32)],
-) -> Result<(jetstream::object_store::ObjectStore, Vec<PullConsumer>), DistError> {
-    let store = js
-        .get_object_store(cfg.bucket())
-        .await
-        .map_err(DistError::nats_any("open the payload bucket"))?;
+) -> Result<(Arc<dyn PayloadStore>, Vec<PullConsumer>), DistError> {
+    let store: Arc<dyn PayloadStore> = match &cfg.payloads {
+        Some(shared) => shared.store.clone(),
+        None => Arc::new(JetStreamObjects(
+            js.get_object_store(cfg.bucket())
+                .await
+                .map_err(DistError::nats_any("open the payload bucket"))?,
+        )),
+    };
     let mut consumers = Vec::with_capacity(serve.len());
     for &(c, _) in serve {
         let stream = js
@@ -290,7 +307,7 @@ async fn open_queues(
 
 /// Register with the owner (retrying until it answers) and check the plan.
 async fn say_hello(client: &async_nats::Client, cfg: &DistConfig, h: &Hello) -> Result<u64, DistError> {
-    hello_roots(client, cfg, h).await.map(|(run, _)| run)
+    hello_roots(client, cfg, h).await.map(|(run, _, _)| run)
 }
 
 /// Say hello; the owner's run id and the input roots it announces.
@@ -298,16 +315,20 @@ async fn hello_roots(
     client: &async_nats::Client,
     cfg: &DistConfig,
     h: &Hello,
-) -> Result<(u64, Vec<String>), DistError> {
+) -> Result<(u64, Vec<String>, String), DistError> {
     let start = tokio::time::Instant::now();
     loop {
         match client.request(cfg.hello_subject(), h.encode().into()).await {
             Ok(m) => {
                 let text = String::from_utf8_lossy(&m.payload).to_string();
-                // `fingerprint run`, then the roots as a JSON list on the
-                // next line.
-                let (first, roots) = text.split_once('\n').unwrap_or((&text, "[]"));
-                let roots: Vec<String> = serde_json::from_str(roots).unwrap_or_default();
+                // `fingerprint run`, the roots as a JSON list on the next
+                // line, then the URL of the payload store (empty: the
+                // broker's bucket).
+                let mut lines = text.splitn(3, '\n');
+                let first = lines.next().unwrap_or_default();
+                let roots: Vec<String> =
+                    serde_json::from_str(lines.next().unwrap_or("[]")).unwrap_or_default();
+                let store = lines.next().unwrap_or_default().to_string();
                 let (fp, run) = first.split_once(' ').unwrap_or((first, "0"));
                 if fp != h.fingerprint {
                     return Err(DistError::FingerprintMismatch {
@@ -316,7 +337,7 @@ async fn hello_roots(
                         owner: fp.to_string(),
                     });
                 }
-                return Ok((run.parse().unwrap_or(0), roots));
+                return Ok((run.parse().unwrap_or(0), roots, store));
             }
             Err(_) if start.elapsed() < cfg.owner_wait => {
                 tokio::time::sleep(Duration::from_millis(100)).await

@@ -6,6 +6,10 @@
 //! case the worker PROCESSES (this test binary re-executed) exit 0: the
 //! owner's end of the run reached them.
 //!
+//! Payloads may go through a store outside the broker that the owner and
+//! the workers share (`DistConfig::payloads`; a folder here): the run is
+//! the same, and a worker on another store is refused at its hello.
+//!
 //! Doc 0's one page holds its batch until the test opens a gate (a file),
 //! so it is live whenever the sink stops the run; nothing waits on time.
 
@@ -17,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{HUNG, Workers, bounded, codecs, config, quiet_panics, spawn_worker};
+use common::{DirStore, HUNG, Workers, bounded, codecs, config, quiet_panics, spawn_worker, worker_command};
 use futures::StreamExt;
 use rayorch_dist::server::NatsServer;
 use rayorch_dist::{DistError, Owner};
@@ -88,14 +92,16 @@ fn worker_process() {
     };
     let job = std::env::var("RAYORCH_DIST_TEST_JOB").unwrap();
     let gate = std::env::var_os("RAYORCH_DIST_TEST_GATE").map(PathBuf::from);
+    let mut cfg = config(&url, &job);
+    if let Some(dir) = std::env::var_os("RAYORCH_DIST_TEST_PAYLOADS") {
+        cfg.payloads = Some(DirStore::shared(Path::new(&dir)));
+        cfg.inline_max = 0;
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(rayorch_dist::worker(
-        &plan(gate).0,
-        codecs(),
-        config(&url, &job),
-        "",
-    ))
-    .unwrap();
+    if let Err(e) = rt.block_on(rayorch_dist::worker(&plan(gate).0, codecs(), cfg, "")) {
+        eprintln!("WORKER-ERROR {e}");
+        std::process::exit(3);
+    }
 }
 
 /// A broker, two worker processes of `job` (told of `gate`) and its owner.
@@ -107,16 +113,27 @@ struct Cluster {
 }
 
 fn cluster(job: &str, gate: Option<&Path>) -> Cluster {
+    cluster_with(job, gate, None)
+}
+
+/// [`cluster`], every payload (`inline_max` 0) through the folder store
+/// at `payloads`, when given, in the owner and the workers.
+fn cluster_with(job: &str, gate: Option<&Path>, payloads: Option<&Path>) -> Cluster {
     let server = NatsServer::start().unwrap();
     let url = server.url();
     let env: Vec<(&str, &str)> = gate
         .map(|g| ("RAYORCH_DIST_TEST_GATE", g.to_str().unwrap()))
         .into_iter()
+        .chain(payloads.map(|p| ("RAYORCH_DIST_TEST_PAYLOADS", p.to_str().unwrap())))
         .collect();
     let workers = Workers(vec![spawn_worker(&url, job, &env), spawn_worker(&url, job, &env)]);
     let (plan, out) = plan(gate.map(Path::to_path_buf));
     let mut cfg = config(&url, job);
     cfg.window = WINDOW;
+    if let Some(p) = payloads {
+        cfg.payloads = Some(DirStore::shared(p));
+        cfg.inline_max = 0;
+    }
     Cluster {
         _server: server,
         workers,
@@ -337,4 +354,73 @@ async fn an_aborted_worker_task_leaves_nothing_running() {
     assert_eq!(summary.unwrap().present, 1);
     assert_eq!(got, [Some(expected(1))]);
     rt.shutdown_background();
+}
+
+/// Payloads through a store outside the broker (`DistConfig::payloads`,
+/// here a folder the processes share): every value crosses as a key (inline
+/// max 0), the owner writes its batches' inputs there and reads the
+/// workers' outputs from there, and the run writes what a run through the
+/// broker writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_travel_through_a_shared_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster_with("shared", None, Some(dir.path()));
+    let stats = c.owner.stats();
+    let (result, delivered, pulled) = run(&mut c, |_, _| {}).await;
+    let summary = result.unwrap();
+    delivered_once(&delivered, &pulled);
+    for (k, kind, value, cause) in &delivered {
+        assert_eq!(*kind, ItemKind::Present, "doc {k}: {cause:?}");
+        assert_eq!(value.as_ref(), Some(&expected(*k)), "doc {k}");
+    }
+    assert_eq!(summary.roots, ROOTS, "{summary:?}");
+    let [inline, stored, fetched, _] = stats.bytes.snapshot();
+    assert_eq!(inline, 0, "nothing travelled inline");
+    assert!(stored > 0, "the owner stored the batches' inputs in the folder");
+    assert!(fetched > 0, "the owner read the workers' outputs from the folder");
+    workers_exit_0(&mut c.workers);
+}
+
+/// A worker whose payload store is not its owner's is refused when it
+/// says hello, naming both stores, before it serves a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_on_another_payload_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    let mut worker = worker_command(&url, "mismatch", &[]);
+    worker.stderr(std::process::Stdio::piped());
+    let (plan, _) = plan(None);
+    let mut cfg = config(&url, "mismatch");
+    cfg.payloads = Some(DirStore::shared(dir.path()));
+    let mut owner = Owner::new(&plan, codecs(), cfg);
+    let handle = owner.cancel_handle();
+    let mut child = worker.spawn().unwrap();
+    let owner_run = tokio::spawn(async move {
+        let source = futures::stream::pending::<(u64, String)>();
+        owner.run(source, |_: &RootOutcome| {}).await
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < HUNG, "the worker was not refused");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    handle.cancel();
+    let _ = bounded("the owner's run", owner_run).await;
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "the worker ends with an error: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("WORKER-ERROR"))
+        .unwrap_or(&err);
+    assert!(
+        line.contains(&format!("keeps large payloads in dir://{}", dir.path().display()))
+            && line.contains("this worker in the broker's object store")
+            && line.contains("--payload-store"),
+        "{line}"
+    );
 }

@@ -34,6 +34,11 @@ pub(crate) fn codecs() -> Codecs {
 /// Start this test binary again as a worker of `job` (its `worker_process`
 /// test), with `env` set.
 pub(crate) fn spawn_worker(url: &str, job: &str, env: &[(&str, &str)]) -> Child {
+    worker_command(url, job, env).spawn().unwrap()
+}
+
+/// The command [`spawn_worker`] starts (its stdout discarded).
+pub(crate) fn worker_command(url: &str, job: &str, env: &[(&str, &str)]) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args([
         "--exact",
@@ -46,7 +51,7 @@ pub(crate) fn spawn_worker(url: &str, job: &str, env: &[(&str, &str)]) -> Child 
     .env("RAYORCH_DIST_TEST_JOB", job)
     .envs(env.iter().copied())
     .stdout(std::process::Stdio::null());
-    c.spawn().unwrap()
+    c
 }
 
 /// Kill and reap the workers still running (their pids are ours).
@@ -123,4 +128,52 @@ pub(crate) fn quiet_panics(marker: &'static str) {
             }
         }));
     });
+}
+
+/// A [`PayloadStore`](rayorch_dist::PayloadStore) over a folder: the
+/// simplest store outside the broker that an owner and its worker
+/// processes share (`DistConfig::payloads`). Each key is a file, written
+/// under a temporary name and renamed, so a reader never sees half of it.
+pub(crate) struct DirStore(pub(crate) std::path::PathBuf);
+
+impl DirStore {
+    /// The store as a run shares it: named `dir://<folder>`.
+    pub(crate) fn shared(dir: &std::path::Path) -> rayorch_dist::SharedPayloads {
+        rayorch_dist::SharedPayloads {
+            url: format!("dir://{}", dir.display()),
+            store: std::sync::Arc::new(DirStore(dir.to_path_buf())),
+        }
+    }
+}
+
+impl rayorch_dist::PayloadStore for DirStore {
+    fn put(&self, key: String, bytes: Vec<u8>) -> rayorch_runtime::BoxFuture<Result<(), String>> {
+        let (part, at) = (self.0.join(format!("{key}.part")), self.0.join(&key));
+        Box::pin(async move {
+            std::fs::write(&part, bytes).map_err(|e| e.to_string())?;
+            std::fs::rename(&part, &at).map_err(|e| e.to_string())
+        })
+    }
+
+    fn get(&self, key: String, max: u64) -> rayorch_runtime::BoxFuture<Result<Vec<u8>, String>> {
+        let at = self.0.join(&key);
+        Box::pin(async move {
+            let size = match std::fs::metadata(&at) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(format!("{}{key}", rayorch_dist::GONE));
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+            if size > max {
+                return Err(format!("{}{key} holds {size} bytes", rayorch_dist::TOO_LARGE));
+            }
+            std::fs::read(&at).map_err(|e| e.to_string())
+        })
+    }
+
+    fn delete(&self, key: String) -> rayorch_runtime::BoxFuture<Result<(), String>> {
+        let at = self.0.join(&key);
+        Box::pin(async move { std::fs::remove_file(at).map_err(|e| e.to_string()) })
+    }
 }
