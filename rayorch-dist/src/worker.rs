@@ -44,6 +44,11 @@ pub struct WorkerSummary {
     pub batches: u64,
     /// Grains in them.
     pub grains: u64,
+    /// Payload bytes this worker wrote to the payload store (values too
+    /// large to travel inline).
+    pub stored: u64,
+    /// Payload bytes it read from the store.
+    pub fetched: u64,
 }
 
 /// Parse `--calls` (`ocr:2,detect:1`; a bare name means 1 slot; empty means
@@ -267,9 +272,12 @@ async fn run_worker(
     drop(beat);
     tasks.abort_all();
     result?;
+    let [_, stored, fetched, _] = sh.payloads.bytes.snapshot();
     Ok(WorkerSummary {
         batches: sh.batches.load(Ordering::Relaxed),
         grains: sh.grains.load(Ordering::Relaxed),
+        stored,
+        fetched,
     })
 }
 

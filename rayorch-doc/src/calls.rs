@@ -57,7 +57,7 @@ impl AsyncRecordStage for FetchPdf {
         {
             let object = rayorch_kit::store::Object::new(url.clone());
             let got = rayorch_kit::store::Fetch::run_one(self.fetch.clone(), object, cx).await?;
-            Ok(got.map(|f| PdfFile::from_bytes(file.name.clone(), &f.bytes[..])))
+            Ok(got.map(|f| PdfFile::fetched(file.name.clone(), f.url, &f.bytes[..])))
         }
         #[cfg(not(feature = "store"))]
         {

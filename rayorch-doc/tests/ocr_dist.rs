@@ -188,17 +188,26 @@ fn plain_tcp_is_refused_without_insecure() {
     }
 }
 
-/// An owner sends local files only: input lists and shards are refused
-/// before anything is written, never ignored.
+/// An owner sends each document as its path or URL: shards holding the
+/// documents' bytes are refused before anything is written, never ignored,
+/// and so are input lists and shards of locations without `--input-root`
+/// (the workers would read nothing their rows name).
 #[test]
-fn an_owner_refuses_input_lists_and_shards_before_anything_is_written() {
+fn an_owner_refuses_byte_shards_and_unrooted_lists_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let o = out.display().to_string();
-    for flags in [
-        &["--input-list", "l.jsonl"][..],
-        &["--input-parquet", "s.parquet", "--bytes-column", "pdf"],
-        &["--input-tar", "s.tar"],
+    for (flags, says) in [
+        (
+            &["--input-parquet", "s.parquet", "--bytes-column", "pdf"][..],
+            "run in one process for now",
+        ),
+        (&["--input-tar", "s.tar"], "run in one process for now"),
+        (&["--input-list", "l.jsonl"], "need --input-root"),
+        (
+            &["--input-parquet", "s.parquet", "--url-column", "url"],
+            "need --input-root",
+        ),
     ] {
         let mut args = vec![
             "doc_ocr",
@@ -210,10 +219,7 @@ fn an_owner_refuses_input_lists_and_shards_before_anything_is_written() {
         ];
         args.extend_from_slice(flags);
         let e = doc_ocr::run_from(&args).unwrap_err().to_string();
-        assert!(
-            e.contains("run in one process for now") && e.contains("without --nats"),
-            "{e}"
-        );
+        assert!(e.contains(says), "{flags:?}: {e}");
         assert!(!out.exists(), "nothing written before the refusal");
     }
 }

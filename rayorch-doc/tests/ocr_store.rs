@@ -493,3 +493,176 @@ pq.write_table(t, {shard:?}, row_group_size=2)
         "{failures:?}"
     );
 }
+
+/// A started child run of the job, killed if the test gives up on it.
+#[cfg(feature = "dist")]
+struct Running(Option<std::process::Child>);
+
+#[cfg(feature = "dist")]
+impl Running {
+    /// Its result and console, waiting at most `limit` (a hung run fails
+    /// the test instead of hanging it).
+    fn finish(&mut self, what: &str, limit: std::time::Duration) -> (Result<u8, String>, String) {
+        let mut child = self.0.take().unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "{what} did not end within {limit:?}:\n{}\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        common::child_result(&child.wait_with_output().unwrap())
+    }
+}
+
+#[cfg(feature = "dist")]
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A distributed run with nothing shared but the broker and the store: the
+/// owner and two workers are processes in folders of their own, the inputs
+/// a prefix in the bucket (each document travels as its URL; a worker
+/// reads the object itself), the page images through a payload prefix in
+/// the same store (`--payload-store`) instead of the broker. It writes
+/// what one process writes over the same inputs: the same documents, page
+/// texts and failures, each once, with recognition on the workers and the
+/// images in the store.
+#[cfg(feature = "dist")]
+#[test]
+fn a_distributed_run_over_the_bucket_shares_no_folder_and_writes_what_one_process_writes() {
+    let s3 = S3Server::start().unwrap();
+    upload(
+        &s3,
+        &[
+            ("s3://corpus/docs/a.pdf", report("Alpha")),
+            ("s3://corpus/docs/b.pdf", report("Beta")),
+            ("s3://corpus/docs/broken.pdf", b"%PDF-1.4 not really".to_vec()),
+        ],
+    );
+    let nats = rayorch_dist::server::NatsServer::start().unwrap();
+    let url = nats.url();
+    let folders: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    // 72 dpi: each page image (~1.4 MB) is over the inline limit, so it
+    // goes through the payload store.
+    let flags = ["--dpi", "72", "--force-ocr", "--nats", &url, "--insecure"];
+    let store = ["--payload-store", "s3://payloads/runs/"];
+    let start = |argv: Vec<&str>, dir: &Path| {
+        let argv: Vec<String> = argv.into_iter().map(String::from).collect();
+        let mut c = s3.child_command(common::CHILD, &argv).unwrap();
+        Running(Some(c.current_dir(dir).spawn().unwrap()))
+    };
+    let mut workers: Vec<Running> = folders[1..3]
+        .iter()
+        .map(|d| {
+            let mut argv = vec!["doc_ocr"];
+            argv.extend(flags);
+            argv.extend(store);
+            argv.extend(["--role", "worker", "--threads", "1"]);
+            start(argv, d.path())
+        })
+        .collect();
+    let dist = folders[0].path().join("out");
+    let dist_out = dist.display().to_string();
+    let mut owner = vec!["doc_ocr", "--no-progress", "--out", &dist_out];
+    owner.extend(flags);
+    owner.extend(store);
+    owner.push("s3://corpus/docs/");
+    let limit = std::time::Duration::from_secs(600);
+    let (code, console) = start(owner, folders[0].path()).finish("the owner", limit);
+    assert_eq!(code, Ok(3), "one document fails (exit 3): {console}");
+    let mut stored = 0;
+    for (i, w) in workers.iter_mut().enumerate() {
+        let (code, console) = w.finish("a worker", limit);
+        assert_eq!(code, Ok(0), "worker {i} ends with the run: {console}");
+        let line = console
+            .lines()
+            .find_map(|l| l.split_once("doc_ocr worker: ").map(|(_, said)| said))
+            .unwrap_or_else(|| panic!("worker {i} said what it ran: {console}"));
+        let n = line
+            .split(" grains, ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap();
+        stored += n.parse::<u64>().unwrap();
+    }
+    // Four page images of ~1.4 MB, at least, through the store.
+    assert!(
+        stored > 4_000_000,
+        "page images went through the payload store: {stored} bytes"
+    );
+
+    let local = folders[3].path().join("out");
+    let (code, console) = run_child(
+        &s3,
+        &local,
+        &["doc_ocr", "--no-progress", "--out"],
+        &[
+            "--dpi",
+            "72",
+            "--force-ocr",
+            "--threads",
+            "1",
+            "s3://corpus/docs/",
+        ],
+    );
+    assert_eq!(code, Ok(3), "{console}");
+
+    let docs = |out: &Path| {
+        let mut v = jsonl(&out.join("documents.jsonl"));
+        v.sort_by_key(|d| d["key"].as_u64());
+        v
+    };
+    let (one, many) = (docs(&local), docs(&dist));
+    assert_eq!(
+        written(&dist),
+        keyed(["s3://corpus/docs/a.pdf", "s3://corpus/docs/b.pdf"])
+    );
+    assert_eq!(written(&local), written(&dist));
+    for (x, y) in one.iter().zip(&many) {
+        for field in ["name", "pages", "markdown", "page_texts", "page_sources"] {
+            assert_eq!(x[field], y[field], "{}: {field}", x["name"]);
+        }
+    }
+    let failed = |out: &Path| {
+        jsonl(&out.join("failures.jsonl"))
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(failed(&dist), ["s3://corpus/docs/broken.pdf"]);
+    assert_eq!(failed(&local), failed(&dist));
+
+    let s = summary(&dist);
+    let recognized: Vec<&str> = s["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["call"] == "recognize")
+        .map(|r| r["worker"].as_str().unwrap())
+        .collect();
+    assert!(
+        !recognized.is_empty() && !recognized.contains(&"owner"),
+        "recognition ran on the workers: {recognized:?}"
+    );
+    // The workers' folders hold nothing the run wrote.
+    for d in &folders[1..3] {
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            0,
+            "{}",
+            d.path().display()
+        );
+    }
+}

@@ -129,6 +129,13 @@ pub struct DistArgs {
     /// naming anything else fails that document, naming the path.
     #[arg(long = "input-root", value_name = "DIR|URL", requires = "nats")]
     pub input_roots: Vec<String>,
+    /// Keep large payloads (page images, crops, …) in this object-store
+    /// prefix (`s3://bucket/prefix/`) instead of the broker: its bucket
+    /// then carries only their keys. The owner and every worker give the
+    /// same one (a worker on another is refused); credentials come from
+    /// the environment, as for inputs. Needs the `store` feature too.
+    #[arg(long, value_name = "URL", requires = "nats")]
+    pub payload_store: Option<String>,
     /// Allow plain TCP: `--nats` without TLS, or `--serve-nats` without
     /// TLS and credentials (anyone who reaches the port can read and write
     /// the job's queues). Only on a network nobody else reaches.
@@ -252,6 +259,30 @@ impl DistArgs {
         Ok(s)
     }
 
+    /// The store of `--payload-store` for job `job`, if given; a binary
+    /// built without the `store` feature refuses it, naming `rebuild`
+    /// (the job's build command with `store` and `dist`).
+    #[cfg(feature = "dist")]
+    pub fn payloads(&self, job: &str, rebuild: &str) -> Result<Option<rayorch_dist::SharedPayloads>, String> {
+        let Some(url) = &self.payload_store else {
+            return Ok(None);
+        };
+        #[cfg(feature = "store")]
+        {
+            let _ = rebuild;
+            crate::store::payloads::ObjectPayloads::new(url, job, crate::store::StoreOptions::default())
+                .map(|p| Some(p.shared()))
+                .map_err(|e| e.to_string())
+        }
+        #[cfg(not(feature = "store"))]
+        {
+            let _ = job;
+            Err(format!(
+                "--payload-store {url}: this binary was built without object storage (the `store` feature); rebuild it with both features: {rebuild} --payload-store ..."
+            ))
+        }
+    }
+
     /// The input roots of this process: `--input-root`s, else (an owner)
     /// the folders of `inputs` (a folder as given, a file's parent; URLs up
     /// to their last `/`), each made absolute with links resolved.
@@ -357,11 +388,11 @@ pub fn owner(
 #[cfg(feature = "dist")]
 pub fn run_owner<T: rayorch::Data>(
     owner: &mut Owner,
-    roots: Vec<(u64, T)>,
+    roots: impl futures::Stream<Item = (u64, T)>,
     sink: impl Sink,
 ) -> Result<RunSummary, rayorch::BoxError> {
     let rt = tokio::runtime::Runtime::new()?;
-    Ok(rt.block_on(owner.run_into(futures::stream::iter(roots), sink))?)
+    Ok(rt.block_on(owner.run_into(roots, sink))?)
 }
 
 /// What `--serve-nats` serves: where, its state folder, and the job it

@@ -453,3 +453,51 @@ fn an_http_object_is_one_root_fetched_by_its_url() {
     assert_eq!(kind, Some(FailureKind::Record));
     assert!(cause.contains(&format!("{missing}: no such object")), "{cause}");
 }
+
+/// A distributed run's payloads in the store (`--payload-store`): each key
+/// lands under `<prefix>/<job>/`, reads back byte for byte, a read bounded
+/// below the object's size is refused as too large (nothing read), and a
+/// missing or deleted key reads as gone (the engine's final, not-retried
+/// answer).
+#[cfg(feature = "dist")]
+#[test]
+fn payloads_live_under_the_jobs_prefix_and_read_back_bounded() {
+    use rayorch_dist::{GONE, TOO_LARGE};
+    use rayorch_kit::store::payloads::ObjectPayloads;
+
+    let s3 = S3Server::start().unwrap();
+    s3.put(&[("s3://payloads/keep.txt", b"other")]).unwrap();
+    let p = ObjectPayloads::new(
+        "s3://payloads/runs/",
+        "doc_ocr",
+        S3Server::options(&s3.endpoint()),
+    )
+    .unwrap();
+    assert_eq!(p.url(), "s3://payloads/runs/doc_ocr/");
+    let shared = p.shared();
+    assert_eq!(shared.url, "s3://payloads/runs/doc_ocr/");
+    let store = shared.store;
+    let bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    rt().block_on(async {
+        store.put("7-3-in0".into(), bytes.clone()).await.unwrap();
+        assert_eq!(store.get("7-3-in0".into(), 100_000).await.unwrap(), bytes);
+        let e = store.get("7-3-in0".into(), 99_999).await.unwrap_err();
+        assert!(e.starts_with(TOO_LARGE) && e.contains("100000 bytes"), "{e}");
+        let e = store.get("7-9-in0".into(), 10).await.unwrap_err();
+        assert!(e.starts_with(GONE), "{e}");
+    });
+    assert_eq!(
+        s3.list("s3://payloads/").unwrap(),
+        ["s3://payloads/keep.txt", "s3://payloads/runs/doc_ocr/7-3-in0"]
+    );
+    rt().block_on(async {
+        store.delete("7-3-in0".into()).await.unwrap();
+        let e = store.get("7-3-in0".into(), 100_000).await.unwrap_err();
+        assert!(e.starts_with(GONE), "{e}");
+    });
+    assert!(
+        ObjectPayloads::new("https://example.org/x/", "j", StoreOptions::default())
+            .is_err_and(|e| e.to_string().contains("--payload-store takes a bucket prefix")),
+        "an HTTP origin cannot take writes"
+    );
+}

@@ -365,7 +365,7 @@ fn under(path: &str, root: &str) -> bool {
 fn within(name: &str, source: &PdfSource, roots: &[String]) -> Result<(), String> {
     let (what, at) = match source {
         PdfSource::Bytes(_) | PdfSource::Invalid(_) => return Ok(()),
-        PdfSource::Url(u) => ("URL", u.to_string()),
+        PdfSource::Url(u) | PdfSource::Fetched { url: u, .. } => ("URL", u.to_string()),
         // Resolved as the file system will (symbolic links, `..`); a path
         // that does not resolve is judged as written, without `..`.
         PdfSource::Path(p) => match std::fs::canonicalize(p) {
@@ -403,7 +403,9 @@ impl Wire for PdfFile {
                 out.push(1);
                 put_bytes(out, b);
             }
-            PdfSource::Url(u) => {
+            // A fetched document travels as its URL: the receiver reads
+            // it itself (`crate::pdf::read_urls_with`).
+            PdfSource::Url(u) | PdfSource::Fetched { url: u, .. } => {
                 out.push(2);
                 put_bytes(out, u.as_bytes());
             }
@@ -444,25 +446,56 @@ fn same_source(a: &PdfSource, b: &PdfSource) -> bool {
     match (a, b) {
         (PdfSource::Path(x), PdfSource::Path(y)) => x == y,
         (PdfSource::Bytes(x), PdfSource::Bytes(y)) => Arc::ptr_eq(x, y) || x[..] == y[..],
-        (PdfSource::Url(x), PdfSource::Url(y)) | (PdfSource::Invalid(x), PdfSource::Invalid(y)) => x == y,
+        (
+            PdfSource::Url(x) | PdfSource::Fetched { url: x, .. },
+            PdfSource::Url(y) | PdfSource::Fetched { url: y, .. },
+        )
+        | (PdfSource::Invalid(x), PdfSource::Invalid(y)) => x == y,
         _ => false,
     }
 }
 
-/// The document of `file`, opened once per process while it is in use.
+#[cfg(feature = "pdf")]
+/// The last few documents this process read from a URL, kept open after
+/// their handles are gone: the next batch of their pages usually follows,
+/// and reading one again is a request to the store.
+static RECENT_URLS: Mutex<std::collections::VecDeque<Arc<OpenPdf>>> =
+    Mutex::new(std::collections::VecDeque::new());
+
+/// How many documents read from URLs stay open without a handle.
+#[cfg(feature = "pdf")]
+const RECENT_URL_DOCS: usize = 4;
+
+/// The document of `file`, opened once per process while it is in use
+/// (and, read from a URL, while it is among the last few read so). No
+/// lock is held while it is read and parsed: two decodes of one document
+/// at once may both open it, and the first one kept is shared from then.
 #[cfg(feature = "pdf")]
 fn reopen(file: &PdfFile) -> Result<Arc<OpenPdf>, String> {
-    let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
-    opened.retain(|w| w.strong_count() > 0);
-    let hit = opened
-        .iter()
-        .filter_map(Weak::upgrade)
-        .find(|d| d.name == file.name && same_source(&d.source, &file.source));
-    if let Some(d) = hit {
+    let find = |opened: &mut Vec<Weak<OpenPdf>>| {
+        opened.retain(|w| w.strong_count() > 0);
+        opened
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|d| d.name == file.name && same_source(&d.source, &file.source))
+    };
+    if let Some(d) = find(&mut OPENED.lock().unwrap_or_else(|p| p.into_inner())) {
         return Ok(d);
     }
     let doc = open_document(file).map_err(|e| e.to_string())?.doc;
+    let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(d) = find(&mut opened) {
+        return Ok(d);
+    }
     opened.push(Arc::downgrade(&doc));
+    drop(opened);
+    if matches!(doc.source, PdfSource::Fetched { .. }) {
+        let mut recent = RECENT_URLS.lock().unwrap_or_else(|p| p.into_inner());
+        recent.push_back(doc.clone());
+        if recent.len() > RECENT_URL_DOCS {
+            recent.pop_front();
+        }
+    }
     Ok(doc)
 }
 

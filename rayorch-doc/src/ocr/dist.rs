@@ -8,7 +8,12 @@
 //! crate), so a document's output is the same as in one process: the
 //! workers run the same stages on the same bytes. Page handles travel as their file's path and page number; the
 //! worker opens the file itself, so workers must see the inputs at the same
-//! paths (the owner passes absolute ones). A worker opens only files under
+//! paths (the owner passes absolute ones). A document read from a URL
+//! travels as its URL instead (never its bytes): each worker reads the
+//! object itself (`rayorch_models::pdf::read_urls_with`, set in
+//! [`codecs`]), so a corpus in object storage needs no shared file system;
+//! with `--payload-store` the large payloads (page images) go to an
+//! object-store prefix too, and the broker carries only their keys. A worker opens only files under
 //! the input roots the owner announces (its inputs' folders, or
 //! `--input-root`), narrowed by the worker's own `--input-root`; a page of
 //! any other file fails as a record naming it (`rayorch_models::wire`).
@@ -17,8 +22,9 @@
 //! job carries no NATS client and refuses `--nats`/`--serve-nats` with the
 //! command that rebuilds it (`super::run`).
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use std::any::Any;
-use std::path::PathBuf;
 
 use rayorch::spi::JournalOptions;
 use rayorch_dist::{Codecs, DistConfig, OwnerStats};
@@ -37,6 +43,9 @@ use super::{OcrCall, OcrJob, machine_cores};
 use crate::document::Document;
 
 type Error = rayorch::BoxError;
+
+/// The job's build command with what `--nats --payload-store` needs.
+const REBUILD_DIST_STORE: &str = "cargo run --release --features dist,store --example doc_ocr --";
 
 /// The Calls a distributed run's owner runs itself by default: the cheap
 /// steps next to the data (so it never re-parses a PDF a worker opened).
@@ -86,20 +95,21 @@ pub(super) fn run_role(args: &Args, role: Role, inspect: Option<Inspect<Document
             );
             let s = role::run_worker(&plan, codecs(), config(args, &url)?, &calls)?;
             println!(
-                "doc_ocr worker: {} batches, {} grains; the owner ended the run",
-                s.batches, s.grains
+                "doc_ocr worker: {} batches, {} grains, {} payload bytes stored and {} fetched; the owner ended the run",
+                s.batches, s.grains, s.stored, s.fetched
             );
             Ok(0)
         }
-        Role::Owner { .. } if args
-            .inputs
-            .iter()
-            .any(|i| rayorch_kit::store::is_url(i) && rayorch_kit::store::file_url_path(i).is_none()) => Err(
-            "object-store inputs run in one process for now: a distributed run reads local files at the owner's absolute paths (a shared file system); run without --nats, or copy the objects to a shared folder"
+        // A document from a shard's bytes would cross the broker whole
+        // with every page of it: no worker can read it anywhere else.
+        Role::Owner { .. } if !args.run.shards.input_tar.is_empty() || args.run.shards.bytes_column.is_some() => Err(
+            "documents in a shard's bytes (--input-tar, --input-parquet with --bytes-column) run in one process for now: a distributed run sends each document as its path or URL, which every worker reads itself; give a Parquet column of URLs (--url-column) or run without --nats"
                 .into(),
         ),
-        Role::Owner { .. } if args.run.names_inputs() => Err(
-            "input lists and shards (--input-list, --input-parquet, --input-tar) run in one process for now: a distributed owner sends local files, by their absolute paths; run without --nats"
+        // Workers read only under the roots the owner announces, and a
+        // list's rows may name anything: the user says where.
+        Role::Owner { .. } if args.run.names_inputs() && args.dist.input_roots.is_empty() => Err(
+            "--input-list and --input-parquet in a distributed run need --input-root: the folders or URL prefixes their rows name (workers read documents only under the roots the owner announces)"
                 .into(),
         ),
         Role::Owner { url } => run_here(args, inspect, |here, outputs| {
@@ -116,13 +126,13 @@ pub(super) fn run_role(args: &Args, role: Role, inspect: Option<Inspect<Document
             .observe(here.observer);
             let interrupts = stop::on_ctrl_c(owner.cancel_handle(), "documents")?;
             here.progress.println(format!(
-                "doc_ocr owner: {} documents, job `{}` at {url}, window {}, outputs in {}",
-                here.opened.roots.files.len(),
+                "doc_ocr owner: {}, job `{}` at {url}, window {}, outputs in {}",
+                here.opened.roots.describe("documents"),
                 args.dist.job_name("doc_ocr"),
                 args.window,
                 args.out.display()
             ));
-            let summary = role::run_owner(&mut owner, sources(&here.opened.roots.files), outputs)?;
+            let summary = role::run_owner(&mut owner, sources(here.opened.roots.stream()), outputs)?;
             let stats = owner.stats();
             let workers = workers_table(&summary, &stats);
             Ok(Ran {
@@ -177,6 +187,15 @@ pub fn codecs() -> Codecs {
     }
     // A worker decodes documents only under the input roots it is given
     // (every decoder of these codecs shares them).
+    // A page of a document the owner read from a URL arrives as that URL:
+    // a worker reads the object itself (credentials from its environment).
+    #[cfg(feature = "store")]
+    {
+        let stores = rayorch_kit::store::Stores::new(rayorch_kit::store::StoreOptions::default());
+        rayorch_models::pdf::read_urls_with(move |url| {
+            rayorch_kit::store::read_blocking(&stores, url).map(|b| std::sync::Arc::from(&b[..]))
+        });
+    }
     let roots = InputRoots::default();
     let set = roots.clone();
     let mut c = add::<PdfFile>(Codecs::new().input_roots(move |r| set.set(r)), &roots);
@@ -209,21 +228,22 @@ fn config(args: &Args, url: &str) -> Result<DistConfig, Error> {
     cfg.window = args.window;
     cfg.window_children = args.window_pages;
     cfg.backpressure = Some(args.backpressure);
+    cfg.payloads = args.dist.payloads(&cfg.job, REBUILD_DIST_STORE)?;
     Ok(cfg)
 }
 
 /// The documents as the owner sends them: named as given (so outputs match
-/// a local run), read from absolute paths (so workers elsewhere find them).
-fn sources(files: &[PathBuf]) -> Vec<(u64, PdfFile)> {
-    files
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let mut f = PdfFile::from_path(p);
-            if let Ok(abs) = std::path::absolute(p) {
+/// a local run), a file by its absolute path (so workers elsewhere find
+/// it), an object by its URL (each worker reads it itself).
+fn sources(roots: BoxStream<'static, (u64, PdfFile)>) -> BoxStream<'static, (u64, PdfFile)> {
+    roots
+        .map(|(k, mut f)| {
+            if let PdfSource::Path(p) = &f.source
+                && let Ok(abs) = std::path::absolute(p)
+            {
                 f.source = PdfSource::Path(abs);
             }
-            (i as u64, f)
+            (k, f)
         })
-        .collect()
+        .boxed()
 }

@@ -37,6 +37,8 @@ pub mod commits;
 pub mod input_list;
 #[cfg(feature = "store")]
 pub mod outputs;
+#[cfg(all(feature = "store", feature = "dist"))]
+pub mod payloads;
 #[cfg(feature = "store")]
 mod remote;
 mod roots;
@@ -50,7 +52,7 @@ pub use input_list::{InputList, ListFlags};
 pub(crate) use remote::install_crypto;
 #[cfg(feature = "store")]
 pub use remote::{
-    Fetch, FetchToFile, Fetched, Object, StoreError, StoreOptions, Stores, check_listing, list,
+    Fetch, FetchToFile, Fetched, Object, StoreError, StoreOptions, Stores, check_listing, list, read_blocking,
 };
 pub use roots::{FromBytes, RootKind, Roots, Streamed, discover, split};
 

@@ -407,6 +407,43 @@ pub fn check_listing(
     })
 }
 
+/// Read the object at `url` from synchronous code (a decoder that meets a
+/// document named by its URL: `rayorch_models::pdf::read_urls_with`): one
+/// GET on a thread and a runtime of their own, with `stores`' clients and
+/// their retries. Called on a worker thread of a multi-threaded tokio
+/// runtime, it tells that runtime it blocks (`block_in_place`), so the
+/// thread's other tasks (heartbeats, acks) move on meanwhile.
+pub fn read_blocking(stores: &Arc<Stores>, url: &str) -> Result<bytes::Bytes, String> {
+    let read = || {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("{url}: no runtime to read it: {e}"))?;
+                rt.block_on(async {
+                    match get(stores, url).await {
+                        Ok(Ok(got)) => got
+                            .bytes()
+                            .await
+                            .map_err(|e| format!("{url}: reading the body: {e}")),
+                        Ok(Err(cause)) => Err(cause.message().to_string()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                })
+            })
+            .join()
+            .unwrap_or_else(|_| Err(format!("{url}: the reading thread panicked")))
+        })
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(read)
+        }
+        _ => read(),
+    }
+}
+
 async fn input_objects(
     stores: &Stores,
     input: String,

@@ -327,12 +327,21 @@ impl S3Server {
     /// credentials from the environment, which a test may not set in its
     /// own process.
     pub fn child_test(&self, test: &str, argv: &[String]) -> std::io::Result<std::process::Output> {
+        self.child_command(test, argv)?.output()
+    }
+
+    /// The command [`S3Server::child_test`] runs, to start it alongside
+    /// others (a distributed run's owner and workers) or in a folder of
+    /// its own (`current_dir`); its stdout and stderr are piped.
+    pub fn child_command(&self, test: &str, argv: &[String]) -> std::io::Result<Command> {
         let argv = serde_json::to_string(argv).map_err(std::io::Error::other)?;
-        Command::new(std::env::current_exe()?)
-            .args([test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        let mut c = Command::new(std::env::current_exe()?);
+        c.args([test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
             .envs(self.env())
             .env("RAYORCH_TEST_ARGV", argv)
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        Ok(c)
     }
 
     /// The environment a job's process needs to reach this server

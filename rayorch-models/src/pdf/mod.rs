@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub use read::{PageText, PdfPageRead, ReadPage};
 pub use render::{
     OpenPdf, PdfOpen, PdfPage, PdfPageIter, PdfPageRender, PdfPages, RenderConfig, RenderError,
-    document_bytes, open_document, render_document, render_page,
+    document_bytes, open_document, read_urls_with, render_document, render_page,
 };
 
 /// One input document: a name for messages and outputs, and its bytes or path.
@@ -47,6 +47,17 @@ pub enum PdfSource {
     /// No document: why the input names none (an input list's bad row).
     /// The job's first Call fails with it.
     Invalid(Arc<str>),
+    /// An object's bytes, read from its URL by the job's fetch Call:
+    /// opened like [`PdfSource::Bytes`]. A handle of it sent to another
+    /// process travels as the URL alone (`crate::wire`, feature `dist`),
+    /// which that process reads itself ([`read_urls_with`]): a page never
+    /// carries its whole document.
+    Fetched {
+        /// Where the bytes were read from.
+        url: Arc<str>,
+        /// The object's bytes.
+        bytes: Arc<[u8]>,
+    },
 }
 
 impl PdfFile {
@@ -75,6 +86,21 @@ impl PdfFile {
         PdfFile {
             name: name.into(),
             source: PdfSource::Invalid(why.into()),
+        }
+    }
+
+    /// A document read from `url` into memory (the fetch Call's output).
+    pub fn fetched(
+        name: impl Into<Arc<str>>,
+        url: impl Into<Arc<str>>,
+        bytes: impl Into<Arc<[u8]>>,
+    ) -> PdfFile {
+        PdfFile {
+            name: name.into(),
+            source: PdfSource::Fetched {
+                url: url.into(),
+                bytes: bytes.into(),
+            },
         }
     }
 

@@ -313,10 +313,18 @@ pub fn open_document(file: &PdfFile) -> Result<PdfPages, RenderError> {
         }
     };
     check_page_count(&pdf, &doc, &bytes)?;
+    // A URL read here keeps its URL: a page handle sent on travels as it.
+    let source = match &file.source {
+        PdfSource::Url(url) => PdfSource::Fetched {
+            url: url.clone(),
+            bytes,
+        },
+        other => other.clone(),
+    };
     Ok(PdfPages {
         doc: Arc::new(OpenPdf {
             name: file.name.clone(),
-            source: file.source.clone(),
+            source,
             pdf,
         }),
     })
@@ -427,12 +435,35 @@ fn ends_with_eof_marker(bytes: &[u8]) -> bool {
     tail.windows(5).any(|w| w == b"%%EOF")
 }
 
+/// How this process reads a document named by a URL that reaches it
+/// unfetched ([`read_urls_with`]).
+type ReadUrl = dyn Fn(&str) -> Result<Arc<[u8]>, String> + Send + Sync;
+
+/// This process's reader of documents named by a URL, if one is set.
+static READ_URL: std::sync::OnceLock<Box<ReadUrl>> = std::sync::OnceLock::new();
+
+/// Read documents that reach this process as a URL with `read` (an
+/// object-store client): a worker of a distributed run gets a fetched
+/// document's page handles as its URL ([`PdfSource::Fetched`] travels so)
+/// and opens it from there. Set once per process; later calls are ignored.
+/// Without it, opening a [`PdfSource::Url`] fails: a pipeline reads a URL
+/// by its fetch Call first.
+pub fn read_urls_with(read: impl Fn(&str) -> Result<Arc<[u8]>, String> + Send + Sync + 'static) {
+    let _ = READ_URL.set(Box::new(read));
+}
+
 /// The bytes of `file`: read from its path, or those it holds (a URL's
-/// document is read by its fetch Call first).
+/// document is read by its fetch Call first, or by [`read_urls_with`]'s
+/// reader when one is set).
 pub fn document_bytes(file: &PdfFile) -> Result<Arc<[u8]>, RenderError> {
     let doc = || file.name.to_string();
     match &file.source {
-        PdfSource::Bytes(b) => Ok(b.clone()),
+        PdfSource::Bytes(b) | PdfSource::Fetched { bytes: b, .. } => Ok(b.clone()),
+        PdfSource::Url(u) if let Some(read) = READ_URL.get() => read(u).map_err(|cause| RenderError::Read {
+            doc: doc(),
+            cause,
+            missing: false,
+        }),
         PdfSource::Path(p) => std::fs::read(p).map(Into::into).map_err(|e| RenderError::Read {
             doc: doc(),
             cause: e.to_string(),

@@ -6,6 +6,8 @@
 
 #[cfg(feature = "embed")]
 mod embed_reference;
+#[cfg(all(feature = "pdf", feature = "dist"))]
+mod fetched_pages;
 #[cfg(all(feature = "pdf", feature = "ocr", feature = "layout"))]
 mod figure_text;
 #[cfg(feature = "layout")]
