@@ -70,11 +70,87 @@ fn plan(batch: usize, costs: bool, replicas: usize) -> (Plan, Output<Vec<u64>>) 
     .unwrap()
 }
 
+/// [`plan`] with pages of `kb` KiB each (the payload-route arms): render
+/// makes `"<id>:xxx…"` strings, OCR reads the id back. Over the 256 KiB
+/// inline limit, every page crosses as a stored payload: the worker that
+/// rendered it writes it, the one that runs its OCR reads it.
+fn payload_plan(batch: usize, kb: usize, replicas: usize) -> (Plan, Output<Vec<u64>>) {
+    let render = Call::map("render", move |d: (u64, u32)| {
+        (0..d.1)
+            .map(|i| {
+                let mut page = format!("{}:", (d.0 << 32) | u64::from(i));
+                page.extend(std::iter::repeat_n('x', kb << 10));
+                page
+            })
+            .collect::<Vec<String>>()
+    });
+    let ocr = Call::batch("ocr", move |pages: Vec<String>| {
+        std::thread::sleep(Duration::from_secs_f64(A + B_PER_PAGE * pages.len() as f64));
+        Ok(pages
+            .into_iter()
+            .map(|p| {
+                let id = p.split(':').next().and_then(|id| id.parse::<u64>().ok());
+                Outcome::Ok(id.unwrap_or(u64::MAX).wrapping_mul(31))
+            })
+            .collect())
+    })
+    .batch_size(batch)
+    .replicas(replicas);
+    Plan::build(|b| {
+        let docs = b.source::<Doc, (u64, u32)>();
+        b.output(reduce(ocr.apply(expand::<Page, _, _>(render.apply(docs)))))
+    })
+    .unwrap()
+}
+
+/// Where the payload arms keep large payloads: the broker's bucket, or the
+/// S3 server at this endpoint (`rayorch_kit::store::payloads`).
+#[derive(Clone, Default)]
+struct Payloads {
+    /// KiB per page; 0: the plain plan, pages are numbers.
+    kb: usize,
+    /// The S3 endpoint; `None`: the broker's bucket.
+    s3: Option<String>,
+}
+
+impl Payloads {
+    fn plan(&self, batch: usize, costs: bool) -> (Plan, Output<Vec<u64>>) {
+        match self.kb {
+            0 => plan(batch, costs, 1),
+            kb => payload_plan(batch, kb, 1),
+        }
+    }
+
+    /// `cfg` with these payloads' store.
+    fn config(&self, mut cfg: DistConfig) -> DistConfig {
+        if let Some(endpoint) = &self.s3 {
+            let opts = rayorch_kit::store::testing::S3Server::options(endpoint);
+            let store = rayorch_kit::store::payloads::ObjectPayloads::new("s3://payloads/bench/", &cfg.job, opts);
+            cfg.payloads = Some(store.unwrap().shared());
+        }
+        cfg
+    }
+
+    /// The worker's command-line arguments for these payloads.
+    fn args(&self) -> [String; 2] {
+        [self.kb.to_string(), self.s3.clone().unwrap_or_else(|| "-".into())]
+    }
+
+    fn from_args(kb: &str, s3: &str) -> Payloads {
+        Payloads {
+            kb: kb.parse().unwrap(),
+            s3: (s3 != "-").then(|| s3.to_string()),
+        }
+    }
+}
+
 fn codecs() -> Codecs {
     Codecs::new()
         .json::<(u64, u32)>()
         .json::<Vec<u64>>()
         .json::<u64>()
+        .json::<Vec<String>>()
+        .json::<String>()
 }
 
 fn config(url: &str, job: &str) -> DistConfig {
@@ -125,7 +201,11 @@ fn check(o: &RootOutcome, out: Output<Vec<u64>>, docs: &[(u64, u32)]) -> bool {
 
 /// The single-process runner with `slots` OCR replicas: wall seconds.
 fn local(docs: &[(u64, u32)], batch: usize, slots: usize) -> f64 {
-    let (plan, out) = plan(batch, true, slots);
+    local_plan(docs, plan(batch, true, slots))
+}
+
+/// The single-process runner of `plan` (with its OCR replicas): wall seconds.
+fn local_plan(docs: &[(u64, u32)], (plan, out): (Plan, Output<Vec<u64>>)) -> f64 {
     let t = Instant::now();
     let mut ok = 0;
     Runner::new(&plan)
@@ -151,6 +231,19 @@ struct DistRun {
 /// 1 owner (this process) + `workers` worker processes, each with one OCR
 /// and one render slot.
 fn dist(docs: &[(u64, u32)], batch: usize, workers: usize, costs: bool, job: &str, rtt: Duration) -> DistRun {
+    dist_with(docs, batch, workers, costs, job, rtt, &Payloads::default())
+}
+
+/// [`dist`] with pages and payload store as `payloads` says.
+fn dist_with(
+    docs: &[(u64, u32)],
+    batch: usize,
+    workers: usize,
+    costs: bool,
+    job: &str,
+    rtt: Duration,
+    payloads: &Payloads,
+) -> DistRun {
     let server = NatsServer::start().unwrap();
     // Every process reaches the broker through a proxy adding `rtt` per
     // round trip (none at 0).
@@ -166,12 +259,13 @@ fn dist(docs: &[(u64, u32)], batch: usize, workers: usize, costs: bool, job: &st
         .map(|_| {
             std::process::Command::new(&exe)
                 .args(["--worker", &url, job, &batch.to_string(), &costs.to_string()])
+                .args(payloads.args())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    let (plan, out) = plan(batch, costs, 1);
-    let mut owner = Owner::new(&plan, codecs(), config(&url, job));
+    let (plan, out) = payloads.plan(batch, costs);
+    let mut owner = Owner::new(&plan, codecs(), payloads.config(config(&url, job)));
     let stats = owner.stats();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (cpu0, bcpu0) = (cpu_s(std::process::id()), cpu_s(server.pid()));
@@ -207,12 +301,13 @@ fn worker_main(args: &[String]) {
     let (url, job) = (&args[0], &args[1]);
     let batch: usize = args[2].parse().unwrap();
     let costs: bool = args[3].parse().unwrap();
-    let (plan, _) = plan(batch, costs, 1);
+    let payloads = Payloads::from_args(&args[4], &args[5]);
+    let (plan, _) = payloads.plan(batch, costs);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(rayorch_dist::worker(
         &plan,
         codecs(),
-        config(url, job),
+        payloads.config(config(url, job)),
         "render:1,ocr:1",
     ))
     .unwrap();
@@ -263,6 +358,10 @@ fn main() {
             );
         }
     }
+    let kb: usize = arg(&args, "--payload-kb", 0);
+    if kb > 0 {
+        return payload_routes(&docs, batch, &workers, kb);
+    }
     if only_longtail {
         return;
     }
@@ -285,3 +384,44 @@ fn main() {
         );
     }
 }
+
+/// The payload-route arms (`--payload-kb N`): pages of N KiB through the
+/// broker's bucket and through an object store (the S3 server from its
+/// pinned wheel, on loopback), side by side with the local runner of the
+/// same plan, at each slot count; the order of the two distributed arms
+/// alternates by slot count.
+fn payload_routes(docs: &[(u64, u32)], batch: usize, workers: &str, kb: usize) {
+    let s3 = rayorch_kit::store::testing::S3Server::start().unwrap();
+    let pages: u64 = docs.iter().map(|d| u64::from(d.1)).sum();
+    for (i, k) in workers.split(',').filter_map(|k| k.parse::<usize>().ok()).enumerate() {
+        let lb = lb(docs, batch, k);
+        let wall_local = local_plan(docs, payload_plan(batch, kb, k));
+        let broker = Payloads { kb, s3: None };
+        let store = Payloads {
+            kb,
+            s3: Some(s3.endpoint()),
+        };
+        let mut arms = [("broker", broker), ("object_store", store)];
+        if i % 2 == 1 {
+            arms.reverse();
+        }
+        let mut row = serde_json::json!({
+            "payload_kb": kb, "slots": k, "lb_s": lb,
+            "local": {"wall_s": wall_local, "lb_over_wall": lb / wall_local},
+        });
+        for (name, p) in &arms {
+            let s3_cpu = cpu_s(s3.pid());
+            let d = dist_with(docs, batch, k, true, &format!("pay{name}{k}"), Duration::ZERO, p);
+            row[*name] = serde_json::json!({
+                "s3_server_cpu_us_per_page": (cpu_s(s3.pid()) - s3_cpu) * 1e6 / pages as f64,
+                "wall_s": d.wall_s, "lb_over_wall": lb / d.wall_s,
+                "owner_cpu_us_per_grain": d.owner_cpu_s * 1e6 / d.grains as f64,
+                "broker_cpu_us_per_grain": d.broker_cpu_s * 1e6 / d.grains as f64,
+                "owner_bytes_inline_stored_fetched_messages": d.bytes,
+            });
+        }
+        row["loadavg"] = loadavg().into();
+        println!("{row}");
+    }
+}
+

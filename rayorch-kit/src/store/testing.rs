@@ -246,6 +246,11 @@ impl S3Server {
         SocketAddr::from(([127, 0, 0, 1], self.ports[0]))
     }
 
+    /// The server's process id (for benches that count its CPU time).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr())
