@@ -125,7 +125,8 @@ impl Payloads {
     fn config(&self, mut cfg: DistConfig) -> DistConfig {
         if let Some(endpoint) = &self.s3 {
             let opts = rayorch_kit::store::testing::S3Server::options(endpoint);
-            let store = rayorch_kit::store::payloads::ObjectPayloads::new("s3://payloads/bench/", &cfg.job, opts);
+            let store =
+                rayorch_kit::store::payloads::ObjectPayloads::new("s3://payloads/bench/", &cfg.job, opts);
             cfg.payloads = Some(store.unwrap().shared());
         }
         cfg
@@ -393,7 +394,11 @@ fn main() {
 fn payload_routes(docs: &[(u64, u32)], batch: usize, workers: &str, kb: usize) {
     let s3 = rayorch_kit::store::testing::S3Server::start().unwrap();
     let pages: u64 = docs.iter().map(|d| u64::from(d.1)).sum();
-    for (i, k) in workers.split(',').filter_map(|k| k.parse::<usize>().ok()).enumerate() {
+    for (i, k) in workers
+        .split(',')
+        .filter_map(|k| k.parse::<usize>().ok())
+        .enumerate()
+    {
         let lb = lb(docs, batch, k);
         let wall_local = local_plan(docs, payload_plan(batch, kb, k));
         let broker = Payloads { kb, s3: None };
@@ -424,4 +429,3 @@ fn payload_routes(docs: &[(u64, u32)], batch: usize, workers: &str, kb: usize) {
         println!("{row}");
     }
 }
-
