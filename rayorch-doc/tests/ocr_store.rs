@@ -10,8 +10,8 @@
 //! - an input list in the bucket names objects next to it, and its rows'
 //!   fields are written beside each document;
 //! - Parquet shards in the bucket, read by byte range: a document per row,
-//!   a failure per bad row or unreadable shard; a shard of locations names
-//!   objects beside it;
+//!   a failure per bad row or unreadable shard, a run cut short resumed
+//!   over the same shards; a shard of locations names objects beside it;
 //! - a WebDataset tar shard in the bucket: a document per sample;
 //! - a shard as pyarrow (the datasets library's writer) writes it: large
 //!   binary and string columns, dictionary-encoded strings, lists.
@@ -317,6 +317,18 @@ fn parquet_shards_in_the_bucket_give_a_document_per_row() {
             .iter()
             .any(|f| f["name"] == "s3://shards/train/part-1.parquet")
     );
+
+    // Keyed by the id column and cut short by --limit: --resume over the
+    // same shard list writes the rest, each row once.
+    let cut = dir.path().join("cut");
+    let by_id = [&args[..], &["--key-column", "id"]].concat();
+    let (code, console) = job(&s3, &cut, &[&by_id[..], &["--limit", "2"]].concat());
+    assert_eq!(code, Ok(0), "{console}");
+    assert_eq!(written(&cut), keyed(["r0", "r1"]), "{console}");
+    let (code, console) = job(&s3, &cut, &[&by_id[..], &["--resume"]].concat());
+    assert_eq!(code, Ok(3), "{console}");
+    assert_eq!(written(&cut), keyed(["r0", "r1", "r3", "r4"]), "{console}");
+    assert_eq!(summary(&cut)["job"]["resumed"], 2, "{console}");
 
     // A column the first shard lacks is refused before any output.
     let other = dir.path().join("other");
