@@ -538,7 +538,7 @@ mod tests {
         let cfg = RecognizeConfig::default();
         for w in cfg.min_width..=cfg.max_width {
             let pw = padded_width(w, cfg.min_width, cfg.max_width, cfg.bucket_ratio);
-            assert!(pw >= w && pw % 8 == 0, "{w} -> {pw}");
+            assert!(pw >= w && pw.is_multiple_of(8), "{w} -> {pw}");
             assert!(pw as f32 <= w as f32 * 1.1 + 16.0, "{w} padded to {pw}");
         }
     }
