@@ -180,17 +180,21 @@ pub struct RecognizeConfig {
     pub onnx: OnnxConfig,
     /// Input height of the model.
     pub height: u32,
-    /// Smallest padded width (the model's training width).
+    /// Smallest padded width. PaddleOCR pads to its training width, 320;
+    /// on real PDFs a fifth of the model's input was then padding (short
+    /// crops: table cells, labels, numbers), and 96 reads the same words
+    /// for ~12% less of the job's CPU (BENCHMARKS.md, "Padding in
+    /// recognition's input").
     pub min_width: u32,
     /// Widest crop after scaling; wider ones are squeezed to it.
     pub max_width: u32,
     /// Ratio between consecutive padded widths of the ladder (> 1). The
-    /// default, 1.1, pads a crop by at most 10% (on the bundled samples
-    /// 4.2% of the model's input columns are padding, against 10.4% at
-    /// 1.25) for ~1.4 model calls per width bucket more; on a CPU a batch
-    /// of many widths costs no more CPU for it (BENCHMARKS.md, "Padding in
-    /// recognition's input"). Keyed by width (a GPU), a coarser ladder
-    /// keeps batches fuller.
+    /// default, 1.06, pads a crop by at most 6% (plus the rounding to 8):
+    /// with the default `min_width`, 4.3% of the model's input columns on
+    /// real PDFs are padding, against 24.9% at ×1.25 from 320, for more
+    /// and narrower model calls per batch, which on a CPU cost less than
+    /// the columns they save. Keyed by width (a GPU), a coarser ladder
+    /// keeps batches fuller (`rayorch_doc`'s `--cuda` uses ×1.25 from 320).
     pub bucket_ratio: f32,
     /// Lines whose confidence is under this are marked low-confidence.
     pub min_confidence: f32,
@@ -202,7 +206,7 @@ pub struct RecognizeConfig {
     /// on 64 real pages the job peaked at 2.1 GB without a cap, 1.3 GB
     /// with the default, BENCHMARKS.md). Results
     /// do not change: padding depends on the crop alone. The default,
-    /// 16,384, still takes 48 crops of the narrowest width (320) in one
+    /// 16,384, still takes 48 crops of 320 columns (the model's training width) in one
     /// call; `usize::MAX` takes every bucket in one call (a GPU, where
     /// calls cost more than memory).
     pub max_call_columns: usize,
@@ -213,9 +217,9 @@ impl Default for RecognizeConfig {
         RecognizeConfig {
             onnx: OnnxConfig::default(),
             height: 48,
-            min_width: 320,
+            min_width: 96,
             max_width: 3200,
-            bucket_ratio: 1.1,
+            bucket_ratio: 1.06,
             min_confidence: 0.6,
             max_call_columns: 16_384,
         }
@@ -532,14 +536,15 @@ mod tests {
     use super::*;
 
     /// The default ladder pads no crop wider than the narrowest step by
-    /// more than a tenth (plus the rounding to 8 columns).
+    /// more than its ratio (plus the rounding to 8 columns): 6%.
     #[test]
-    fn the_default_ladder_pads_a_crop_by_a_tenth_at_most() {
+    fn the_default_ladder_pads_a_crop_by_six_percent_at_most() {
         let cfg = RecognizeConfig::default();
+        assert!(cfg.bucket_ratio <= 1.06);
         for w in cfg.min_width..=cfg.max_width {
             let pw = padded_width(w, cfg.min_width, cfg.max_width, cfg.bucket_ratio);
             assert!(pw >= w && pw.is_multiple_of(8), "{w} -> {pw}");
-            assert!(pw as f32 <= w as f32 * 1.1 + 16.0, "{w} padded to {pw}");
+            assert!(pw as f32 <= w as f32 * 1.06 + 8.0, "{w} padded to {pw}");
         }
     }
 
