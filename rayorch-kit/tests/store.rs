@@ -2,7 +2,8 @@
 //! pinned wheel, started per test): listing by prefix and by pattern, a
 //! missing object, the fetch Call in a run, a fault proxy (503 SlowDown,
 //! stalls, cuts mid-body), a server restarted mid-run, and a journaled run
-//! resumed over the same listing. `--features store` (scripts/test).
+//! resumed over the same listing, and a server whose disk has little room
+//! (a tmpfs this test mounts: root). `--features store` (scripts/test).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -500,4 +501,54 @@ fn payloads_live_under_the_jobs_prefix_and_read_back_bounded() {
             .is_err_and(|e| e.to_string().contains("--payload-store takes a bucket prefix")),
         "an HTTP origin cannot take writes"
     );
+}
+
+/// A tmpfs of `mb` MiB mounted on a fresh folder, unmounted on drop.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(mb: u32) -> SmallDisk {
+        let dir = std::env::temp_dir().join(format!("rayorch-small-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
+            .arg(&dir)
+            .output()
+            .expect("`mount` runs");
+        assert!(
+            out.status.success(),
+            "this test mounts a tmpfs and needs root: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk(dir)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// On a disk with room for one 64 MiB volume the server, left to size
+/// itself, makes one volume and every bucket after the first waits for
+/// writes that never come (a CI host with a nearly full disk saw exactly
+/// this). Started the way the tests start it, a dozen buckets take writes.
+#[test]
+fn a_server_on_a_disk_with_little_room_takes_writes_into_many_buckets() {
+    let disk = SmallDisk::mount(96);
+    let s3 = S3Server::start_in(&disk.0).unwrap();
+    let buckets: Vec<String> = (0..12).map(|i| format!("bucket-{i:02}")).collect();
+    for b in &buckets {
+        let url = format!("s3://{b}/doc.pdf");
+        s3.put(&[(url.as_str(), body(b, 4096).as_slice())]).unwrap();
+    }
+    for b in &buckets {
+        assert_eq!(s3.get(&format!("s3://{b}/doc.pdf")).unwrap(), body(b, 4096));
+    }
+    drop(s3);
 }

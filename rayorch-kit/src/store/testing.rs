@@ -171,12 +171,19 @@ impl Spawner {
 }
 
 impl S3Server {
-    /// Start one with a fresh data folder; returns once its S3 port answers.
+    /// Start one with a fresh data folder under the temp folder; returns
+    /// once it stores an object.
     pub fn start() -> Result<S3Server, String> {
+        S3Server::start_in(&std::env::temp_dir())
+    }
+
+    /// [`S3Server::start`] with its data folder made under `parent` (a small
+    /// disk, in a test of how the server copes with one).
+    pub fn start_in(parent: &Path) -> Result<S3Server, String> {
         let bin = weed_binary()?;
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("rayorch-s3-{}-{n}", std::process::id()));
+        let dir = parent.join(format!("rayorch-s3-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         // A port picked free can be taken before the server binds it:
@@ -212,8 +219,8 @@ impl S3Server {
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!(
-                    "weed exited at start with {status} (its log: {})",
-                    self.dir.join("weed.log").display()
+                    "weed exited at start with {status} (its log ends:\n{})",
+                    log_tail(&self.dir.join("weed.log"), 12)
                 ));
             }
             if http_status(self.addr()).is_some() {
@@ -224,9 +231,10 @@ impl S3Server {
             }
             if start.elapsed() > Duration::from_secs(60) {
                 return Err(format!(
-                    "the S3 server on {} stored nothing within 60 s ({last}; its log: {})",
+                    "the S3 server on {} stored nothing within 60 s ({last}; its log, {}, ends:\n{})",
                     self.addr(),
-                    self.dir.join("weed.log").display()
+                    self.dir.join("weed.log").display(),
+                    log_tail(&self.dir.join("weed.log"), 12)
                 ));
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -395,6 +403,13 @@ fn spawn(spawner: &Spawner, bin: &Path, dir: &Path, ports: &[u16]) -> Result<Chi
             "-admin.ui=false",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
+            // Each bucket is a collection with a volume of its own. Left to
+            // itself, `mini` allows free disk / volume size volumes: on a
+            // disk with little room that is a handful, and a later bucket's
+            // writes wait for a volume that never comes. Volumes are sparse
+            // files, so a fixed count costs nothing until data is written.
+            "-volume.max=100",
+            "-master.volumeSizeLimitMB=64",
         ])
         .args(PORT_FLAGS.iter().zip(ports).map(|(f, p)| format!("-{f}={p}")))
         .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
@@ -425,6 +440,14 @@ fn dying_with_this_thread(bin: &Path) -> Command {
         }
         None => Command::new(bin),
     }
+}
+
+/// The last `n` lines of the server's log, for an error that outlives the
+/// folder (a failed start's folder is removed).
+fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// The status code of `GET /` at `addr`, if it answers HTTP.
