@@ -15,6 +15,8 @@
 //!   letters apart is OCR'd with that reason; with `--layout` the same
 //!   command writes regions and Markdown and says the same; vertical
 //!   Japanese is read column by column in both modes;
+//! - one-page documents listed after two text-dense ones (issue 48, item
+//!   5) are written before either of them: order, not time;
 //! - both document jobs, `kill -9`ed after their first journal commit (a
 //!   child process: the ignored `common::child_runs_the_job`), resume with
 //!   every document once, as an uninterrupted run wrote it.
@@ -1061,4 +1063,60 @@ fn webdataset_tar_shards_give_a_document_per_sample_with_its_members_as_metadata
     let again = run_job(&[], &out, &["--input-tar", &t, "--resume"]);
     assert_eq!(again.summary["job"]["written"], 0, "{:?}", again.summary["job"]);
     assert_eq!(again.written.len(), 3);
+}
+
+/// Issue 48, item 5, through the job's own command line: two text-dense
+/// documents (10 and 6 pages of 40 lines, OCR'd at 72 dpi: hundreds of
+/// line crops) listed ahead of five one-page documents. Every Call
+/// prefers the parents nearest completion, so the short documents' pages
+/// are read, detected and recognised before the dense backlog and all
+/// five are written before either dense document (the order of
+/// `documents.jsonl`, which is write order; no clock). The engine-level
+/// twin, with counts of recognition batches, is
+/// `tests/runner/memory_bounds.rs`.
+#[test]
+fn one_page_documents_behind_two_dense_ones_are_written_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dense = |pages: usize| {
+        let pages: Vec<Vec<String>> = (1..=pages)
+            .map(|p| {
+                (1..=40)
+                    .map(|l| format!("Line {l} of page {p}, set close to the next one"))
+                    .collect()
+            })
+            .collect();
+        text_pdf(&pages, 10.0)
+    };
+    let mut inputs = Vec::new();
+    for (name, bytes) in [("a-dense.pdf", dense(10)), ("b-dense.pdf", dense(6))] {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        inputs.push(path.display().to_string());
+    }
+    for i in 1..=5 {
+        let path = tmp.path().join(format!("c-short-{i}.pdf"));
+        std::fs::write(&path, report(1)).unwrap();
+        inputs.push(path.display().to_string());
+    }
+    let out = tmp.path().join("out");
+    let ran = run_job_at("72", &inputs, &out, &["--force-ocr"]);
+    assert_eq!(ran.exit, 0, "{:?}", ran.failures);
+    let order: Vec<&str> = ran
+        .written
+        .iter()
+        .map(|d| {
+            let name = d["name"].as_str().unwrap();
+            name.rsplit('/').next().unwrap()
+        })
+        .collect();
+    assert_eq!(order.len(), 7, "{order:?}");
+    assert!(
+        order[..5].iter().all(|n| n.starts_with("c-short")),
+        "the one-page documents are written first: {order:?}"
+    );
+    let lines = call_stat(&ran, "recognize", "grains_dispatched");
+    assert!(
+        lines >= 16 * 30,
+        "the dense pages were read line by line: {lines} lines"
+    );
 }
