@@ -369,13 +369,30 @@ impl S3Server {
     }
 
     /// Kill the server (SIGKILL, as a crash), stay down for `down`, start it
-    /// again on the same ports over the same data.
+    /// again on the same S3 port over the same data. Its inner ports
+    /// (master, volume, filer, admin) are the same unless one was taken
+    /// while it was down (another test's server may have picked it as
+    /// free): then they are picked again, as clients reach the S3 port only.
     pub fn restart(&mut self, down: Duration) -> Result<(), String> {
         let _ = self.child.kill();
         let _ = self.child.wait();
         std::thread::sleep(down);
-        self.child = spawn(&self.spawner, &self.bin, &self.dir, &self.ports)?;
-        self.wait_ready()
+        let mut last = String::new();
+        for attempt in 0..3 {
+            if attempt > 0 {
+                for p in &mut self.ports[1..] {
+                    *p = free_port()?;
+                }
+            }
+            self.child = spawn(&self.spawner, &self.bin, &self.dir, &self.ports)?;
+            match self.wait_ready() {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        Err(last)
     }
 }
 
