@@ -17,6 +17,9 @@ use rayorch_testdata::layoutgen;
 use rayorch_testdata::score::LayoutScores;
 
 fn main() -> ExitCode {
+    // First, before any thread: glibc keeps freed memory (the process
+    // starts itself again with the setting; rayorch_kit::malloc).
+    rayorch_kit::malloc::keep_freed_memory();
     match run(Args::parse()) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -23,6 +23,9 @@ use rayorch_testdata::score::TextScores;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // First, before any thread: glibc keeps freed memory (the process
+    // starts itself again with the setting; rayorch_kit::malloc).
+    rayorch_kit::malloc::keep_freed_memory();
     let args = Args::parse();
     // The samples' manifest, when there is one to score against (the job
     // itself reads it too, for which samples must fail).

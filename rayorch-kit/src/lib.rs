@@ -9,6 +9,7 @@
 //! | [`names`] | the names of a run's roots while they are live (named by the source, taken by the sink) |
 //! | [`resume`] | start, `--resume` or `--force` a journaled run into an output folder |
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
+//! | [`malloc`] | glibc keeps freed memory for reuse (no page faults per large block): the first call in a job's `main` |
 //! | [`limits`] | a timeout on every Call that parses user bytes or runs a model, as flags a job has only for the kinds of Call it runs (`--parse-timeout-s`, `--document-timeout-s`, `--model-timeout-s`) |
 //! | [`check`] | after the run: every root once, the same in each output |
 //! | [`job`] | the flags of every job: `--resume`, `--force`, `--limit`, `--no-progress`, `--metrics`, `--otlp`, `--expected` |
@@ -27,6 +28,7 @@ pub mod check;
 pub mod expect;
 pub mod job;
 pub mod limits;
+pub mod malloc;
 pub mod names;
 pub mod otlp;
 pub mod outcome;

@@ -39,6 +39,9 @@ fn inputs(args: &Args) -> Result<Inputs, rayorch::BoxError> {
 }
 
 fn main() -> ExitCode {
+    // First, before any thread: glibc keeps freed memory (the process
+    // starts itself again with the setting; rayorch_kit::malloc).
+    rayorch_kit::malloc::keep_freed_memory();
     let args = Args::parse();
     let ran =
         inputs(&args).and_then(|(files, urls, bad)| job::run(&args, &files, &urls, Expected::failing(bad)));
