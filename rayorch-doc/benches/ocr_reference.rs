@@ -19,6 +19,11 @@
 //!   recognise, page text), the same Runner settings as the command line,
 //!   without the embed Call: CPU per OCR'd page with embedding excluded, as
 //!   the target is stated.
+//! - **job, no embedding, no orientation** (`no-orient`): the same without
+//!   the line-orientation model (`--no-orientation`): the reference's own
+//!   configuration (no angle classifier), so the two read each page with
+//!   the same models; the gap between it and `no-embed` is what turned and
+//!   upside-down lines cost.
 //! - **layout**: the job in layout mode (`doc_ocr --layout`, the
 //!   `doc_layout` plan) with its defaults: the text layer where a page's
 //!   layer is trusted, OCR per region where not; each page's text its
@@ -146,10 +151,11 @@ fn child(side: &str, files: &[PathBuf]) {
             assert_eq!(code, 0, "doc_ocr --layout exit status");
             documents_jsonl(&out.path().join("documents.jsonl"), files.len())
         }
-        "no-embed" => {
+        "no-embed" | "no-orient" => {
             // Every page OCR'd: this side measures the OCR path itself.
             let cfg = OcrConfig {
                 force_ocr: true,
+                orientation: side == "no-embed",
                 ..OcrConfig::default()
             };
             let assets = rayorch_models::assets::ensure().expect("assets");
@@ -355,7 +361,7 @@ fn main() {
         .unwrap_or(2);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_before = loadavg();
-    let sides = ["reference", "job", "no-embed", "layout"];
+    let sides = ["reference", "job", "no-embed", "no-orient", "layout"];
     let mut runs: HashMap<&str, Vec<Measured>> = HashMap::new();
     for r in 0..rounds {
         // Alternate the order so no side always runs first.
@@ -427,8 +433,9 @@ fn main() {
         )
     };
     println!(
-        "CPU per page, job without embedding / reference: {:.3}; job / reference: {:.3}",
+        "CPU per page, job without embedding / reference: {:.3}; without embedding and orientation / reference: {:.3}; job / reference: {:.3}",
         ratio("no-embed", "reference"),
+        ratio("no-orient", "reference"),
         ratio("job", "reference")
     );
     // Against the truth: pages whose text layer pdfium reads (20 or more
@@ -442,7 +449,7 @@ fn main() {
     kind_names.sort_unstable();
     kind_names.dedup();
     kind_names.push("all");
-    let truth_sides = ["reference", "no-embed", "job", "layout"];
+    let truth_sides = ["reference", "no-embed", "no-orient", "job", "layout"];
     println!(
         "Against the text layer (pdfium), pages with one: word F1 / CER in reading order / order-free CER"
     );
