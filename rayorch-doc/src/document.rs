@@ -49,7 +49,8 @@ pub struct Document {
     pub page_reasons: Vec<String>,
     /// The reason's kind per page, one stable word to count pages by
     /// (`trusted`, `forced`, `no_layer`, `unmapped`, `garbage`,
-    /// `spaced_out`, `scrambled`, `text_in_images`, `unreadable`:
+    /// `spaced_out`, `scrambled`, `text_in_images`, `unreadable`, `verified`,
+    /// `disagrees`:
     /// `rayorch_models::pdf::text::Verdict::kind`).
     #[serde(default)]
     pub page_reason_kinds: Vec<String>,

@@ -438,6 +438,83 @@ fn with_layout_the_same_command_writes_regions_and_says_where_each_page_came_fro
     assert_eq!((&job["written"], &job["exit_status"]), (&1.into(), &0.into()));
 }
 
+/// Issue 48 item 2: an OCR'd scan's invisible layer is checked against
+/// the job's own OCR of the page; a layer that says something else is not
+/// the page's text, and the record says why.
+#[test]
+fn an_ocr_d_scan_whose_hidden_layer_lies_is_read_by_ocr_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let page = vec![
+        "Invoices are due within thirty days of delivery.".to_string(),
+        "Late payments carry a monthly fee of one percent.".to_string(),
+    ];
+    let lie = vec![
+        "The quick brown fox jumps over the lazy dog.".to_string(),
+        "Pack my box with five dozen liquor jugs.".to_string(),
+    ];
+    let honest = tmp.path().join("honest.pdf");
+    let lying = tmp.path().join("lying.pdf");
+    std::fs::write(
+        &honest,
+        pdfgen::scanned_pdf_with_layer(std::slice::from_ref(&page), std::slice::from_ref(&page), 18.0),
+    )
+    .unwrap();
+    std::fs::write(
+        &lying,
+        pdfgen::scanned_pdf_with_layer(std::slice::from_ref(&page), &[lie], 18.0),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let (o, h, l) = (
+        out.display().to_string(),
+        honest.display().to_string(),
+        lying.display().to_string(),
+    );
+    let argv = ["doc_ocr", "--no-progress", "--threads", "1", "--out", &o, &h, &l];
+    assert_eq!(rayorch_doc::ocr::run_from(argv).unwrap(), 0);
+    let docs = jsonl(&out.join("documents.jsonl"));
+    let doc = |name: &str| {
+        docs.iter()
+            .find(|d| d["name"].as_str().is_some_and(|n| n.ends_with(name)))
+            .unwrap_or_else(|| panic!("{name} in {docs:?}"))
+    };
+    let truthful = doc("honest.pdf");
+    assert_eq!(truthful["page_sources"], serde_json::json!(["layer"]));
+    assert_eq!(truthful["page_reason_kinds"], serde_json::json!(["verified"]));
+    assert_eq!(truthful["page_texts"][0], serde_json::json!(page.join("\n")));
+    let liar = doc("lying.pdf");
+    assert_eq!(liar["page_sources"], serde_json::json!(["ocr"]));
+    assert_eq!(liar["page_reason_kinds"], serde_json::json!(["disagrees"]));
+    let read = liar["page_texts"][0].as_str().unwrap();
+    assert!(
+        rayorch_models::pdf::agreement(read, &page.join("\n")) > 0.8,
+        "the page's own words, by OCR: {read}"
+    );
+    // Told to trust such layers, the job takes the lie as it is.
+    let trusting = tmp.path().join("trusting");
+    let t = trusting.display().to_string();
+    let argv = [
+        "doc_ocr",
+        "--no-progress",
+        "--threads",
+        "1",
+        "--trust-scan-layers",
+        "--out",
+        &t,
+        &l,
+    ];
+    assert_eq!(rayorch_doc::ocr::run_from(argv).unwrap(), 0);
+    let docs = jsonl(&trusting.join("documents.jsonl"));
+    assert_eq!(docs[0]["page_sources"], serde_json::json!(["layer"]));
+    assert_eq!(docs[0]["page_reason_kinds"], serde_json::json!(["trusted"]));
+    assert!(
+        docs[0]["page_texts"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("The quick brown fox")
+    );
+}
+
 /// A page set in vertical Japanese is read from its layer down each
 /// column, the rightmost first, in both modes of the command.
 #[test]

@@ -602,6 +602,8 @@ fn put_verdict(out: &mut Vec<u8>, v: Verdict) {
         Verdict::Scrambled { percent } => (6, Some(percent)),
         Verdict::TextInImages { percent } => (7, Some(percent)),
         Verdict::Unreadable => (8, None),
+        Verdict::Disagrees { percent } => (9, Some(percent)),
+        Verdict::Verified { percent } => (10, Some(percent)),
     };
     out.push(code);
     if let Some(p) = percent {
@@ -632,7 +634,17 @@ fn get_verdict(r: &mut Reader<'_>) -> Result<Verdict, String> {
             percent: r.u32(WHAT)?,
         },
         8 => Verdict::Unreadable,
-        t => return Err(format!("bad value: a text-layer verdict of {t}, expected 0 to 8")),
+        9 => Verdict::Disagrees {
+            percent: r.u32(WHAT)?,
+        },
+        10 => Verdict::Verified {
+            percent: r.u32(WHAT)?,
+        },
+        t => {
+            return Err(format!(
+                "bad value: a text-layer verdict of {t}, expected 0 to 10"
+            ));
+        }
     })
 }
 
@@ -651,6 +663,7 @@ impl Wire for ReadPage {
                 im.put(out);
             }
         }
+        out.push(u8::from(self.verify));
     }
     fn get(r: &mut Reader<'_>) -> Result<ReadPage, String> {
         let doc = r.string("a document name")?.into();
@@ -662,12 +675,18 @@ impl Wire for ReadPage {
             1 => Some(PageImage::get(r)?),
             t => return Err(format!("bad value: an image flag of {t}, expected 0 or 1")),
         };
+        let verify = match r.u8("a verify flag")? {
+            0 => false,
+            1 => true,
+            t => return Err(format!("bad value: a verify flag of {t}, expected 0 or 1")),
+        };
         Ok(ReadPage {
             doc,
             page,
             verdict,
             layer,
             image,
+            verify,
         })
     }
 }

@@ -216,6 +216,8 @@ fn verdict() -> impl Strategy<Value = rayorch_models::pdf::text::Verdict> {
         any::<u32>().prop_map(|percent| Verdict::SpacedOut { percent }),
         any::<u32>().prop_map(|percent| Verdict::Scrambled { percent }),
         any::<u32>().prop_map(|percent| Verdict::TextInImages { percent }),
+        any::<u32>().prop_map(|percent| Verdict::Disagrees { percent }),
+        any::<u32>().prop_map(|percent| Verdict::Verified { percent }),
     ]
 }
 
@@ -236,14 +238,18 @@ fn read_page() -> impl Strategy<Value = rayorch_models::ReadPage> {
         verdict(),
         proptest::collection::vec(line_text(), 0..3),
         proptest::option::of(page_image()),
+        any::<bool>(),
     )
-        .prop_map(|(doc, page, verdict, layer, image)| rayorch_models::ReadPage {
-            doc: doc.into(),
-            page: page as usize,
-            verdict,
-            layer: Arc::new(layer),
-            image,
-        })
+        .prop_map(
+            |(doc, page, verdict, layer, image, verify)| rayorch_models::ReadPage {
+                doc: doc.into(),
+                page: page as usize,
+                verdict,
+                layer: Arc::new(layer),
+                image,
+                verify,
+            },
+        )
 }
 
 /// A valid encoding of any wire type.

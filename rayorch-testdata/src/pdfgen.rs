@@ -349,6 +349,20 @@ pub const SCAN_DPI: f32 = 150.0;
 /// assert_eq!(open_document(&PdfFile::from_bytes("s", pdf)).unwrap().len(), 1);
 /// ```
 pub fn scanned_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
+    scan(pages, None, size)
+}
+
+/// A scan of `pages` (as [`scanned_pdf`]) carrying an invisible text
+/// layer (text render mode 3, as an OCR engine writes one over the
+/// picture) that says `layer`, page by page, line by line, where
+/// [`text_pdf`] would draw those lines. With `layer` equal to `pages` it is
+/// an OCR'd scan whose layer tells the truth; with other lines, a layer
+/// that lies about its page.
+pub fn scanned_pdf_with_layer(pages: &[Vec<String>], layer: &[Vec<String>], size: f32) -> Vec<u8> {
+    scan(pages, Some(layer), size)
+}
+
+fn scan(pages: &[Vec<String>], layer: Option<&[Vec<String>]>, size: f32) -> Vec<u8> {
     let cfg = rayorch_models::pdf::RenderConfig {
         dpi: SCAN_DPI,
         ..rayorch_models::pdf::RenderConfig::default()
@@ -357,16 +371,39 @@ pub fn scanned_pdf(pages: &[Vec<String>], size: f32) -> Vec<u8> {
     // The pages were written just above: a failure here is a bug in this file.
     let images = rayorch_models::pdf::render_document(&digital, &cfg).expect("generated pages render");
     let mut w = Writer::new();
-    // 1 catalog, 2 page tree, then (picture, content, page) per page.
-    w.catalog_and_tree(&(0..pages.len()).map(|i| 5 + 3 * i).collect::<Vec<_>>());
-    for page in images {
+    // 1 catalog, 2 page tree, 3 the layer's font if there is a layer, then
+    // (picture, content, page) per page. Without a layer the bytes are the
+    // committed scan sample's.
+    let first = if layer.is_some() { 6 } else { 5 };
+    w.catalog_and_tree(&(0..pages.len()).map(|i| first + 3 * i).collect::<Vec<_>>());
+    let font = layer.map(|_| {
+        let n =
+            w.object(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>");
+        format!("/Font << /F1 {n} 0 R >> ")
+    });
+    for (i, page) in images.into_iter().enumerate() {
         let grey = image::imageops::grayscale(&*page.image);
         let picture = w.grey_picture(grey.width(), grey.height(), grey.as_raw());
-        let content = w.stream(format!("q {} 0 0 {} 0 0 cm /Im0 Do Q", LETTER.0, LETTER.1).as_bytes());
+        let mut c = format!("q {} 0 0 {} 0 0 cm /Im0 Do Q", LETTER.0, LETTER.1);
+        if let Some(lines) = layer.and_then(|l| l.get(i)) {
+            let leading = (size * 1.6).round();
+            let _ = write!(
+                c,
+                "\nBT\n3 Tr\n/F1 {size} Tf\n{leading} TL\n{MARGIN} {} Td\n",
+                LETTER.1 - MARGIN - size
+            );
+            for l in lines {
+                let _ = writeln!(c, "({}) Tj T*", escape(l));
+            }
+            c.push_str("ET");
+        }
+        let content = w.stream(c.as_bytes());
         w.object(
             format!(
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources << /XObject << /Im0 {picture} 0 R >> >> /Contents {content} 0 R >>",
-                LETTER.0, LETTER.1
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {} {}] /Resources << {}/XObject << /Im0 {picture} 0 R >> >> /Contents {content} 0 R >>",
+                LETTER.0,
+                LETTER.1,
+                font.as_deref().unwrap_or("")
             )
             .as_bytes(),
         );

@@ -77,6 +77,12 @@ pub struct Args {
     /// cheaper).
     #[arg(long)]
     pub force_ocr: bool,
+    /// Take an OCR'd scan's invisible text layer as it is. By default such
+    /// a page is OCR'd as well and its layer kept only if the two agree
+    /// (`verified`; `disagrees` otherwise): OCR costs on those pages, but a
+    /// layer that lies about its page is caught.
+    #[arg(long)]
+    pub trust_scan_layers: bool,
     /// Read (text layer, and rendering for the pages OCR reads): replicas.
     /// Default: from the core count.
     #[arg(long)]
@@ -172,6 +178,7 @@ impl Args {
                 max_pixels: self.max_pixels,
             },
             force_ocr: self.force_ocr,
+            verify_scan_layers: !self.trust_scan_layers,
             det_max_side: self.det_max_side,
             orientation: !self.no_orientation,
             cuda: self.cuda,
@@ -210,8 +217,9 @@ impl Args {
 impl Args {
     /// The ids of the flags only the page plan reads (refused with
     /// `--layout`).
-    pub const PAGE_PLAN_ONLY: [&str; 20] = [
+    pub const PAGE_PLAN_ONLY: [&str; 21] = [
         "window_pages",
+        "trust_scan_layers",
         "backpressure",
         "max_pixels",
         "render_replicas",

@@ -263,6 +263,9 @@ pub struct OcrConfig {
     pub render: RenderConfig,
     /// OCR every page, trusting no text layer.
     pub force_ocr: bool,
+    /// OCR an OCR'd scan's page too and keep its invisible layer only if
+    /// the two agree (`--trust-scan-layers` turns it off).
+    pub verify_scan_layers: bool,
     /// Detect: longest side of the detection input in pixels (0 = the full page).
     pub det_max_side: u32,
     /// Detect: turn pages by 90/180/270° and flip upside-down lines.
@@ -300,6 +303,7 @@ impl Default for OcrConfig {
         OcrConfig {
             render: RenderConfig::default(),
             force_ocr: false,
+            verify_scan_layers: true,
             det_max_side: 960,
             orientation: true,
             cuda: false,
@@ -364,7 +368,8 @@ impl OcrJob {
     /// replica loads its model when the run starts it).
     pub fn new(cfg: &OcrConfig, assets: &Assets) -> OcrJob {
         let k = cfg.knobs;
-        let (render_cfg, force_ocr) = (cfg.render.clone(), cfg.force_ocr);
+        let (render_cfg, force_ocr, trust_hidden) =
+            (cfg.render.clone(), cfg.force_ocr, !cfg.verify_scan_layers);
         let (a1, a3) = (assets.clone(), assets.clone());
         let (det_cfg, rec_cfg) = (cfg.detect(), cfg.recognize());
         let t = &cfg.timeouts;
@@ -374,7 +379,7 @@ impl OcrJob {
             open: t.parsing(Call::new(OcrCall::Open.name(), || Ok(PdfOpen)).batch_size(1)),
             read: t.parsing(
                 Call::new(OcrCall::Read.name(), move || {
-                    Ok(PdfPageRead::new(render_cfg.clone(), force_ocr))
+                    Ok(PdfPageRead::new(render_cfg.clone(), force_ocr).trusting_hidden_layers(trust_hidden))
                 })
                 .replicas(k.render_replicas)
                 .batch_size(cfg.render_batch),
@@ -571,7 +576,7 @@ mod tests {
         for id in cli::Args::PAGE_PLAN_ONLY {
             let flag = format!("--{}", id.replace('_', "-"));
             let argv: Vec<&str> = match id {
-                "no_orientation" | "cuda" => vec!["--layout", &flag],
+                "no_orientation" | "cuda" | "trust_scan_layers" => vec!["--layout", &flag],
                 "nats" => vec!["--layout", &flag, "nats://127.0.0.1:4222"],
                 "job" => vec!["--layout", &flag, "j"],
                 _ => vec!["--layout", &flag, "3"],

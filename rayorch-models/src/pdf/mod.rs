@@ -18,7 +18,7 @@ pub mod text;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use read::{PageText, PdfPageRead, ReadPage};
+pub use read::{LAYER_AGREES, PageText, PdfPageRead, ReadPage, agreement};
 pub use render::{
     OpenPdf, PdfOpen, PdfPage, PdfPageIter, PdfPageRender, PdfPages, RenderConfig, RenderError,
     document_bytes, open_document, read_urls_with, render_document, render_page,

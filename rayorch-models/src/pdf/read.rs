@@ -14,6 +14,14 @@
 //! - A page has exactly one source: a trusted page's text is its layer and
 //!   it is never rendered; any other page is rendered and OCR'd, and its
 //!   record says why ([`Verdict`]'s text).
+//! - Except an OCR'd scan's invisible layer ([`PageLayer::hidden`]), which
+//!   says what another OCR engine read: such a page is rendered and OCR'd
+//!   too ([`ReadPage::verify`]), and its text is the layer's only when the
+//!   two agree on at least [`LAYER_AGREES`] of their words
+//!   ([`agreement`]), with [`Verdict::Verified`] as the reason; otherwise
+//!   the OCR's, with [`Verdict::Disagrees`]. The whole page is read, not a sampled strip: when the
+//!   layer loses, the page's text must come from somewhere, and the plan
+//!   has no second pass to OCR the rest of the page.
 //! - Reading the layer never fails a document (an unreadable layer means
 //!   OCR); a render failure is the page's group failure, as with
 //!   [`super::PdfPageRender`].
@@ -25,7 +33,7 @@ use rayorch::{Cause, Outcome, Stage, StageContext, StageResult};
 use serde::{Deserialize, Serialize};
 
 use super::render::{page_scale, per_document};
-use super::text::{TextSource, Verdict, layer_lines, read_page};
+use super::text::{PageLayer, TextSource, Verdict, layer_lines, read_page};
 use super::{PdfPage, RenderConfig, render_page};
 use crate::PageImage;
 use crate::lines::{LineText, page_text, reading_order};
@@ -45,6 +53,10 @@ pub struct ReadPage {
     pub layer: Arc<Vec<LineText>>,
     /// The rendered page when OCR reads it.
     pub image: Option<PageImage>,
+    /// The layer is trusted by its checks but is an OCR'd scan's hidden
+    /// layer: OCR reads the page too, and [`ReadPage::text`] keeps the
+    /// layer only if the two agree.
+    pub verify: bool,
 }
 
 impl ReadPage {
@@ -61,18 +73,86 @@ impl ReadPage {
     }
 
     /// The page's text: from the layer when it is trusted, else from
-    /// `ocr` (the page's recognised lines), in reading order.
+    /// `ocr` (the page's recognised lines), in reading order. A page to
+    /// verify keeps its layer's text only if it agrees with `ocr`.
     pub fn text(&self, ocr: &[LineText]) -> PageText {
-        let lines = match self.source() {
+        let read = |lines: &[LineText]| page_text(&reading_order(lines));
+        let verdict = match self.verify {
+            false => self.verdict,
+            true => {
+                let share = agreement(&read(&self.layer), &read(ocr));
+                let percent = (100.0 * share).round() as u32;
+                match share >= LAYER_AGREES {
+                    true => Verdict::Verified { percent },
+                    false => Verdict::Disagrees { percent },
+                }
+            }
+        };
+        let lines = match verdict.source() {
             TextSource::Layer => &self.layer[..],
             TextSource::Ocr => ocr,
         };
         PageText {
-            text: page_text(&reading_order(lines)),
-            source: self.source(),
-            verdict: self.verdict,
+            text: read(lines),
+            source: verdict.source(),
+            verdict,
         }
     }
+}
+
+/// The least word agreement ([`agreement`]) at which an OCR'd scan's
+/// hidden layer is kept over the page's own OCR. A layer that tells the
+/// truth agrees on most words (recognition errors and the two engines'
+/// different word breaks cost some); one that does not shares only common
+/// words with the page.
+pub const LAYER_AGREES: f32 = 0.4;
+
+/// How far two readings of a page agree: the F1 of their bags of words,
+/// 0 to 1. Words are compared lowercased without surrounding
+/// punctuation, and each ideograph, kana or hangul syllable counts as a
+/// word of its own (CJK text has no spaces, and two readers put spaces
+/// into it differently). Two empty readings agree fully.
+///
+/// ```
+/// use rayorch_models::pdf::agreement;
+/// assert_eq!(agreement("The cat sat.", "the cat sat"), 1.0);
+/// assert!(agreement("The cat sat on the mat", "A dog ran in the park") < 0.2);
+/// assert_eq!(agreement("项目 总体", "项目总体"), 1.0);
+/// ```
+pub fn agreement(a: &str, b: &str) -> f32 {
+    use std::collections::HashMap;
+    fn words(text: &str) -> HashMap<String, usize> {
+        let mut bag = HashMap::new();
+        for w in text.split_whitespace() {
+            let mut latin = String::new();
+            for c in w.chars() {
+                if wide(c) {
+                    *bag.entry(c.to_string()).or_insert(0) += 1;
+                } else if c.is_alphanumeric() {
+                    latin.extend(c.to_lowercase());
+                } else if !latin.is_empty() && !c.is_ascii_punctuation() {
+                    latin.push(c);
+                }
+            }
+            if !latin.is_empty() {
+                *bag.entry(latin).or_insert(0) += 1;
+            }
+        }
+        bag
+    }
+    fn wide(c: char) -> bool {
+        matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}')
+    }
+    let (a, b) = (words(a), words(b));
+    let (na, nb): (usize, usize) = (a.values().sum(), b.values().sum());
+    if na + nb == 0 {
+        return 1.0;
+    }
+    let common: usize = a
+        .iter()
+        .map(|(w, &n)| n.min(b.get(w).copied().unwrap_or(0)))
+        .sum();
+    2.0 * common as f32 / (na + nb) as f32
 }
 
 /// A page's text and where it came from.
@@ -92,31 +172,53 @@ pub struct PageText {
 pub struct PdfPageRead {
     cfg: RenderConfig,
     force_ocr: bool,
+    /// Take hidden layers as they are ([`PdfPageRead::trusting_hidden_layers`]).
+    trust_hidden: bool,
 }
 
 impl PdfPageRead {
     /// A page reader rendering with `cfg`; `force_ocr` renders every page
     /// for OCR without reading its layer ([`Verdict::Forced`]).
     pub fn new(cfg: RenderConfig, force_ocr: bool) -> PdfPageRead {
-        PdfPageRead { cfg, force_ocr }
+        PdfPageRead {
+            cfg,
+            force_ocr,
+            trust_hidden: false,
+        }
+    }
+
+    /// The same reader, taking an OCR'd scan's hidden layer as it is
+    /// (trusted when it passes its checks, never rendered to verify it):
+    /// cheaper on corpora of such scans, blind to a layer that lies.
+    pub fn trusting_hidden_layers(mut self, trust: bool) -> PdfPageRead {
+        self.trust_hidden = trust;
+        self
     }
 
     /// Read one page (its layer, then its pixels if OCR needs them).
     pub fn read<'a>(&self, page: &'a PdfPage, cache: &RenderCache<'a>) -> Outcome<ReadPage> {
         let p = &page.doc.pdf.pages()[page.index];
-        let (verdict, layer) = if self.force_ocr {
-            (Verdict::Forced, Vec::new())
+        let (verdict, layer, verify) = if self.force_ocr {
+            (Verdict::Forced, Vec::new(), false)
         } else {
-            let read = read_page(p, page_scale(p, &self.cfg));
-            let lines = match read.verdict {
-                Verdict::Trusted => layer_lines(&read.glyphs, [f32::MIN, f32::MIN, f32::MAX, f32::MAX]),
+            let PageLayer {
+                glyphs,
+                verdict,
+                hidden,
+            } = read_page(p, page_scale(p, &self.cfg));
+            let lines = match verdict {
+                Verdict::Trusted => layer_lines(&glyphs, [f32::MIN, f32::MIN, f32::MAX, f32::MAX]),
                 _ => Vec::new(),
             };
-            (read.verdict, lines)
+            (
+                verdict,
+                lines,
+                hidden && verdict == Verdict::Trusted && !self.trust_hidden,
+            )
         };
-        let image = match verdict.source() {
-            TextSource::Layer => None,
-            TextSource::Ocr => match render_page(page, cache, &self.cfg) {
+        let image = match (verdict.source(), verify) {
+            (TextSource::Layer, false) => None,
+            _ => match render_page(page, cache, &self.cfg) {
                 Ok(image) => Some(image),
                 // The document cannot be complete: skip its other pages.
                 Err(e) => return Outcome::GroupFailure(Cause::new(e.to_string())),
@@ -128,6 +230,7 @@ impl PdfPageRead {
             verdict,
             layer: Arc::new(layer),
             image,
+            verify,
         })
     }
 }

@@ -10,6 +10,11 @@
 //!   image carrying text the layer lacks); any other page goes through OCR,
 //!   and the verdict (with its measure) is what the records give as the
 //!   reason.
+//! - A layer drawn invisibly over pictures that cover the page (an OCR'd
+//!   scan's: it says what some OCR engine read, not what the page shows)
+//!   is marked [`PageLayer::hidden`]; a reader that can OCR the page
+//!   checks it against its own reading before trusting it
+//!   ([`Verdict::Disagrees`]).
 //! - Nothing here panics on user data: the interpreter runs under
 //!   `catch_unwind`, and a failure means "no layer" (OCR still reads it).
 
@@ -85,13 +90,28 @@ pub enum Verdict {
     },
     /// The PDF interpreter failed on the page.
     Unreadable,
+    /// The layer passed every check above but is an OCR'd scan's invisible
+    /// layer ([`PageLayer::hidden`]) that shares too few words with what OCR
+    /// reads on the page: it does not say what the page shows.
+    Disagrees {
+        /// Word agreement of the layer with the page's OCR, % (F1 of the
+        /// two bags of words; see [`crate::pdf::agreement`]).
+        percent: u32,
+    },
+    /// An OCR'd scan's invisible layer that agrees with what OCR reads on
+    /// the page: its text is the page's.
+    Verified {
+        /// Word agreement of the layer with the page's OCR, %.
+        percent: u32,
+    },
 }
 
 impl Verdict {
     /// The verdict's kind, one stable word (what records and summaries
     /// count pages by; the `Display` text adds the figures): `trusted`,
     /// `forced`, `no_layer`, `unmapped`, `garbage`, `spaced_out`,
-    /// `scrambled`, `text_in_images` or `unreadable`.
+    /// `scrambled`, `text_in_images`, `unreadable`, `disagrees` or
+    /// `verified`.
     ///
     /// ```
     /// use rayorch_models::pdf::text::Verdict;
@@ -109,13 +129,15 @@ impl Verdict {
             Verdict::Scrambled { .. } => "scrambled",
             Verdict::TextInImages { .. } => "text_in_images",
             Verdict::Unreadable => "unreadable",
+            Verdict::Disagrees { .. } => "disagrees",
+            Verdict::Verified { .. } => "verified",
         }
     }
 
     /// Where the page's text comes from.
     pub fn source(self) -> TextSource {
         match self {
-            Verdict::Trusted => TextSource::Layer,
+            Verdict::Trusted | Verdict::Verified { .. } => TextSource::Layer,
             _ => TextSource::Ocr,
         }
     }
@@ -151,6 +173,14 @@ impl std::fmt::Display for Verdict {
                 "images cover {percent}% of the page and carry no layer text (text in pixels)"
             ),
             Verdict::Unreadable => write!(f, "the text layer could not be read"),
+            Verdict::Disagrees { percent } => write!(
+                f,
+                "an OCR'd scan's invisible text layer agrees with OCR on only {percent}% of the page's words"
+            ),
+            Verdict::Verified { percent } => write!(
+                f,
+                "an OCR'd scan's invisible text layer, agreeing with OCR on {percent}% of the page's words"
+            ),
         }
     }
 }
@@ -163,6 +193,10 @@ pub struct PageLayer {
     pub glyphs: Vec<Glyph>,
     /// Whether the layer is trusted, and if not why.
     pub verdict: Verdict,
+    /// Most of the layer is drawn invisibly (text render mode 3) over
+    /// pictures that cover most of the page: an OCR'd scan's layer, what
+    /// an OCR engine read rather than what the page shows.
+    pub hidden: bool,
 }
 
 impl PageLayer {
@@ -253,6 +287,8 @@ impl Glyph {
 struct Collect {
     glyphs: Vec<Glyph>,
     unmapped: usize,
+    /// Glyphs of `glyphs` drawn invisibly (text render mode 3).
+    invisible: usize,
     /// Device-space bounds of every image drawn.
     images: Vec<Rect>,
 }
@@ -261,7 +297,8 @@ impl<'a> Device<'a> for Collect {
     fn draw_path(&mut self, _: &BezPath, _: DrawProps<'a>, _: &DrawMode) {}
     fn push_clip_path(&mut self, _: &ClipPath) {}
     fn push_transparency_group(&mut self, _: f32, _: Option<SoftMask<'a>>, _: BlendMode) {}
-    fn draw_glyph_run(&mut self, run: &GlyphRun<'_, 'a>, props: DrawProps<'a>, _: &DrawMode) {
+    fn draw_glyph_run(&mut self, run: &GlyphRun<'_, 'a>, props: DrawProps<'a>, mode: &DrawMode) {
+        let invisible = matches!(mode, DrawMode::Invisible);
         for g in run.glyphs() {
             let t = props.transform * g.transform();
             let o = t * Point::new(0.0, 0.0);
@@ -294,6 +331,7 @@ impl<'a> Device<'a> for Collect {
                     continue;
                 }
             };
+            self.invisible += usize::from(invisible);
             self.glyphs.push(Glyph {
                 text,
                 x: o.x as f32,
@@ -304,10 +342,11 @@ impl<'a> Device<'a> for Collect {
             });
         }
     }
-    fn draw_image(&mut self, _: Image<'a, '_>, props: ImageDrawProps<'a>) {
-        // An image fills the unit square of its transform.
-        self.images
-            .push(props.transform.transform_rect_bbox(Rect::new(0.0, 0.0, 1.0, 1.0)));
+    fn draw_image(&mut self, image: Image<'a, '_>, props: ImageDrawProps<'a>) {
+        // The transform places the image's grid of pixels (hayro scales the
+        // unit square a PDF draws an image into by 1/width, 1/height first).
+        let grid = Rect::new(0.0, 0.0, image.width() as f64, image.height() as f64);
+        self.images.push(props.transform.transform_rect_bbox(grid));
     }
     fn pop_clip(&mut self) {}
     fn pop_transparency_group(&mut self) {}
@@ -346,6 +385,7 @@ pub fn extract(pdf: &[u8], scales: &[f32]) -> Vec<PageLayer> {
     let unreadable = || PageLayer {
         glyphs: Vec::new(),
         verdict: Verdict::Unreadable,
+        hidden: false,
     };
     let run = || {
         let Ok(pdf) = Pdf::new(pdf.to_vec()) else {
@@ -379,18 +419,26 @@ pub fn read_page(page: &hayro::hayro_syntax::page::Page<'_>, scale: f32) -> Page
         let mut dev = Collect {
             glyphs: Vec::new(),
             unmapped: 0,
+            invisible: 0,
             images: Vec::new(),
         };
         interpret_page(page, &mut cx, &mut dev);
         let verdict = judge(&dev, area);
+        // Four glyphs in five invisible, over pictures covering most of the
+        // page (the share `judge` calls a page of pictures).
+        let hidden = dev.invisible * 5 >= dev.glyphs.len() * 4
+            && !dev.glyphs.is_empty()
+            && image_cover(&dev, area) > 0.6 * area.area().max(1.0);
         PageLayer {
             glyphs: dev.glyphs,
             verdict,
+            hidden,
         }
     };
     catch_unwind(AssertUnwindSafe(run)).unwrap_or(PageLayer {
         glyphs: Vec::new(),
         verdict: Verdict::Unreadable,
+        hidden: false,
     })
 }
 
@@ -450,12 +498,7 @@ fn judge(dev: &Collect, page: Rect) -> Verdict {
         };
     }
     let page_area = page.area().max(1.0);
-    let cover: f64 = dev
-        .images
-        .iter()
-        .map(|r| r.intersect(page).area().max(0.0))
-        .sum::<f64>()
-        .min(page_area);
+    let cover = image_cover(dev, page);
     let on_images = visible
         .iter()
         .filter(|g| {
@@ -471,6 +514,16 @@ fn judge(dev: &Collect, page: Rect) -> Verdict {
         };
     }
     Verdict::Trusted
+}
+
+/// The page area the images drawn on it cover (overlaps counted twice, at
+/// most the page's area), square pixels.
+fn image_cover(dev: &Collect, page: Rect) -> f64 {
+    dev.images
+        .iter()
+        .map(|r| r.intersect(page).area().max(0.0))
+        .sum::<f64>()
+        .min(page.area().max(1.0))
 }
 
 /// The lines of text-layer glyphs whose centre lies in `bbox` (page pixels),
@@ -1289,6 +1342,7 @@ mod tests {
         let dev = |glyphs: Vec<Glyph>, unmapped: usize, images: Vec<Rect>| Collect {
             glyphs,
             unmapped,
+            invisible: 0,
             images,
         };
         let prose = "The quick brown fox jumps over the lazy dog while seven wizards quietly judge \

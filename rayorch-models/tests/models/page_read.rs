@@ -14,7 +14,7 @@ use rayorch_models::{
     open_document,
 };
 use rayorch_testdata::layoutgen::{self, GtKind};
-use rayorch_testdata::pdfgen::{placed_letters_pdf, positioned_words_pdf, text_pdf};
+use rayorch_testdata::pdfgen::{placed_letters_pdf, positioned_words_pdf, scanned_pdf_with_layer, text_pdf};
 
 fn read(pdf: Vec<u8>, force_ocr: bool) -> Vec<ReadPage> {
     let pages = open_document(&PdfFile::from_bytes("t.pdf", pdf)).expect("the PDF opens");
@@ -108,6 +108,74 @@ fn pages_without_a_trusted_layer_are_rendered_and_say_why() {
         (text.text.as_str(), text.source),
         ("first\nsecond", TextSource::Ocr)
     );
+}
+
+#[test]
+fn an_ocr_d_scan_s_hidden_layer_is_kept_only_where_the_page_s_ocr_agrees() {
+    let other = vec![
+        "Quarterly revenue grew in every region except the north.".to_string(),
+        "The board approved a dividend of two cents per share.".to_string(),
+        "Shipping costs fell after the new warehouse opened.".to_string(),
+    ];
+    let line = |text: &str, row| LineText {
+        text: text.into(),
+        confidence: 0.9,
+        low_confidence: false,
+        row,
+        bbox: [10, 20 + 40 * row as u32, 900, 50 + 40 * row as u32],
+    };
+    // What OCR reads of the page: the prose, with a recognition slip.
+    let ocr: Vec<LineText> = prose()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| line(&l.replace("model", "rnodel"), i))
+        .collect();
+    for (what, layer, kept) in [
+        ("a layer that tells the truth", prose(), true),
+        ("a layer that lies", other, false),
+    ] {
+        let page = read(scanned_pdf_with_layer(&[prose()], &[layer], 12.0), false).remove(0);
+        // The layer passes every check of its own...
+        assert_eq!(page.verdict, Verdict::Trusted, "{what}");
+        // ...but it is an OCR'd scan's: the page is rendered for OCR too.
+        assert!(
+            page.verify && page.image.is_some() && !page.layer.is_empty(),
+            "{what}"
+        );
+        let text = page.text(&ocr);
+        match kept {
+            true => {
+                assert_eq!(text.source, TextSource::Layer, "{what}");
+                assert!(
+                    matches!(text.verdict, Verdict::Verified { percent } if percent > 80),
+                    "{what}: {:?}",
+                    text.verdict
+                );
+                assert_eq!(text.text, prose().join("\n"), "{what}: the layer's own words");
+            }
+            false => {
+                assert_eq!(text.source, TextSource::Ocr, "{what}");
+                assert!(
+                    matches!(text.verdict, Verdict::Disagrees { percent } if percent < 20),
+                    "{what}: {:?}",
+                    text.verdict
+                );
+                assert!(
+                    text.text.starts_with("Every parent document"),
+                    "{what}: {}",
+                    text.text
+                );
+                assert!(
+                    text.verdict
+                        .to_string()
+                        .contains("invisible text layer agrees with OCR on only")
+                );
+            }
+        }
+    }
+    // A born-digital page's visible layer is trusted without OCR.
+    let digital = read(text_pdf(&[prose()], 12.0), false).remove(0);
+    assert!(!digital.verify && digital.image.is_none());
 }
 
 #[test]
