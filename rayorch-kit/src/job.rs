@@ -36,7 +36,11 @@ pub struct RunFlags {
     /// journal are replaced).
     #[arg(long)]
     pub force: bool,
-    /// Process at most this many inputs.
+    /// Process at most this many inputs: the first ones in input order
+    /// (files, then input-list rows, Parquet shard rows, tar samples and
+    /// listed objects), counted before `--resume` skips those already
+    /// written, so a resumed run with the same limit finishes the same
+    /// inputs.
     #[arg(long)]
     pub limit: Option<usize>,
     /// No progress bars (one line per input instead).

@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | [`progress`] | progress bars per Domain, moved by the run's observer |
 //! | [`timeline`] | the stage-window timeline (the paper's Figure 7) as an SVG, from the observer's batch spans |
-//! | [`parquet`] | Parquet outputs over a row schema: one file, or segments that follow the journal (feature `parquet`) |
+//! | `parquet` | Parquet outputs over a row schema: one file, or segments that follow the journal (feature `parquet`) |
 //! | [`names`] | the names of a run's roots while they are live (named by the source, taken by the sink) |
 //! | [`resume`] | start, `--resume` or `--force` a journaled run into an output folder |
 //! | [`stop`] | Ctrl-C: drain, then abandon, then exit |
@@ -15,7 +15,7 @@
 //! | [`job`] | the flags of every job: `--resume`, `--force`, `--limit`, `--no-progress`, `--metrics`, `--otlp`, `--expected` |
 //! | [`expect`] | which inputs a run expects to fail (`--expected DIR`), and a caller's hook on each ended root (a test's scoring) |
 //! | [`outcome`] | one meaning in every job of a failure line's `outcome` and of the exit status |
-//! | [`watch`] | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
+//! | `watch` | Prometheus metrics, a live page and the scale signal on `--metrics ADDR` (feature `watch`) |
 //! | [`otlp`] | the run's batch and root spans posted to an OpenTelemetry collector over OTLP/HTTP (the exporter: feature `otlp`) |
 //! | [`role`] | local, owner, worker or broker from one command line (the distributed roles: feature `dist`) |
 //! | [`store`] | inputs from object storage: `s3://`, `gs://`, `az://`, `http(s)://` URLs and patterns, listed as a stream and fetched by a Call (the clients: feature `store`); input lists (`store::input_list`), Parquet shards (`store::shards`) and WebDataset tars (`store::tars`), local or in a store, read as the run goes with each row's metadata |

@@ -60,7 +60,9 @@ pub struct ReadPage {
 }
 
 impl ReadPage {
-    /// Where the page's text comes from.
+    /// Where the page's text comes from, as read: a page to verify
+    /// ([`ReadPage::verify`]) says layer here and may still move to OCR in
+    /// [`ReadPage::text`].
     pub fn source(&self) -> TextSource {
         self.verdict.source()
     }
