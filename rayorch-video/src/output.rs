@@ -4,14 +4,17 @@
 //! Columns: `key u64, name utf8, duration_s f64, fps f64, frames u32,
 //! max_nsfw f32, mean_nsfw f32, transcript utf8, clip_start_s list<f64>,
 //! clip_end_s list<f64>, clip_max_nsfw list<f32>, shot_start_s list<f64>,
-//! embedding fixed_size_list<f32, 1024>`. The full record (clip embeddings,
-//! probe facts) is in `videos.jsonl`.
+//! embedding fixed_size_list<f32, 1024>, metadata utf8 (nullable: the
+//! video's `--input-list` fields as JSON text, as `documents.parquet`
+//! has them)`. The full record (clip embeddings, probe facts) is in
+//! `videos.jsonl`.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use rayorch_kit::names::Meta;
 use rayorch_kit::parquet::{OutputError, Rows, col, read_batches};
 
 use crate::merge::VideoRecord;
@@ -39,10 +42,11 @@ pub fn video_schema() -> SchemaRef {
             DataType::FixedSizeList(item(DataType::Float32), EMBED_DIM as i32),
             false,
         ),
+        Field::new("metadata", DataType::Utf8, true),
     ]))
 }
 
-/// Video records as Parquet rows `(key, record)`.
+/// Video records as Parquet rows `(key, record, metadata)`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct VideoRows;
 
@@ -50,14 +54,14 @@ pub struct VideoRows;
 static NO_EMBEDDING: [f32; EMBED_DIM] = [0.0; EMBED_DIM];
 
 impl Rows for VideoRows {
-    type Row = (u64, VideoRecord);
+    type Row = (u64, VideoRecord, Option<Meta>);
 
     fn schema(&self) -> SchemaRef {
         video_schema()
     }
 
-    fn columns(&self, rows: &[(u64, VideoRecord)]) -> Result<Vec<ArrayRef>, String> {
-        let embedding = col::vector(rows, EMBED_DIM, |(_, v)| {
+    fn columns(&self, rows: &[Self::Row]) -> Result<Vec<ArrayRef>, String> {
+        let embedding = col::vector(rows, EMBED_DIM, |(_, v, _)| {
             if v.embedding.is_empty() {
                 &NO_EMBEDDING[..]
             } else {
@@ -73,19 +77,20 @@ impl Rows for VideoRows {
             )
         })?;
         Ok(vec![
-            col::u64(rows, |(k, _)| *k),
-            col::string(rows, |(_, v)| &v.name),
-            col::f64(rows, |(_, v)| v.info.duration_s),
-            col::f64(rows, |(_, v)| v.info.fps),
-            col::u32(rows, |(_, v)| v.frames as u32),
-            col::f32(rows, |(_, v)| v.max_nsfw),
-            col::f32(rows, |(_, v)| v.mean_nsfw),
-            col::string(rows, |(_, v)| &v.transcript),
-            col::f64s(rows, |(_, v)| v.clips.iter().map(|c| c.start_s).collect()),
-            col::f64s(rows, |(_, v)| v.clips.iter().map(|c| c.end_s).collect()),
-            col::f32s(rows, |(_, v)| v.clips.iter().map(|c| c.max_nsfw).collect()),
-            col::f64s(rows, |(_, v)| v.shots.iter().map(|s| s.start_s).collect()),
+            col::u64(rows, |(k, _, _)| *k),
+            col::string(rows, |(_, v, _)| &v.name),
+            col::f64(rows, |(_, v, _)| v.info.duration_s),
+            col::f64(rows, |(_, v, _)| v.info.fps),
+            col::u32(rows, |(_, v, _)| v.frames as u32),
+            col::f32(rows, |(_, v, _)| v.max_nsfw),
+            col::f32(rows, |(_, v, _)| v.mean_nsfw),
+            col::string(rows, |(_, v, _)| &v.transcript),
+            col::f64s(rows, |(_, v, _)| v.clips.iter().map(|c| c.start_s).collect()),
+            col::f64s(rows, |(_, v, _)| v.clips.iter().map(|c| c.end_s).collect()),
+            col::f32s(rows, |(_, v, _)| v.clips.iter().map(|c| c.max_nsfw).collect()),
+            col::f64s(rows, |(_, v, _)| v.shots.iter().map(|s| s.start_s).collect()),
             embedding,
+            col::opt_string(rows, |(_, _, m)| m.as_ref().map(|m| m.to_string())),
         ])
     }
 }

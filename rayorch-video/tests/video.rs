@@ -496,6 +496,23 @@ fn the_video_job_reads_an_input_list_and_writes_each_rows_fields_beside_its_vide
     let videos = rayorch_kit::check::jsonl_lines(&out.join("videos.jsonl")).unwrap();
     assert_eq!(videos.len(), 1);
     assert_eq!(videos[0]["metadata"], serde_json::json!({"camera": "north"}));
+    // The Parquet row carries the same fields, as JSON text.
+    use arrow_array::Array as _;
+    let (_, batches) = rayorch_kit::parquet::read_batches(&out.join("videos.parquet")).unwrap();
+    let metadata: Vec<Option<String>> = batches
+        .iter()
+        .flat_map(|b| {
+            let column = b.column_by_name("metadata").expect("a metadata column");
+            let strings = column
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .expect("JSON text");
+            (0..b.num_rows())
+                .map(|r| strings.is_valid(r).then(|| strings.value(r).to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(metadata, [Some(r#"{"camera":"north"}"#.to_string())]);
     let failures = rayorch_kit::check::jsonl_lines(&out.join("failures.jsonl")).unwrap();
     assert_eq!(failures.len(), 1, "{failures:?}");
     assert_eq!(failures[0]["name"], format!("{l}:3"));

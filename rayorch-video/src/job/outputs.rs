@@ -156,7 +156,7 @@ impl Sink for Outputs {
                     v.frames,
                     v.max_nsfw
                 ));
-                self.files.record(o.key, &line, (o.key, v))?;
+                self.files.record(o.key, &line, (o.key, v, meta))?;
             }
             other => {
                 // The job has one output: the root's kind is the video's.
