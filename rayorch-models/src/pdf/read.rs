@@ -79,23 +79,22 @@ impl ReadPage {
     /// verify keeps its layer's text only if it agrees with `ocr`.
     pub fn text(&self, ocr: &[LineText]) -> PageText {
         let read = |lines: &[LineText]| page_text(&reading_order(lines));
-        let verdict = match self.verify {
-            false => self.verdict,
-            true => {
-                let share = agreement(&read(&self.layer), &read(ocr));
+        // Each reading is put in order once: a page to verify needs both.
+        let (verdict, text) = match (self.verify, self.source()) {
+            (true, _) => {
+                let (layer, ocr) = (read(&self.layer), read(ocr));
+                let share = agreement(&layer, &ocr);
                 let percent = (100.0 * share).round() as u32;
                 match share >= LAYER_AGREES {
-                    true => Verdict::Verified { percent },
-                    false => Verdict::Disagrees { percent },
+                    true => (Verdict::Verified { percent }, layer),
+                    false => (Verdict::Disagrees { percent }, ocr),
                 }
             }
-        };
-        let lines = match verdict.source() {
-            TextSource::Layer => &self.layer[..],
-            TextSource::Ocr => ocr,
+            (false, TextSource::Layer) => (self.verdict, read(&self.layer)),
+            (false, TextSource::Ocr) => (self.verdict, read(ocr)),
         };
         PageText {
-            text: read(lines),
+            text,
             source: verdict.source(),
             verdict,
         }
