@@ -42,6 +42,15 @@ fn run(otlp: &Otlp) -> RunSummary {
     let plan = plan();
     let roots: Vec<(u64, (u64, u32))> = (0..24u64).map(|k| (k, (k, 1 + (k % 7) as u32))).collect();
     tracing::dispatcher::with_default(otlp.dispatch(), || {
+        // A run on a thread without a subscriber reaches every span's
+        // callsite first; this run's spans are exported all the same.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                Runner::new(&plan)
+                    .run([(99u64, (99u64, 2u32))], Callback(|_: &RootOutcome| {}))
+                    .unwrap()
+            });
+        });
         Runner::new(&plan)
             .window(6)
             .run(roots, Callback(|_: &RootOutcome| {}))

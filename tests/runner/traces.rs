@@ -80,7 +80,24 @@ fn every_batch_and_every_root_is_one_closed_span_with_its_fields() {
     .batch_size(3);
     let (plan, _) = common::pages_plan(ocr);
     let capture: &'static Capture = Box::leak(Box::default());
+    // tracing-core caches each callsite's interest when it is first hit, and
+    // while only one dispatcher is registered it asks the *hitting thread's*
+    // default alone. A test running beside this one (no subscriber) that
+    // first hits the batch span's callsite while `capture` is the only
+    // registered dispatcher would cache "never" for it, and this run would
+    // record no batch span. A second registered dispatcher (one that wants
+    // nothing) makes every registration ask all of them, `capture` included.
+    let _others = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let summary = tracing::subscriber::with_default(capture, || {
+        // That race, made certain: a run on a thread without a subscriber
+        // hits every callsite first.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                Runner::new(&plan)
+                    .run([(9u64, 2u32)], Callback(|_: &RootOutcome| {}))
+                    .unwrap()
+            });
+        });
         Runner::new(&plan)
             .window(3)
             .run(

@@ -195,6 +195,14 @@ pub struct Otlp {
     counts: Arc<Counts>,
     url: String,
     dispatch: tracing::Dispatch,
+    /// A second registered dispatcher that wants nothing, alive as long as
+    /// this one. While only one dispatcher is registered, tracing-core
+    /// decides a callsite's cached interest, when the callsite is first
+    /// hit, from the hitting thread's default alone: under
+    /// `with_default(otlp.dispatch(), ..)`, a run on another thread without
+    /// a subscriber that reached a span first would silence it for this
+    /// run too. With two registered, every dispatcher is asked.
+    _others: tracing::Dispatch,
     done: bool,
 }
 
@@ -245,6 +253,7 @@ impl Otlp {
             counts,
             url,
             dispatch,
+            _others: tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()),
             done: false,
         })
     }
