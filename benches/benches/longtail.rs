@@ -5,7 +5,7 @@
 //! `cargo bench -p rayorch-bench --bench longtail -- [--workload NAME|FILE] [--arm ARM|all|policies|watch|shape]
 //!  [--runs N] [--window N] [--workers K] [--batch B] [--fail-largest N] [--ocr-a S] [--ocr-b S]
 //!  [--render-s-per-page S] [--upload-s S] [--render-workers R] [--upload-workers U]
-//!  [--widths K] [--raise] [--unexpanded-roots K] [--emit FILE]`
+//!  [--widths K] [--raise] [--unexpanded-roots K] [--backpressure N] [--emit FILE]`
 //!
 //! Workloads are generated in the repository (`src/workload.rs`): `mineru-N`
 //! (seed 7: `mineru-200`, `mineru-1000`, `mineru-3689` are the reference
@@ -130,6 +130,9 @@ fn main() {
     }
     if let Some(v) = num("--unexpanded-roots") {
         c.unexpanded_roots = Some(v as usize);
+    }
+    if let Some(v) = num("--backpressure") {
+        c.backpressure = Some(v as usize);
     }
     let window = num("--window").map_or(64, |v| v as usize);
     let runs = num("--runs").map_or(1, |v| v as usize).max(1);

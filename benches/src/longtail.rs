@@ -59,6 +59,10 @@ pub struct Costs {
     /// rayorch arms only.
     #[serde(default)]
     pub unexpanded_roots: Option<usize>,
+    /// Full OCR batches queued before render waits (`Runner::backpressure`);
+    /// `None`: the runner's default. The rayorch arms only.
+    #[serde(default)]
+    pub backpressure: Option<usize>,
 }
 
 /// One document of a workload.
@@ -266,6 +270,8 @@ pub struct Report {
     pub poisoned_siblings: u64,
     /// The lower bound on wall time ([`lower_bound`]), seconds.
     pub lb_s: f64,
+    /// Each document's page count, in source order.
+    pub doc_pages: Vec<u32>,
 }
 
 /// First / mean / nearest-rank percentiles / last of a set of durations.
@@ -340,6 +346,26 @@ impl Report {
             .collect()
     }
 
+    /// What ran after the last render ended (the lower bound allows one
+    /// page's OCR and an upload there): the healthy documents finished
+    /// after it, their pages, the largest, and when the last finished.
+    pub fn tail(&self) -> serde_json::Value {
+        let render_end = self.expanded_s.iter().copied().fold(0.0, f64::max);
+        let after: Vec<usize> = (0..self.done_at.len())
+            .filter(|&i| self.done_at[i].is_some_and(|t| t > render_end))
+            .collect();
+        let pages = |i: &usize| u64::from(self.doc_pages.get(*i).copied().unwrap_or(0));
+        serde_json::json!({
+            "render_end_s": render_end,
+            "docs_after": after.len(),
+            "pages_after": after.iter().map(pages).sum::<u64>(),
+            "largest_after": after.iter().map(pages).max(),
+            "last_rendered_pages": (0..self.expanded_s.len())
+                .max_by(|&a, &b| self.expanded_s[a].total_cmp(&self.expanded_s[b]))
+                .map(|i| pages(&i)),
+        })
+    }
+
     /// The JSON line the bench prints for this run.
     pub fn to_json(&self, costs: &Costs, window: usize) -> serde_json::Value {
         // Small workloads (the small-after-big case) list every document.
@@ -391,6 +417,7 @@ impl Report {
             },
             "config": {"workers": costs.workers, "batch": costs.batch, "window": window},
             "lower_bound": {"lb_s": self.lb_s},
+            "tail": self.tail(),
             "lb_over_wall": self.lb_s / self.wall_s,
         })
     }
@@ -461,6 +488,7 @@ pub fn run(w: &Workload, c: &Costs, arm: Arm, window: usize) -> Report {
     r.docs = w.docs.len();
     r.pages = w.docs.iter().map(|d| u64::from(d.pages)).sum();
     r.lb_s = lower_bound(w, c, &poisoned);
+    r.doc_pages = w.docs.iter().map(|d| d.pages).collect();
     r.poisoned_siblings = w
         .docs
         .iter()
@@ -564,6 +592,9 @@ fn run_rayorch(w: &Workload, c: &Costs, arm: Arm, window: usize, poisoned: &[boo
     let mut runner = Runner::new(&plan).window(window);
     if let Some(k) = c.unexpanded_roots {
         runner = runner.unexpanded_roots(k);
+    }
+    if let Some(b) = c.backpressure {
+        runner = runner.backpressure(b);
     }
     let runner = journaled(runner).observe(watch.as_ref().map(|w| w.observer()));
     let summary = runner

@@ -20,6 +20,7 @@ fn small(fail_largest: usize) -> Workload {
             widths: 0,
             raise: false,
             unexpanded_roots: None,
+            backpressure: None,
         },
         fail_largest,
         docs: pages

@@ -192,3 +192,72 @@ fn aging_bounds_how_long_a_big_parent_waits() {
     assert!(pos > 0, "small documents admitted after it did overtake it");
     assert_eq!(r.outcomes[pos].get(out), Item::Present(40));
 }
+
+/// Doc(pages, + 1000 if its page 0 fails with a GroupFailure) -> expand
+/// pages -> ocr (batch 48, 2 replicas) -> reduce -> count.
+fn probed() -> (Plan, Output<u32>) {
+    let render = Call::map("render", |d: u32| {
+        (0..d % 1000)
+            .map(|p| (d >= 1000, p))
+            .collect::<Vec<(bool, u32)>>()
+    })
+    .batch_size(64);
+    let ocr = Call::per_record("ocr", |(poisoned, p): (bool, u32)| {
+        if poisoned && p == 0 {
+            Outcome::GroupFailure(Cause::new("page 0 cannot be read"))
+        } else {
+            Outcome::Ok(p)
+        }
+    })
+    .batch_size(48)
+    .replicas(2);
+    let count = Call::map("count", |v: Vec<u32>| v.len() as u32);
+    Plan::build(|bld| {
+        let doc = bld.source::<Doc, u32>();
+        let page = expand::<Page, _, _>(render.apply(doc));
+        bld.output(count.apply(reduce(ocr.apply(page))))
+    })
+    .expect("valid plan")
+}
+
+#[test]
+fn a_parent_failing_on_its_first_batch_costs_one_batch_while_others_wait() {
+    // Three documents of 100 pages publish at once, the first poisoned on
+    // page 0; two OCR replicas. The first batch of a parent is its probe:
+    // the second replica takes the next parent's pages instead of a
+    // second batch of the poisoned one, so its failure comes back with 52
+    // of its pages still queued, and they never run.
+    let (plan, out) = probed();
+    let r = run(&plan, &[1100, 100, 100], 64);
+    let batches = batches_by_root(&r, &plan, "ocr");
+    let poisoned: usize = batches
+        .iter()
+        .map(|b| b.iter().filter(|&&k| k == 0).count())
+        .sum();
+    assert_eq!(poisoned, 48, "one batch of the poisoned document ran");
+    assert_eq!(batches[0], vec![0; 48]);
+    assert_eq!(
+        batches[1],
+        vec![1; 48],
+        "the second replica took the next document"
+    );
+    let ocr = &r.call_stats[common::call_index(&plan, "ocr")];
+    assert_eq!(ocr.suppressed_before_dispatch, 52);
+    assert!(matches!(
+        r.by_key()[0].get(out),
+        Item::Failed(_) | Item::Suppressed(_)
+    ));
+    assert_eq!(r.by_key()[1].get(out), Item::Present(100));
+    assert_eq!(r.by_key()[2].get(out), Item::Present(100));
+}
+
+#[test]
+fn a_probe_never_leaves_a_replica_idle() {
+    // The poisoned document alone: nothing else could use the second
+    // replica, so it takes the document's second batch (work-conserving).
+    let (plan, _) = probed();
+    let r = run(&plan, &[1100], 64);
+    let batches = batches_by_root(&r, &plan, "ocr");
+    assert_eq!(batches.len(), 2);
+    assert!(batches.iter().all(|b| b.len() == 48 && b.iter().all(|&k| k == 0)));
+}

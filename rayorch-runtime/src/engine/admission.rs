@@ -430,13 +430,17 @@ mod tests {
                 .map(|j| (0..4).map(|i| 100 * j + i).collect())
                 .collect::<Vec<Vec<u32>>>()
         });
+        // FIFO: the tests put lines of one page in flight in their order
+        // (the default policy would send another page's line while the
+        // first batch of a page is out).
         let ocr = Call::per_record("ocr", move |x: u32| {
             if x == fail {
                 Outcome::RecordFailure("unreadable line".into())
             } else {
                 Outcome::Ok(x + 1)
             }
-        });
+        })
+        .reservation(crate::plan::call::Reservation::Elastic);
         Plan::build(|b| {
             let d = b.source::<Doc, u32>();
             let pages = expand::<Page, _, _>(split.apply(d));

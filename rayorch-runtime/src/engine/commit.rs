@@ -21,7 +21,7 @@ use crate::engine::grain::{Phase, Transition};
 use crate::engine::ready_queue::Entry;
 use crate::error::RunError;
 use crate::plan::PlanInner;
-use crate::plan::call::Recovery;
+use crate::plan::call::{Recovery, Reservation};
 use crate::stage::{AttemptError, AttemptResult, ErasedOutcome};
 use crate::value::{Cause, FailedAttempt, FailureKind, Item, Outcome, Value};
 
@@ -107,6 +107,7 @@ impl Core {
         valid: &[bool],
         outcomes: Vec<ErasedOutcome>,
     ) {
+        self.probes_in(plan, c, grains, valid);
         // Pass 1: GroupFailures install their barriers first, so successes of
         // the same (Call, parent) in this very batch are suppressed too. A
         // sibling whose parent was barred before this report arrived cannot
@@ -179,6 +180,28 @@ impl Core {
             }
         }
         self.scratch.barred = barred_before;
+    }
+
+    /// A report of Call `c` committed: the probe of each parent of its
+    /// live Grains is in (the ready queue's module note). Read before the
+    /// commit, while the parents' slots and epochs are the ones the batch
+    /// was reserved under.
+    fn probes_in(&mut self, plan: &PlanInner, c: usize, grains: &[InFlightGrain], valid: &[bool]) {
+        let dom = plan.calls[c].domain;
+        let (Reservation::NearestCompletion, Some(pd)) =
+            (plan.calls[c].config.reservation, plan.domains[dom].parent)
+        else {
+            return;
+        };
+        let mut last = None;
+        for (g, _) in grains.iter().zip(valid).filter(|(_, v)| **v) {
+            let p = self.lineage.doms[dom].ents[g.entity as usize].parent;
+            if last != Some(p) {
+                last = Some(p);
+                let epoch = self.lineage.doms[pd].ents[p as usize].epoch;
+                self.calls.queues[c].reported(p, epoch);
+            }
+        }
     }
 
     fn install_barrier(&mut self, plan: &PlanInner, c: usize, e: u32, cause: Cause) {

@@ -26,7 +26,12 @@ pub enum Reservation {
     /// (shortest-remaining-first), aged by how long its Grains have waited so
     /// a big parent is never starved. Batches stay full; a small parent
     /// admitted right after a big one that published all its children at
-    /// once is not held behind them. O(B log P) per batch for P parents with
+    /// once is not held behind them. A parent's first batch is a probe:
+    /// until a report of it commits, other parents' Grains go to the Call's
+    /// other replicas first (never leaving one idle), so a parent that
+    /// fails at once (a GroupFailure on its first pages) runs one batch,
+    /// not one per free replica, and its queued Grains are suppressed.
+    /// O(B log P) per batch for P parents with
     /// queued Grains. A Call over the root Domain has a single parent, so
     /// there it reserves exactly as `Elastic`. The default: on the long-tail
     /// workloads it ties FIFO on wall time and cuts mean parent completion by

@@ -28,6 +28,19 @@
 //!   when another parent is pushed or a reservation reads it.
 //! - A bucket whose slot is reused by a newer parent (a different epoch) held
 //!   only Grains of a released root, all dead: it is emptied on that push.
+//! - Probes (`NearestCompletion`): a parent's first batch at a Call is its
+//!   probe. From its reservation until a report of it commits
+//!   ([`CallQueues::reported`]) the parent is *out*: a reservation passes
+//!   its bucket over for every other parent's Grains and comes back to it
+//!   only to fill a batch nothing else can (work-conserving: a replica never
+//!   idles for a probe). A parent that fails at once (a GroupFailure on its
+//!   first pages, a document that cannot be read) then costs one batch of
+//!   its Grains, not one per free replica, and its queued siblings stay
+//!   queued to be suppressed by its barrier. A parent's state lives with
+//!   the Call (shared by its lanes), stamped with the parent's epoch, so a
+//!   reused slot starts fresh; a parent whose probe failed as a whole stays
+//!   out until a retry of it commits. Passing over touches one ordered-set
+//!   entry per parent out, at most the Call's batches in flight.
 //! - A Call without a parent Domain has one implicit parent; its Grains use
 //!   the FIFO and the policy is Elastic there.
 //! - Lanes: a Call with a shape key ([`Call::shape`](crate::Call::shape))
@@ -115,6 +128,47 @@ impl Arrivals {
 /// (+4% to +6% in our runs).
 const AGING: u64 = 2;
 
+/// What a Call knows of each parent from its probe (see the module
+/// note): per parent slot, the epoch it was stamped with and whether a
+/// report of the parent's Grains has committed (`true`) or its first batch
+/// is still out (`false`). A slot absent, or stamped with another epoch,
+/// is a parent never dispatched here.
+#[derive(Default)]
+struct Probes {
+    by_parent: Vec<(u32, bool)>,
+}
+
+impl Probes {
+    /// Is the parent's probe out (dispatched, no report committed)?
+    #[inline]
+    fn out(&self, parent: u32, epoch: u32) -> bool {
+        self.by_parent.get(parent as usize) == Some(&(epoch, false))
+    }
+
+    /// A batch took the parent's Grains: its probe is out unless a report
+    /// of it committed already.
+    #[inline]
+    fn dispatched(&mut self, parent: u32, epoch: u32) {
+        let p = parent as usize;
+        if self.by_parent.len() <= p {
+            self.by_parent.resize(p + 1, (u32::MAX, false));
+        }
+        if self.by_parent[p].0 != epoch {
+            self.by_parent[p] = (epoch, false);
+        }
+    }
+
+    /// A report of the parent's Grains committed.
+    #[inline]
+    fn reported(&mut self, parent: u32, epoch: u32) {
+        if let Some(s) = self.by_parent.get_mut(parent as usize)
+            && s.0 == epoch
+        {
+            s.1 = true;
+        }
+    }
+}
+
 /// The queued Grains of one parent (nearest-completion policy).
 #[derive(Default)]
 struct Bucket {
@@ -146,6 +200,9 @@ struct Buckets {
     clock: u64,
     next_seq: u64,
     len: usize,
+    /// Keys of parents a reservation passed over (their probe is out),
+    /// in order; emptied before the reservation returns.
+    passed: Vec<(u64, u64, u32)>,
 }
 
 impl Buckets {
@@ -192,7 +249,9 @@ impl Buckets {
         self.open = Some((parent, epoch));
     }
 
-    /// Move up to `max` live entries (in total) into `out`.
+    /// Move up to `max` live entries (in total) into `out`: from the
+    /// parents nearest completion whose probe is not out, then (only to
+    /// fill the batch) from those whose probe is.
     fn reserve(
         &mut self,
         out: &mut Vec<Entry>,
@@ -200,29 +259,72 @@ impl Buckets {
         live: &impl Fn(&Entry) -> bool,
         touched: &mut u64,
         arrivals: &mut Arrivals,
+        probes: &mut Probes,
     ) {
         self.settle();
         let before = out.len();
         while out.len() < max {
-            let Some((_, _, parent)) = self.order.pop_first() else {
+            let Some(key) = self.order.pop_first() else {
                 break;
             };
-            let b = &mut self.by_parent[parent as usize];
-            while out.len() < max {
-                let Some(e) = b.entries.pop_front() else { break };
-                self.len -= 1;
-                *touched += 1;
-                arrivals.remove(e.at);
-                if live(&e) {
-                    out.push(e);
-                }
+            let parent = key.2;
+            if probes.out(parent, self.by_parent[parent as usize].epoch) {
+                self.passed.push(key);
+                continue;
             }
-            if !b.entries.is_empty() {
-                // Fewer queued now, so a smaller key: it stays at the front.
+            self.take(parent, out, max, live, touched, arrivals, probes);
+        }
+        // Work-conserving: parents whose probe is out fill what is left,
+        // nearest completion first (`passed` is in key order).
+        let mut passed = std::mem::take(&mut self.passed);
+        for &(_, _, parent) in &passed {
+            if out.len() < max {
+                self.take(parent, out, max, live, touched, arrivals, probes);
+            } else {
+                let b = &self.by_parent[parent as usize];
                 self.order.insert(b.key(parent));
             }
         }
+        passed.clear();
+        self.passed = passed;
         self.clock += (out.len() - before) as u64;
+    }
+
+    /// Move live entries of `parent`'s bucket (its key already out of
+    /// `order`) into `out` until it holds `max`; the bucket's key goes
+    /// back into `order` if entries are left.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the reservation's inputs, passed through"
+    )]
+    fn take(
+        &mut self,
+        parent: u32,
+        out: &mut Vec<Entry>,
+        max: usize,
+        live: &impl Fn(&Entry) -> bool,
+        touched: &mut u64,
+        arrivals: &mut Arrivals,
+        probes: &mut Probes,
+    ) {
+        let b = &mut self.by_parent[parent as usize];
+        let had = out.len();
+        while out.len() < max {
+            let Some(e) = b.entries.pop_front() else { break };
+            self.len -= 1;
+            *touched += 1;
+            arrivals.remove(e.at);
+            if live(&e) {
+                out.push(e);
+            }
+        }
+        if out.len() > had {
+            probes.dispatched(parent, b.epoch);
+        }
+        if !b.entries.is_empty() {
+            // Fewer queued now, so a smaller key.
+            self.order.insert(b.key(parent));
+        }
     }
 }
 
@@ -281,13 +383,15 @@ impl Lane {
         live: &impl Fn(&Entry) -> bool,
         parent: &impl Fn(&Entry) -> u32,
         touched: &mut u64,
+        probes: &mut Probes,
     ) {
         match policy {
             Reservation::Elastic => self.elastic(out, max, live, touched),
             Reservation::ParentBound => self.parent_bound(out, max, live, parent, touched),
             Reservation::Unordered => self.unordered(out, max, rng, live, touched),
             Reservation::NearestCompletion => {
-                self.buckets.reserve(out, max, live, touched, &mut self.arrivals);
+                self.buckets
+                    .reserve(out, max, live, touched, &mut self.arrivals, probes);
                 self.elastic(out, max, live, touched);
             }
         }
@@ -394,6 +498,8 @@ pub(crate) struct CallQueues {
     /// An entry list handed back by [`CallQueues::recycle`], refilled by the
     /// next reservation from the lanes.
     spare: Vec<Entry>,
+    /// Each parent's probe (`NearestCompletion` only; see the module note).
+    probes: Probes,
 }
 
 /// Where a reserved batch came from.
@@ -448,6 +554,13 @@ impl CallQueues {
             })
         };
         self.lanes[lane].push(e, parent, self.policy);
+    }
+
+    /// A report of Grains of `parent` (slot, epoch) committed: its probe is
+    /// in, and its bucket is served in its turn again.
+    #[inline]
+    pub(crate) fn reported(&mut self, parent: u32, epoch: u32) {
+        self.probes.reported(parent, epoch);
     }
 
     pub(crate) fn push_recovery(&mut self, group: Vec<Entry>, immediate: bool) {
@@ -536,6 +649,7 @@ impl CallQueues {
                     &live,
                     &parent,
                     touched,
+                    &mut self.probes,
                 );
             }
             Some(b) => {
@@ -614,7 +728,16 @@ impl CallQueues {
             let Some((lane, n)) = pick else {
                 return Err(Some(at.saturating_add(b.delay_us)));
             };
-            self.lanes[lane].reserve(out, n, self.policy, &mut self.rng, live, parent, touched);
+            self.lanes[lane].reserve(
+                out,
+                n,
+                self.policy,
+                &mut self.rng,
+                live,
+                parent,
+                touched,
+                &mut self.probes,
+            );
             if !out.is_empty() {
                 self.turns += 1;
                 self.lanes[lane].served = self.turns;

@@ -50,3 +50,30 @@ fn a_recycled_parent_slot_replaces_the_open_bucket() {
     assert_eq!(q.len_upper_bound(), 1);
     assert_eq!(take(&mut q, 8), vec![2]);
 }
+
+/// A parent whose first batch (its probe) is out is passed over for other
+/// parents' Grains until a report of it commits; when only parents with a
+/// probe out have Grains queued, the nearest of them is served (a probe
+/// never leaves a batch short).
+#[test]
+fn a_parent_with_its_probe_out_waits_for_its_report_unless_nothing_else_is_queued() {
+    let mut q = CallQueues::new(1, Reservation::NearestCompletion, None);
+    let (a, b) = (Some((0, 0)), Some((1, 0)));
+    for e in 0..4 {
+        q.push(entry(e), a, 0);
+    }
+    for e in 4..8 {
+        q.push(entry(e), b, 0);
+    }
+    // Equal keys: the older bucket (A) goes first; that batch is A's probe.
+    assert_eq!(take(&mut q, 2), vec![0, 1]);
+    assert_eq!(take(&mut q, 2), vec![4, 5], "A's probe is out: B's Grains go");
+    assert_eq!(take(&mut q, 1), vec![2], "both out: the nearest completion");
+    q.reported(1, 0);
+    assert_eq!(take(&mut q, 1), vec![6], "B's report came: B goes before A");
+    assert_eq!(take(&mut q, 8), vec![7, 3], "A fills what B leaves");
+    // A reused slot (a newer epoch) starts with no probe out.
+    q.push(entry(8), Some((0, 1)), 0);
+    q.push(entry(9), b, 0);
+    assert_eq!(take(&mut q, 1), vec![8]);
+}
