@@ -111,14 +111,17 @@ impl ReadPage {
 pub const LAYER_AGREES: f32 = 0.3;
 
 /// How far two readings of a page agree: the F1 of their bags of words,
-/// 0 to 1. Words are compared lowercased without surrounding
-/// punctuation, and each ideograph, kana or hangul syllable counts as a
-/// word of its own (CJK text has no spaces, and two readers put spaces
-/// into it differently). Two empty readings agree fully.
+/// 0 to 1. Words are compared lowercased, as their letters, digits and
+/// combining accents only (so `don’t`, `don't` and `dont` are one word,
+/// and a typographic quote or dash is no part of one), and each ideograph,
+/// kana or hangul syllable counts as a word of its own (CJK text has no
+/// spaces, and two readers put spaces into it differently). Two empty
+/// readings agree fully.
 ///
 /// ```
 /// use rayorch_models::pdf::agreement;
 /// assert_eq!(agreement("The cat sat.", "the cat sat"), 1.0);
+/// assert_eq!(agreement("“Don’t” — she said…", "\"Don't\" - she said..."), 1.0);
 /// assert!(agreement("The cat sat on the mat", "A dog ran in the park") < 0.2);
 /// assert_eq!(agreement("项目 总体", "项目总体"), 1.0);
 /// ```
@@ -133,7 +136,7 @@ pub fn agreement(a: &str, b: &str) -> f32 {
                     *bag.entry(c.to_string()).or_insert(0) += 1;
                 } else if c.is_alphanumeric() {
                     latin.extend(c.to_lowercase());
-                } else if !latin.is_empty() && !c.is_ascii_punctuation() {
+                } else if !latin.is_empty() && combining(c) {
                     latin.push(c);
                 }
             }
@@ -142,6 +145,12 @@ pub fn agreement(a: &str, b: &str) -> f32 {
             }
         }
         bag
+    }
+    /// A combining mark (an accent written after its letter): part of
+    /// the word. Any other character that is no letter or digit (quotes,
+    /// apostrophes, dashes, ASCII or typographic) is not.
+    fn combining(c: char) -> bool {
+        matches!(c, '\u{0300}'..='\u{036F}' | '\u{1AB0}'..='\u{1AFF}' | '\u{1DC0}'..='\u{1DFF}' | '\u{20D0}'..='\u{20FF}' | '\u{FE20}'..='\u{FE2F}')
     }
     fn wide(c: char) -> bool {
         matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}')
