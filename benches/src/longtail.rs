@@ -347,8 +347,9 @@ impl Report {
     }
 
     /// What ran after the last render ended (the lower bound allows one
-    /// page's OCR and an upload there): the healthy documents finished
-    /// after it, their pages, the largest, and when the last finished.
+    /// page's OCR and an upload there): when it ended, the healthy
+    /// documents finished after it, their pages, the largest of them, and
+    /// the last rendered document's pages.
     pub fn tail(&self) -> serde_json::Value {
         let render_end = self.expanded_s.iter().copied().fold(0.0, f64::max);
         let after: Vec<usize> = (0..self.done_at.len())
