@@ -21,6 +21,10 @@ pub enum FaultKind {
     Pause,
     /// Run the batch and ack it, then `kill -9` itself before reporting.
     AckThenCrash,
+    /// From this claim on, never hear the owner announce the end of the run
+    /// (as a worker whose connection was down at that moment: the
+    /// announcement is a plain NATS message, delivered at most once).
+    Deaf,
 }
 
 /// Inject `kind` on this worker's `at`-th claimed batch (1-based).
@@ -33,13 +37,14 @@ pub struct Fault {
 }
 
 impl Fault {
-    /// Parse `crash:2`, `pause:1`, `ack_then_crash:3`.
+    /// Parse `crash:2`, `pause:1`, `ack_then_crash:3`, `deaf:1`.
     pub fn parse(s: &str) -> Option<Fault> {
         let (k, n) = s.split_once(':')?;
         let kind = match k {
             "crash" => FaultKind::Crash,
             "pause" => FaultKind::Pause,
             "ack_then_crash" => FaultKind::AckThenCrash,
+            "deaf" => FaultKind::Deaf,
             _ => return None,
         };
         Some(Fault {
@@ -86,7 +91,15 @@ impl Injector {
                 None
             }
             FaultKind::AckThenCrash => Some(fault),
+            FaultKind::Deaf => None,
         }
+    }
+
+    /// Does this worker miss the owner's announcement of the run's end
+    /// ([`FaultKind::Deaf`], once its claim has come)?
+    pub(crate) fn deaf(&self) -> bool {
+        self.fault
+            .is_some_and(|f| f.kind == FaultKind::Deaf && self.claims.load(Ordering::Relaxed) >= f.at)
     }
 
     /// The batch ran: with [`FaultKind::AckThenCrash`], ack it and die
@@ -116,6 +129,13 @@ mod tests {
             Some(Fault {
                 kind: FaultKind::AckThenCrash,
                 at: 3
+            })
+        );
+        assert_eq!(
+            Fault::parse("deaf:1"),
+            Some(Fault {
+                kind: FaultKind::Deaf,
+                at: 1
             })
         );
         assert_eq!(Fault::parse("crash:x"), None);

@@ -9,7 +9,11 @@
 //! acks), so the pull round trip is not paid between batches. While a batch runs the slot sends JetStream progress acks and
 //! claim heartbeats every `ack_wait`/3, so a long batch is never redelivered
 //! and the owner's lease never expires under it. A worker stops when the
-//! owner announces the end of the run.
+//! owner announces the end of the run. That announcement is a plain NATS
+//! message, delivered at most once: a worker that missed it (its connection
+//! was down just then) finds its queues gone, since the owner removes them
+//! after a run that succeeded, and once pulls have failed for `owner_wait`
+//! with no owner answering for the run, it stops as if it had heard the end.
 //!
 //! The report is published (and flushed) before the ack: a worker that dies
 //! between the two leaves the batch to be redelivered, never lost. The
@@ -255,6 +259,10 @@ async fn run_worker(
     let result = loop {
         tokio::select! {
             m = done.next() => {
+                #[cfg(feature = "fault-injection")]
+                if sh.faults.deaf() {
+                    continue;
+                }
                 // Only the end of the run we joined stops us.
                 let run = sh.run.load(Ordering::Relaxed);
                 if m.is_none_or(|m| m.payload.as_ref() == run.to_string().as_bytes()) {
@@ -456,30 +464,27 @@ async fn pull(
             .messages()
             .await
         {
-            Ok(m) => {
-                failing = None;
-                m
-            }
+            Ok(m) => m,
             // The run ended and the owner removed the stream.
             Err(_) if sh.stop.load(Ordering::Relaxed) => break,
-            Err(e) => {
-                let since = *failing.get_or_insert_with(tokio::time::Instant::now);
-                if since.elapsed() > sh.cfg.owner_wait {
-                    return Err(DistError::Nats {
-                        what: format!(
-                            "pull from Call `{call}` (failing for {:.0} s)",
-                            since.elapsed().as_secs_f64()
-                        ),
-                        cause: e.to_string(),
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                continue;
-            }
+            Err(e) => match pull_failed(&sh, &call, &mut failing, e.to_string()).await {
+                Some(end) => return end,
+                None => continue,
+            },
         };
         let mut permit = Some(permit);
+        // The broker's refusal of the pull (the Call's queue is gone: the
+        // owner removed it at the end of the run, or is making it anew): a
+        // failing pull, never an empty one retried at once.
+        let mut refused = None;
         while let Some(m) = msgs.next().await {
-            let Ok(m) = m else { continue };
+            let m = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    refused = Some(e.to_string());
+                    continue;
+                }
+            };
             match permit.take() {
                 Some(p) => {
                     waiting = Some(m.clone());
@@ -491,8 +496,48 @@ async fn pull(
                 }
             }
         }
+        match refused {
+            None => failing = None,
+            Some(_) if sh.stop.load(Ordering::Relaxed) => break,
+            Some(cause) => {
+                if let Some(end) = pull_failed(&sh, &call, &mut failing, cause).await {
+                    return end;
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// A pull of `call` failed with `cause`: `None` to pull again after a short
+/// pause, or how the puller ends. Failures are tolerated for `owner_wait`
+/// (the broker restarting, the network to it down, an owner making its
+/// queues anew); past that, if no owner answers for the run any more, the
+/// run has ended and this worker missed the announcement (the owner
+/// removes a finished run's queues): it stops as if it had heard it. Else
+/// the failure is the worker's error.
+async fn pull_failed(
+    sh: &Arc<Shared>,
+    call: &str,
+    failing: &mut Option<tokio::time::Instant>,
+    cause: String,
+) -> Option<Result<(), DistError>> {
+    let since = *failing.get_or_insert_with(tokio::time::Instant::now);
+    if since.elapsed() <= sh.cfg.owner_wait {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        return None;
+    }
+    if current_run(&sh.client, &sh.cfg, &sh.hello).await.is_none() {
+        sh.stop.store(true, Ordering::Relaxed);
+        return Some(Ok(()));
+    }
+    Some(Err(DistError::Nats {
+        what: format!(
+            "pull from Call `{call}` (failing for {:.0} s)",
+            since.elapsed().as_secs_f64()
+        ),
+        cause,
+    }))
 }
 
 /// Keeps a batch fetched ahead alive while it waits behind a long one: a

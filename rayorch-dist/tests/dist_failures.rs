@@ -555,3 +555,42 @@ async fn a_call_timeout_ends_a_hung_attempt_on_a_worker() {
     let at = runs_where(&summary, "slow");
     assert!(at.len() == 1 && at[0] != "owner", "{at:?}");
 }
+
+// ---- the end of the run, missed ------------------------------------------------
+
+/// The owner announces the end of its run once, as a plain NATS message: a
+/// worker that missed it (here: deaf to it from its first claim,
+/// `FaultKind::Deaf`) finds its queues removed, and once pulls have failed
+/// for `owner_wait` with no owner answering, it ends as if it had heard
+/// the end: `Ok`, with the batches it ran, never serving on or spinning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_missed_the_end_of_its_run_ends_once_its_queues_are_gone() {
+    let server = NatsServer::start().unwrap();
+    let url = server.url();
+    let job = "deafworker";
+    let (plan, out) = timeout_plan();
+    let mut cfg = config(&url, job);
+    cfg.owner_wait = Duration::from_secs(2);
+    let fault = Some(rayorch_dist::Fault {
+        kind: rayorch_dist::FaultKind::Deaf,
+        at: 1,
+    });
+    let worker = {
+        let (plan, cfg) = (plan.clone(), cfg.clone());
+        tokio::spawn(async move { rayorch_dist::worker_with_fault(&plan, codecs(), cfg, "", fault).await })
+    };
+    let roots = docs(4);
+    let (outputs, _) = run_owner(
+        Owner::new(&plan, codecs(), config(&url, job)),
+        out,
+        &roots,
+        |_| {},
+    )
+    .await;
+    assert_eq!(outputs.len(), roots.len());
+    let w = bounded("the worker that missed the end", worker)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(w.batches > 0, "the worker served the run: {w:?}");
+}

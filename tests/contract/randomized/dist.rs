@@ -129,7 +129,8 @@ struct Tally {
 /// or, where it joined after its run had ended, find no owner (a run whose
 /// roots all end before a remote Call, or whose Calls the owner runs
 /// itself, needs no worker; a replacement may start as the run ends).
-type Ended = Mutex<Vec<JoinHandle<Result<WorkerSummary, DistError>>>>;
+/// Each with its job and setup, named if it does not end.
+type Ended = Mutex<Vec<(String, JoinHandle<Result<WorkerSummary, DistError>>)>>;
 
 static JOBS: AtomicU64 = AtomicU64::new(0);
 
@@ -207,11 +208,17 @@ async fn run_case(
         killer.abort();
         if let Ok(Some(replacement)) = killer.await {
             workers.swap_remove(0);
-            ended.lock().unwrap().push(replacement);
+            ended
+                .lock()
+                .unwrap()
+                .push((format!("{job} (the replacement) {setup:?}"), replacement));
             killed = true;
         }
     }
-    ended.lock().unwrap().extend(workers);
+    ended
+        .lock()
+        .unwrap()
+        .extend(workers.into_iter().map(|w| (format!("{job} {setup:?}"), w)));
     let Ok(result) = result else {
         return Err(TestCaseError::fail(format!(
             "the run gave no answer in {HUNG:?}\n{}",
@@ -294,15 +301,15 @@ fn the_contract_holds_on_the_jetstream_backend() {
     // Every worker not aborted served until its owner ended the run.
     let workers = std::mem::take(&mut *ended.lock().unwrap());
     rt.block_on(async {
-        for w in workers {
+        for (of, w) in workers {
             match tokio::time::timeout(HUNG, w).await {
                 Ok(Ok(Ok(_))) => {}
                 Ok(Ok(Err(DistError::NoOwner { .. }))) => {
                     tally.late_workers.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(Ok(Err(e))) => panic!("a worker failed: {e}"),
-                Ok(Err(e)) => panic!("a worker task ended: {e}"),
-                Err(_) => panic!("a worker did not end after its run"),
+                Ok(Ok(Err(e))) => panic!("a worker of {of} failed: {e}"),
+                Ok(Err(e)) => panic!("a worker task of {of} ended: {e}"),
+                Err(_) => panic!("a worker of {of} did not end after its run"),
             }
         }
     });
