@@ -470,6 +470,18 @@ impl<T> From<T> for Outcome<T> {
     }
 }
 
+/// Every item of `items` (`n` of them), or `None` at the first `None`: a
+/// list of `n` items allocated once. (`collect::<Option<Vec<_>>>()` cannot
+/// know the length through its short-circuit and grows the list by doubling:
+/// a reallocation chain per batch or gathered document.)
+pub(crate) fn all_or_none<T>(n: usize, items: impl Iterator<Item = Option<T>>) -> Option<Vec<T>> {
+    let mut out = Vec::with_capacity(n);
+    for x in items {
+        out.push(x?);
+    }
+    Some(out)
+}
+
 /// Take a `T` out of an erased value: moved when this is the last reference
 /// (no copy), cloned otherwise (the one place a Port value is deep-copied).
 pub(crate) fn take_value<T: Data>(v: Value) -> Option<T> {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::plan::build::{self, Edge, NodeKind, PortRef};
 use crate::plan::domain::{ChildOf, DescendantOf, Domain};
-use crate::value::{Cause, Data, Value, Values, take_value};
+use crate::value::{Cause, Data, Value, Values, all_or_none, take_value};
 
 /// The values of one Call or operator, for every Entity of Domain `D`.
 pub struct Port<D, T> {
@@ -248,21 +248,19 @@ where
 }
 
 fn gather_list<T: Data>(vals: Vec<Value>) -> Option<Value> {
-    let out = vals
-        .into_iter()
-        .map(take_value::<T>)
-        .collect::<Option<Vec<T>>>()?;
+    let out = all_or_none(vals.len(), vals.into_iter().map(take_value::<T>))?;
     Some(Arc::new(out))
 }
 
 fn gather_kept<T: Data>(vals: Vec<Result<Value, Cause>>) -> Option<Value> {
-    let out = vals
-        .into_iter()
-        .map(|r| match r {
+    let n = vals.len();
+    let out = all_or_none(
+        n,
+        vals.into_iter().map(|r| match r {
             Ok(v) => take_value::<T>(v).map(Ok),
             Err(c) => Some(Err(c)),
-        })
-        .collect::<Option<Vec<Result<T, Cause>>>>()?;
+        }),
+    )?;
     Some(Arc::new(out))
 }
 

@@ -37,7 +37,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::stage::records::RecordPolicy;
-use crate::value::{Outcome, Value, Values};
+use crate::value::{Outcome, Value, Values, all_or_none};
 
 /// A boxed error, as stages and factories return it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -473,15 +473,12 @@ impl<S: StageKind> Glue<S> {
     fn inputs(&self, batch: BatchInputs) -> Result<Vec<S::In>, AttemptError> {
         let n = batch.len();
         let mut it = batch.values.into_iter();
-        (0..n)
-            .map(|_| (self.assemble)(&mut it))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| {
-                AttemptError::Contract(format!(
-                    "internal: inputs of stage `{}` had unexpected types",
-                    type_name::<S>()
-                ))
-            })
+        all_or_none(n, (0..n).map(|_| (self.assemble)(&mut it))).ok_or_else(|| {
+            AttemptError::Contract(format!(
+                "internal: inputs of stage `{}` had unexpected types",
+                type_name::<S>()
+            ))
+        })
     }
 
     fn outputs(split: Split<S::Out>, r: StageResult<S::Out>) -> AttemptResult {
